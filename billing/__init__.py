@@ -1,0 +1,1 @@
+"""Metering and cost: rates, usage records, budgets."""

@@ -1,0 +1,1 @@
+"""The resource truth: clusters, nodes, devices, topologies, flavors and resource classes."""

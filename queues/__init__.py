@@ -1,0 +1,1 @@
+"""Job scheduling: teams, cohorts, quotas, priorities, jobs, and the admission engine."""

@@ -1,0 +1,361 @@
+"""Models of job scheduling: teams and their quotas (Kueue ClusterQueues), cohorts, priorities, jobs."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from pools.models import Cluster, Device, ResourceClass, ResourceFlavor, dns_label
+
+
+class Team(models.Model):
+    """A tenant: a Kubernetes namespace with a LocalQueue pointing at the team's ClusterQueue."""
+
+    slug = models.CharField(max_length=63, unique=True, validators=[dns_label])
+    name = models.CharField(max_length=120)
+    namespace = models.CharField(max_length=63, unique=True, validators=[dns_label])
+    local_queue_name = models.CharField(max_length=63, default="main", validators=[dns_label])
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="teams")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    """A user's role in a team."""
+
+    class Role(models.TextChoices):
+        MEMBER = "member", "Member"
+        LEAD = "lead", "Team lead"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "user"], name="membership_once")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.team} ({self.role})"
+
+
+class Cohort(models.Model):
+    """A borrowing cohort (Kueue Cohort); nested through ``parent``, optionally with quota of its own."""
+
+    name = models.CharField(max_length=63, unique=True, validators=[dns_label])
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
+    fair_weight = models.DecimalField(max_digits=8, decimal_places=3, default=1)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class PreemptionWithinClusterQueue(models.TextChoices):
+    """Kueue ``preemption.withinClusterQueue``."""
+
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    LOWER_OR_NEWER_EQUAL = "LowerOrNewerEqualPriority"
+
+
+class ReclaimWithinCohort(models.TextChoices):
+    """Kueue ``preemption.reclaimWithinCohort``."""
+
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    ANY = "Any"
+
+
+class TeamQuota(models.Model):
+    """A team's ClusterQueue in one cluster: cohort, queueing, preemption and fungibility policy."""
+
+    class QueueingStrategy(models.TextChoices):
+        BEST_EFFORT_FIFO = "BestEffortFIFO"
+        STRICT_FIFO = "StrictFIFO"
+
+    class FungibilityBorrow(models.TextChoices):
+        MAY_STOP_SEARCH = "MayStopSearch"
+        TRY_NEXT_FLAVOR = "TryNextFlavor"
+
+    class StopPolicy(models.TextChoices):
+        NONE = "None"
+        HOLD = "Hold"
+        HOLD_AND_DRAIN = "HoldAndDrain"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="quotas")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="team_quotas")
+    cluster_queue_name = models.CharField(max_length=63, validators=[dns_label])
+    cohort = models.ForeignKey(Cohort, null=True, blank=True, on_delete=models.PROTECT, related_name="team_quotas")
+    queueing_strategy = models.CharField(
+        max_length=20, choices=QueueingStrategy.choices, default=QueueingStrategy.BEST_EFFORT_FIFO
+    )
+    within_cluster_queue = models.CharField(
+        max_length=30, choices=PreemptionWithinClusterQueue.choices, default=PreemptionWithinClusterQueue.NEVER
+    )
+    reclaim_within_cohort = models.CharField(
+        max_length=20, choices=ReclaimWithinCohort.choices, default=ReclaimWithinCohort.NEVER
+    )
+    borrow_within_cohort = models.CharField(
+        max_length=20,
+        choices=[("Never", "Never"), ("LowerPriority", "LowerPriority")],
+        default="Never",
+    )
+    borrow_within_cohort_max_priority = models.IntegerField(null=True, blank=True)
+    when_can_borrow = models.CharField(
+        max_length=20, choices=FungibilityBorrow.choices, default=FungibilityBorrow.MAY_STOP_SEARCH
+    )
+    when_can_preempt = models.CharField(
+        max_length=20, choices=FungibilityBorrow.choices, default=FungibilityBorrow.TRY_NEXT_FLAVOR
+    )
+    fair_weight = models.DecimalField(max_digits=8, decimal_places=3, default=1)
+    stop_policy = models.CharField(max_length=20, choices=StopPolicy.choices, default=StopPolicy.NONE)
+
+    class Meta:
+        ordering = ["cluster", "cluster_queue_name"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "cluster"], name="one_quota_per_team_and_cluster"),
+            models.UniqueConstraint(fields=["cluster", "cluster_queue_name"], name="cluster_queue_name_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_queue_name} ({self.cluster})"
+
+
+class QuotaLine(models.Model):
+    """Quota for one (flavor, resource) of a team's ClusterQueue or of a cohort: nominal, borrowing, lending."""
+
+    team_quota = models.ForeignKey(TeamQuota, null=True, blank=True, on_delete=models.CASCADE, related_name="lines")
+    cohort = models.ForeignKey(Cohort, null=True, blank=True, on_delete=models.CASCADE, related_name="lines")
+    flavor = models.ForeignKey(ResourceFlavor, on_delete=models.PROTECT, related_name="quota_lines")
+    flavor_order = models.PositiveIntegerField(default=0, help_text="Preference order of the flavor in its group.")
+    resource_name = models.CharField(max_length=253)
+    nominal = models.CharField(max_length=30, help_text="Kubernetes quantity.")
+    borrowing_limit = models.CharField(max_length=30, blank=True, help_text="Empty: no limit.")
+    lending_limit = models.CharField(max_length=30, blank=True, help_text="Empty: lend all unused quota.")
+
+    class Meta:
+        ordering = ["flavor_order", "flavor__name", "resource_name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(team_quota__isnull=False) & Q(cohort__isnull=True))
+                | (Q(team_quota__isnull=True) & Q(cohort__isnull=False)),
+                name="quota_line_has_one_owner",
+            ),
+            models.UniqueConstraint(
+                fields=["team_quota", "flavor", "resource_name"],
+                condition=Q(team_quota__isnull=False),
+                name="quota_line_once_per_queue",
+            ),
+            models.UniqueConstraint(
+                fields=["cohort", "flavor", "resource_name"],
+                condition=Q(cohort__isnull=False),
+                name="quota_line_once_per_cohort",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.flavor.name}/{self.resource_name}: {self.nominal}"
+
+
+class PriorityClass(models.Model):
+    """A Kueue WorkloadPriorityClass: a name, a value and whether jobs of it may preempt."""
+
+    name = models.CharField(max_length=63, unique=True, validators=[dns_label])
+    value = models.IntegerField()
+    description = models.CharField(max_length=200, blank=True)
+    may_preempt = models.BooleanField(default=True)
+    is_default = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-value"]
+        verbose_name_plural = "priority classes"
+        constraints = [
+            models.UniqueConstraint(fields=["is_default"], condition=Q(is_default=True), name="one_default_priority"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.value})"
+
+
+class WaitReason(models.TextChoices):
+    """The closed set of reasons a pending job waits (DESIGN.md)."""
+
+    QUOTA_EXHAUSTED = "quota_exhausted", "Team quota used up"
+    BORROW_LIMIT = "borrow_limit", "Borrowing limit reached"
+    NO_MATCHING_FLAVOR = "no_matching_flavor", "No matching hardware"
+    CLASS_EXHAUSTED = "class_exhausted", "Every device of this class is in use"
+    TOPOLOGY_FRAGMENTED = "topology_fragmented", "Enough devices, but fragmented"
+    HEALTH_BLOCKED = "health_blocked", "Capacity blocked by unhealthy devices"
+    HIGHER_PRIORITY_AHEAD = "higher_priority_ahead", "A higher-priority job is ahead"
+    AWAITING_PROVISIONING = "awaiting_provisioning", "Waiting for provisioning"
+    PREEMPTION_IN_PROGRESS = "preemption_in_progress", "Preemption under way"
+    EXCEEDS_MAXIMUM = "exceeds_maximum", "Can never fit as configured"
+    MISCONFIGURED = "misconfigured", "Queue misconfigured"
+    CLUSTER_UNREACHABLE = "cluster_unreachable", "Cluster unreachable"
+
+
+class Job(models.Model):
+    """What a researcher submitted, plus what happened to it."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending"
+        ADMITTED = "admitted", "Admitted"
+        RUNNING = "running", "Running"
+        PREEMPTING = "preempting", "Preempting"
+        SUSPENDED = "suspended", "Suspended"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+        TIMED_OUT = "timed-out", "Timed out"
+
+    FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELLED, State.TIMED_OUT)
+
+    class TopologyMode(models.TextChoices):
+        NONE = "", "Any placement"
+        REQUIRED = "required", "Required"
+        PREFERRED = "preferred", "Preferred"
+
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="jobs")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs")
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="jobs")
+    name = models.CharField(max_length=63, validators=[dns_label])
+    image = models.CharField(max_length=500)
+    command = models.JSONField(default=list, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    resource_class = models.ForeignKey(ResourceClass, on_delete=models.PROTECT, related_name="jobs")
+    devices_per_pod = models.PositiveIntegerField(default=1)
+    pod_count = models.PositiveIntegerField(default=1)
+    topology_mode = models.CharField(max_length=10, choices=TopologyMode.choices, blank=True, default="")
+    topology_level = models.CharField(max_length=253, blank=True)
+    priority_class = models.ForeignKey(PriorityClass, null=True, blank=True, on_delete=models.PROTECT)
+    priority = models.IntegerField(default=0, help_text="Value of the priority class at submission.")
+    max_runtime_seconds = models.PositiveIntegerField(null=True, blank=True)
+    checkpoint_path = models.CharField(max_length=500, blank=True)
+    checkpoint_signal = models.CharField(max_length=20, blank=True)
+    checkpoint_command = models.JSONField(default=list, blank=True)
+    checkpoint_interval_seconds = models.PositiveIntegerField(null=True, blank=True)
+    sim_runtime_seconds = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Simulated backend only: how long the job runs once started."
+    )
+
+    state = models.CharField(max_length=12, choices=State.choices, default=State.PENDING)
+    wait_reason = models.CharField(max_length=30, choices=WaitReason.choices, blank=True)
+    wait_message = models.TextField(blank=True)
+    kueue_message = models.TextField(blank=True)
+    wait_details = models.JSONField(default=dict, blank=True)
+    wait_since = models.DateTimeField(null=True, blank=True)
+    assigned_flavor = models.ForeignKey(
+        ResourceFlavor, null=True, blank=True, on_delete=models.PROTECT, related_name="jobs"
+    )
+    assignment = models.JSONField(default=dict, blank=True, help_text="Flavors per pod set and nodes per pod.")
+    borrowing = models.BooleanField(default=False)
+    preemption_count = models.PositiveIntegerField(default=0)
+    k8s_namespace = models.CharField(max_length=63, blank=True)
+    k8s_name = models.CharField(max_length=63, blank=True)
+    k8s_uid = models.CharField(max_length=64, blank=True)
+    workload_name = models.CharField(max_length=253, blank=True)
+
+    submitted_at = models.DateTimeField()
+    queued_at = models.DateTimeField(help_text="When it last entered the queue (submission or requeue).")
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    state_changed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-submitted_at", "-id"]
+        indexes = [
+            models.Index(fields=["team", "-submitted_at", "-id"], name="job_team_recent"),
+            models.Index(fields=["owner", "-submitted_at", "-id"], name="job_owner_recent"),
+            models.Index(fields=["team", "state", "-submitted_at"], name="job_team_state"),
+            models.Index(fields=["cluster", "state"], name="job_cluster_state"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(devices_per_pod__gte=1), name="job_devices_positive"),
+            models.CheckConstraint(condition=Q(pod_count__gte=1), name="job_pods_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team.slug}/{self.name}"
+
+    @property
+    def is_final(self) -> bool:
+        """Whether the job can no longer change state."""
+        return self.state in self.FINAL_STATES
+
+    @property
+    def total_devices(self) -> int:
+        """Devices the whole gang asks for."""
+        return self.devices_per_pod * self.pod_count
+
+
+class JobEvent(models.Model):
+    """One entry of a job's timeline, with a plain-language message and structured details."""
+
+    class Kind(models.TextChoices):
+        SUBMITTED = "submitted", "Submitted"
+        WAIT_REASON = "wait_reason", "Wait reason changed"
+        ADMITTED = "admitted", "Admitted"
+        STARTED = "started", "Started"
+        CHECKPOINT_REQUESTED = "checkpoint_requested", "Checkpoint requested"
+        CHECKPOINT_DONE = "checkpoint_done", "Checkpoint done"
+        PREEMPTED = "preempted", "Preempted"
+        PREEMPTING = "preempting", "Preempting other jobs"
+        REQUEUED = "requeued", "Requeued"
+        RESUMED = "resumed", "Resumed"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+        TIMED_OUT = "timed_out", "Timed out"
+        NODE_LOST = "node_lost", "Node lost"
+        NOTE = "note", "Note"
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField()
+    kind = models.CharField(max_length=30, choices=Kind.choices)
+    message = models.TextField()
+    details = models.JSONField(default=dict, blank=True)
+    source_key = models.CharField(max_length=200, blank=True, help_text="Dedupe key for events synced from a cluster.")
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [models.Index(fields=["job", "at"], name="jobevent_job_at")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job", "source_key"], condition=~Q(source_key=""), name="jobevent_source_once"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} {self.kind} @ {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class Allocation(models.Model):
+    """A device held by a job, from when to when; closed on every way a job can end."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="allocations")
+    device = models.ForeignKey(Device, on_delete=models.PROTECT, related_name="allocations")
+    pod_index = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    end_reason = models.CharField(max_length=40, blank=True)
+
+    class Meta:
+        ordering = ["job", "pod_index", "device"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["device"], condition=Q(ended_at__isnull=True), name="one_open_allocation_per_device"
+            ),
+        ]
+        indexes = [models.Index(fields=["job", "ended_at"], name="allocation_job_open")]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} holds {self.device_id}"
