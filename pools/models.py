@@ -102,9 +102,7 @@ class Node(models.Model):
     unschedulable = models.BooleanField(default=False, help_text="Cordoned.")
     capacity = models.JSONField(default=dict, blank=True, help_text="Resource name → quantity, as the node reports.")
     allocatable = models.JSONField(default=dict, blank=True)
-    flavor = models.ForeignKey(
-        ResourceFlavor, null=True, blank=True, on_delete=models.SET_NULL, related_name="nodes"
-    )
+    flavor = models.ForeignKey(ResourceFlavor, null=True, blank=True, on_delete=models.SET_NULL, related_name="nodes")
     first_seen_at = models.DateTimeField()
     last_seen_at = models.DateTimeField()
     gone_at = models.DateTimeField(null=True, blank=True, help_text="Set when the node disappeared from the cluster.")
@@ -196,7 +194,7 @@ class Device(models.Model):
 
 
 class ResourceClass(models.Model):
-    """What a researcher picks: "8× H100 80GB, one NVLink domain, for large training"."""
+    """What a researcher picks: "8 x H100 80GB, one NVLink domain, for large training"."""
 
     class Sharing(models.TextChoices):
         DEDICATED = "dedicated", "Dedicated card"
@@ -211,7 +209,9 @@ class ResourceClass(models.Model):
     slug = models.CharField(max_length=63, unique=True, validators=[dns_label])
     name = models.CharField(max_length=120)
     description = models.TextField(blank=True, help_text="What the class is for, in the researcher's words.")
-    resource_name = models.CharField(max_length=253, help_text="e.g. nvidia.com/gpu, nvidia.com/mig-1g.10gb, amd.com/gpu")
+    resource_name = models.CharField(
+        max_length=253, help_text="e.g. nvidia.com/gpu, nvidia.com/mig-1g.10gb, amd.com/gpu"
+    )
     sharing = models.CharField(max_length=12, choices=Sharing.choices, default=Sharing.DEDICATED)
     flavors = models.ManyToManyField(ResourceFlavor, through="ResourceClassFlavor", related_name="resource_classes")
     allowed_counts = models.JSONField(default=list, help_text="Devices per pod a user may ask for, e.g. [1, 2, 4, 8].")

@@ -28,7 +28,8 @@ if PORTAL_MODE not in {"development", "production"}:
 
 def _require_production_settings() -> None:
     """Refuse to start in production mode without the settings that have no safe default."""
-    missing = [name for name in ("SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "ALLOWED_HOSTS") if not env.str(name, "")]
+    required = ("SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "ALLOWED_HOSTS")
+    missing = [name for name in required if not env.str(name, "")]
     if missing:
         raise ImproperlyConfigured(f"PORTAL_MODE=production needs these environment variables: {', '.join(missing)}")
     if not env.str("DATABASE_URL").startswith(("postgres://", "postgresql://", "pgsql://")):
@@ -49,7 +50,8 @@ if PRODUCTION:
 
 SECRET_KEY = env.str("SECRET_KEY", default="") or _development_secret_key()
 DEBUG = env.bool("DEBUG", default=not PRODUCTION)
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=[] if PRODUCTION else ["localhost", "127.0.0.1", "[::1]", "testserver"])
+_LOCAL_HOSTS = ["localhost", "127.0.0.1", "[::1]", "testserver"]
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=[] if PRODUCTION else _LOCAL_HOSTS)
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
@@ -127,7 +129,8 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = env.path("STATIC_ROOT", default=BASE_DIR / "var" / "staticfiles")
 
 # Security: strict in production, relaxed for the embedded default.
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env.bool("BEHIND_TLS_PROXY", default=PRODUCTION) else None
+_BEHIND_TLS_PROXY = env.bool("BEHIND_TLS_PROXY", default=PRODUCTION)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if _BEHIND_TLS_PROXY else None
 SESSION_COOKIE_SECURE = PRODUCTION
 CSRF_COOKIE_SECURE = PRODUCTION
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=PRODUCTION)
@@ -162,6 +165,9 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     CELERY_BROKER_TRANSPORT_OPTIONS = {"data_folder_in": str(_queue_dir), "data_folder_out": str(_queue_dir)}
 
 SIMULATOR_TICK_SECONDS = env.float("SIMULATOR_TICK_SECONDS", default=5.0)
+# How long a simulated job runs when it names no simulated runtime, and how long a checkpoint takes.
+SIMULATED_DEFAULT_RUNTIME_SECONDS = env.int("SIMULATED_DEFAULT_RUNTIME_SECONDS", default=600)
+SIMULATED_CHECKPOINT_SECONDS = env.int("SIMULATED_CHECKPOINT_SECONDS", default=10)
 CELERY_BEAT_SCHEDULE = {
     "simulated-clusters-tick": {
         "task": "pools.simulated_clusters_tick",

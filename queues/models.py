@@ -258,6 +258,9 @@ class Job(models.Model):
     assignment = models.JSONField(default=dict, blank=True, help_text="Flavors per pod set and nodes per pod.")
     borrowing = models.BooleanField(default=False)
     preemption_count = models.PositiveIntegerField(default=0)
+    run_seconds_banked = models.PositiveIntegerField(
+        default=0, help_text="Work kept by checkpoints across evictions (seconds of run time)."
+    )
     k8s_namespace = models.CharField(max_length=63, blank=True)
     k8s_name = models.CharField(max_length=63, blank=True)
     k8s_uid = models.CharField(max_length=64, blank=True)

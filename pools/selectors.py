@@ -1,0 +1,271 @@
+"""Reads of the pool: capacity per class, per flavor and per node, aggregated in SQL."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
+
+from pools.inventory.versions import version_at_least
+from pools.models import USABLE_HEALTH, Cluster, Device, HealthState, Node, ResourceClass, ResourceFlavor
+
+
+@dataclass
+class Counts:
+    """Exists / in use / available / unhealthy / cordoned for a set of schedulable units."""
+
+    exists: int = 0
+    in_use: int = 0
+    unhealthy: int = 0
+    cordoned: int = 0
+
+    @property
+    def available(self) -> int:
+        """Units a new job could get now: healthy, free, on a ready and schedulable node."""
+        return max(self.exists - self.in_use - self.unhealthy - self.cordoned, 0)
+
+    def add(self, *, n: int, in_use: int, unhealthy: int, cordoned: int) -> None:
+        """Accumulate one aggregated group."""
+        self.exists += n
+        self.in_use += in_use
+        self.unhealthy += unhealthy
+        self.cordoned += cordoned
+
+
+@dataclass
+class FlavorCapacity(Counts):
+    """Capacity of one (flavor, resource name)."""
+
+    flavor: ResourceFlavor | None = None
+    resource_name: str = ""
+    teams_allowed: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ClassCapacity(Counts):
+    """Capacity behind one resource class, over its flavors and software constraints."""
+
+    resource_class: ResourceClass | None = None
+    resource_name: str = ""
+    flavors: list[ResourceFlavor] = field(default_factory=list)
+    teams_allowed: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DeviceCell:
+    """One square of a node's device grid."""
+
+    device: Device
+    state: str
+    job_label: str = ""
+    children: list[DeviceCell] = field(default_factory=list)
+
+
+@dataclass
+class NodeCapacity(Counts):
+    """Capacity and device grid of one node."""
+
+    node: Node | None = None
+    devices: list[DeviceCell] = field(default_factory=list)
+
+
+@dataclass
+class NodePage:
+    """One page of nodes."""
+
+    nodes: list[NodeCapacity]
+    total_nodes: int
+    page: int
+    num_pages: int
+
+
+def present_units(*, cluster: Cluster | None = None) -> QuerySet[Device]:
+    """Schedulable units on present nodes, annotated with ``busy`` (an open allocation holds them)."""
+    from queues.models import Allocation
+
+    qs = Device.objects.filter(gone_at__isnull=True, node__gone_at__isnull=True).exclude(resource_name="")
+    if cluster is not None:
+        qs = qs.filter(node__cluster=cluster)
+    open_alloc = Allocation.objects.filter(device=OuterRef("pk"), ended_at__isnull=True)
+    return qs.annotate(busy=Exists(open_alloc))
+
+
+def _grouped_counts(*, cluster: Cluster | None) -> list[dict]:
+    """Unit counts grouped by everything the capacity views split on; one query."""
+    return list(
+        present_units(cluster=cluster)
+        .values("node__flavor_id", "resource_name", "kind", "driver_version", "cuda_version", "health", "busy")
+        .annotate(
+            n=Count("id"),
+            not_ready=Count("id", filter=Q(node__ready=False)),
+            cordoned=Count("id", filter=Q(node__ready=True, node__unschedulable=True)),
+        )
+        .order_by()
+    )
+
+
+def _classify(row: dict) -> dict[str, int]:
+    """Split an aggregated row into in use / unhealthy / cordoned (a unit counts once, busy first)."""
+    n = row["n"]
+    if row["busy"]:
+        return {"n": n, "in_use": n, "unhealthy": 0, "cordoned": 0}
+    if row["health"] not in USABLE_HEALTH:
+        return {"n": n, "in_use": 0, "unhealthy": n, "cordoned": 0}
+    return {"n": n, "in_use": 0, "unhealthy": row["not_ready"], "cordoned": row["cordoned"]}
+
+
+def teams_allowed_by_flavor(*, cluster: Cluster | None = None) -> dict[tuple[int, str], list[str]]:
+    """Team slugs holding a quota line per (flavor id, resource name)."""
+    from queues.models import QuotaLine
+
+    lines = QuotaLine.objects.filter(team_quota__isnull=False)
+    if cluster is not None:
+        lines = lines.filter(team_quota__cluster=cluster)
+    allowed: dict[tuple[int, str], set[str]] = defaultdict(set)
+    for flavor_id, resource, slug in lines.values_list("flavor_id", "resource_name", "team_quota__team__slug"):
+        allowed[(flavor_id, resource)].add(slug)
+    return {key: sorted(slugs) for key, slugs in allowed.items()}
+
+
+def flavor_capacity(*, cluster: Cluster | None = None) -> list[FlavorCapacity]:
+    """Capacity per (flavor, resource name); units on nodes of no flavor are grouped under flavor None."""
+    flavors = {f.pk: f for f in ResourceFlavor.objects.all()}
+    allowed = teams_allowed_by_flavor(cluster=cluster)
+    out: dict[tuple[int | None, str], FlavorCapacity] = {}
+    for row in _grouped_counts(cluster=cluster):
+        key = (row["node__flavor_id"], row["resource_name"])
+        if key not in out:
+            out[key] = FlavorCapacity(
+                flavor=flavors.get(key[0]),
+                resource_name=key[1],
+                teams_allowed=allowed.get(key, []),  # type: ignore[arg-type]
+            )
+        out[key].add(**_classify(row))
+    return sorted(out.values(), key=lambda c: (c.flavor.name if c.flavor else "~", c.resource_name))
+
+
+#: The only device kind each sharing mode may hand out: a dedicated class never gets a time-shared replica.
+SHARING_KIND = {
+    ResourceClass.Sharing.DEDICATED: Device.Kind.FULL,
+    ResourceClass.Sharing.MIG: Device.Kind.MIG,
+    ResourceClass.Sharing.TIME_SHARED: Device.Kind.SHARED,
+}
+
+
+def class_matches_software(rc: ResourceClass, *, driver_version: str, cuda_version: str) -> bool:
+    """Whether a unit's driver/CUDA versions meet the class's minimums (numeric comparison)."""
+    if rc.min_driver_version and not version_at_least(driver_version, rc.min_driver_version):
+        return False
+    return not (rc.min_cuda_version and not version_at_least(cuda_version, rc.min_cuda_version))
+
+
+def class_capacity(
+    *, cluster: Cluster | None = None, classes: Iterable[ResourceClass] | None = None
+) -> list[ClassCapacity]:
+    """Capacity behind each active resource class: units of its resource on its flavors that meet its minimums."""
+    if classes is None:
+        classes = ResourceClass.objects.filter(active=True)
+    classes = list(classes.prefetch_related("flavor_links__flavor") if isinstance(classes, QuerySet) else classes)
+    rows = _grouped_counts(cluster=cluster)
+    allowed = teams_allowed_by_flavor(cluster=cluster)
+    out = []
+    for rc in classes:
+        flavors = [link.flavor for link in rc.flavor_links.all()]
+        flavor_ids = {f.pk for f in flavors}
+        cap = ClassCapacity(resource_class=rc, resource_name=rc.resource_name, flavors=flavors)
+        for row in rows:
+            if (
+                row["node__flavor_id"] in flavor_ids
+                and row["resource_name"] == rc.resource_name
+                and row["kind"] == SHARING_KIND[rc.sharing]
+            ):
+                if class_matches_software(rc, driver_version=row["driver_version"], cuda_version=row["cuda_version"]):
+                    cap.add(**_classify(row))
+        cap.teams_allowed = sorted({s for f in flavors for s in allowed.get((f.pk, rc.resource_name), [])})
+        out.append(cap)
+    return out
+
+
+def _cell_state(device: Device, node: Node, busy: bool) -> str:
+    """The colour of a device's square."""
+    if busy:
+        return "in-use"
+    if device.health in (HealthState.UNHEALTHY, HealthState.QUARANTINED, HealthState.VALIDATING, HealthState.RETIRED):
+        return device.health
+    if not node.ready:
+        return "not-ready"
+    if node.unschedulable:
+        return "cordoned"
+    if device.health == HealthState.DEGRADED:
+        return "degraded"
+    return "free"
+
+
+def node_capacity_page(
+    *,
+    cluster: Cluster | None = None,
+    flavor: ResourceFlavor | None = None,
+    resource_class: ResourceClass | None = None,
+    problems_only: bool = False,
+    page: int = 1,
+    per_page: int = 50,
+) -> NodePage:
+    """One page of present nodes with their counts and device grids, in a bounded number of queries."""
+    from queues.models import Allocation
+
+    nodes = Node.objects.filter(gone_at__isnull=True).select_related("cluster", "flavor")
+    if cluster is not None:
+        nodes = nodes.filter(cluster=cluster)
+    if flavor is not None:
+        nodes = nodes.filter(flavor=flavor)
+    if resource_class is not None:
+        nodes = nodes.filter(
+            flavor__in=resource_class.flavors.all(), devices__resource_name=resource_class.resource_name
+        ).distinct()
+    if problems_only:
+        bad_device = Device.objects.filter(node=OuterRef("pk"), gone_at__isnull=True).exclude(health__in=USABLE_HEALTH)
+        nodes = nodes.filter(Q(ready=False) | Q(unschedulable=True) | Exists(bad_device))
+    total = nodes.count()
+    num_pages = max(math.ceil(total / per_page), 1)
+    page = min(max(page, 1), num_pages)
+    open_allocs = Allocation.objects.filter(ended_at__isnull=True).select_related("job__team")
+    devices = Device.objects.filter(gone_at__isnull=True).prefetch_related(
+        Prefetch("allocations", queryset=open_allocs, to_attr="open_allocations")
+    )
+    page_nodes = list(
+        nodes.order_by("name").prefetch_related(Prefetch("devices", queryset=devices, to_attr="present_devices"))[
+            (page - 1) * per_page : page * per_page
+        ]
+    )
+    return NodePage(nodes=[_node_capacity(n) for n in page_nodes], total_nodes=total, page=page, num_pages=num_pages)
+
+
+def _node_capacity(node: Node) -> NodeCapacity:
+    """Counts and grid of one node from its prefetched devices."""
+    cap = NodeCapacity(node=node)
+    cells: dict[int, DeviceCell] = {}
+    for device in node.present_devices:
+        allocs = device.open_allocations
+        busy = bool(allocs)
+        label = f"{allocs[0].job.team.slug}/{allocs[0].job.name}" if allocs else ""
+        cells[device.pk] = DeviceCell(device=device, state=_cell_state(device, node, busy), job_label=label)
+        if device.resource_name:
+            unusable = device.health not in USABLE_HEALTH or not node.ready
+            cap.add(
+                n=1,
+                in_use=int(busy),
+                unhealthy=int(not busy and unusable),
+                cordoned=int(not busy and not unusable and node.unschedulable),
+            )
+    roots = []
+    for device in node.present_devices:
+        cell = cells[device.pk]
+        if device.parent_id and device.parent_id in cells:
+            cells[device.parent_id].children.append(cell)
+        else:
+            roots.append(cell)
+    cap.devices = roots
+    return cap

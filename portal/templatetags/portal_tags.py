@@ -1,0 +1,46 @@
+"""Template tags of the site shell: navigation links that appear once their route exists, local script tags."""
+
+from __future__ import annotations
+
+from django import template
+from django.http import HttpRequest
+from django.templatetags.static import static
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
+
+register = template.Library()
+
+#: Where plotly.js is served from: the file shipped in the ``plotly`` package (see settings.STATICFILES_DIRS).
+PLOTLY_STATIC_PATH = "vendor/plotly/plotly.min.js"
+
+
+@register.simple_tag(takes_context=True)
+def nav_link(context: template.Context, route: str, label: str) -> SafeString:
+    """An ``<li>`` link to a named route, marked current under its path; nothing while the route does not exist."""
+    try:
+        url = reverse(route)
+    except NoReverseMatch:
+        return mark_safe("")
+    request: HttpRequest | None = context.get("request")
+    current = request is not None and (request.path == url or (url != "/" and request.path.startswith(url)))
+    if current:
+        return format_html('<li><a href="{}" aria-current="page">{}</a></li>', url, label)
+    return format_html('<li><a href="{}">{}</a></li>', url, label)
+
+
+@register.simple_tag
+def plotly_script() -> SafeString:
+    """The ``<script>`` tag of the locally served plotly.js; put it only on pages that draw charts."""
+    return format_html('<script src="{}" defer></script>', static(PLOTLY_STATIC_PATH))
+
+
+@register.filter
+def gib(num_bytes: int | None) -> str:
+    """Bytes as GiB for people: 85899345920 → "80 GiB", 10737418240 → "10 GiB", 1.5 GiB → "1.5 GiB"."""
+    if not num_bytes:
+        return ""
+    value = num_bytes / 1024**3
+    if value >= 10 or value == int(value):
+        return f"{value:.0f} GiB"
+    return f"{value:.1f} GiB"

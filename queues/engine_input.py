@@ -1,0 +1,341 @@
+"""Reads that turn the portal's rows into the engine's ClusterState (simulation, diagnosis, ETA, what-if).
+
+The engine is Django-free; this module is the one place that knows both sides. Requests sent to the
+engine cover the device resource of the job's class, plus cpu/memory where the team's ClusterQueue
+declares them (the portal's Kueue configuration treats undeclared resources as unmanaged).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Count, Q
+
+from pools.models import USABLE_HEALTH, Cluster, Device, Node, ResourceFlavor, Topology
+from queues.engine import model as m
+from queues.engine.quantity import parse_quantity
+from queues.models import Cohort, Job, PriorityClass, QuotaLine, Team, TeamQuota
+
+#: Job states that hold quota in the engine's eyes (a preempting job holds it until its pods are gone).
+HOLDING_STATES = (Job.State.ADMITTED, Job.State.RUNNING, Job.State.PREEMPTING)
+
+
+def ts(when: datetime) -> float:
+    """Engine time: POSIX seconds."""
+    return when.timestamp()
+
+
+def workload_name(job: Job) -> str:
+    """The engine/Kueue name of a job's workload (unique per job)."""
+    return job.k8s_name or f"{job.name}-{job.pk}"
+
+
+def workload_key(job: Job) -> str:
+    """``namespace/name`` of a job's workload."""
+    return f"{job.team.namespace}/{workload_name(job)}"
+
+
+def _taints(raw: Iterable[dict]) -> tuple[m.Taint, ...]:
+    """Kubernetes taint dicts to engine taints."""
+    return tuple(
+        m.Taint(key=t.get("key", ""), value=t.get("value", "") or "", effect=t.get("effect", "NoSchedule"))
+        for t in raw or ()
+    )
+
+
+def _tolerations(raw: Iterable[dict]) -> tuple[m.Toleration, ...]:
+    """Kubernetes toleration dicts to engine tolerations."""
+    return tuple(
+        m.Toleration(
+            key=t.get("key", "") or "",
+            operator=t.get("operator", "Equal") or "Equal",
+            value=t.get("value", "") or "",
+            effect=t.get("effect", "") or "",
+        )
+        for t in raw or ()
+    )
+
+
+def _resource_groups(lines: Iterable[QuotaLine]) -> tuple[m.ResourceGroup, ...]:
+    """Quota lines to Kueue resource groups: flavors covering the same resources form one group, in order."""
+    by_flavor: dict[str, list[QuotaLine]] = defaultdict(list)
+    order: dict[str, tuple[int, str]] = {}
+    for line in lines:
+        by_flavor[line.flavor.name].append(line)
+        order[line.flavor.name] = min(order.get(line.flavor.name, (1 << 30, "")), (line.flavor_order, line.flavor.name))
+    groups: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    for flavor in sorted(by_flavor, key=lambda f: order[f]):
+        covered = tuple(sorted({line.resource_name for line in by_flavor[flavor]}))
+        groups[covered].append(flavor)
+    out = []
+    for covered, flavors in groups.items():
+        fqs = []
+        for flavor in flavors:
+            quotas = []
+            for line in sorted(by_flavor[flavor], key=lambda ln: ln.resource_name):
+                rn = line.resource_name
+                quotas.append(
+                    m.ResourceQuota(
+                        name=rn,
+                        nominal=parse_quantity(line.nominal, rn),
+                        borrowing_limit=parse_quantity(line.borrowing_limit, rn) if line.borrowing_limit else None,
+                        lending_limit=parse_quantity(line.lending_limit, rn) if line.lending_limit else None,
+                    )
+                )
+            fqs.append(m.FlavorQuotas(name=flavor, resources=tuple(quotas)))
+        out.append(m.ResourceGroup(covered_resources=covered, flavors=tuple(fqs)))
+    return tuple(out)
+
+
+def _cluster_queue(quota: TeamQuota, lines: list[QuotaLine]) -> m.ClusterQueue:
+    """A team quota as a Kueue ClusterQueue."""
+    return m.ClusterQueue(
+        name=quota.cluster_queue_name,
+        cohort=quota.cohort.name if quota.cohort_id else None,
+        namespace_selector=m.LabelSelector(match_labels={"kubernetes.io/metadata.name": quota.team.namespace}),
+        queueing_strategy=quota.queueing_strategy,
+        resource_groups=_resource_groups(lines),
+        preemption=m.PreemptionPolicy(
+            within_cluster_queue=quota.within_cluster_queue,
+            reclaim_within_cohort=quota.reclaim_within_cohort,
+            borrow_within_cohort=m.BorrowWithinCohort(
+                policy=quota.borrow_within_cohort, max_priority_threshold=quota.borrow_within_cohort_max_priority
+            ),
+        ),
+        flavor_fungibility=m.FlavorFungibility(
+            when_can_borrow=quota.when_can_borrow, when_can_preempt=quota.when_can_preempt
+        ),
+        stop_policy=quota.stop_policy,
+        fair_weight=float(quota.fair_weight),
+    )
+
+
+@dataclass
+class NodeUnits:
+    """Per node and resource: units present and units usable (healthy or degraded)."""
+
+    capacity: dict[str, int]
+    allocatable: dict[str, int]
+    unhealthy_keys: list[str]
+
+
+def _node_units(cluster: Cluster) -> dict[int, NodeUnits]:
+    """Device-derived capacity per present node, in one aggregate query."""
+    rows = (
+        Device.objects.filter(node__cluster=cluster, node__gone_at__isnull=True, gone_at__isnull=True)
+        .exclude(resource_name="")
+        .values("node_id", "resource_name")
+        .annotate(n=Count("id"), usable=Count("id", filter=Q(health__in=USABLE_HEALTH)))
+        .order_by()
+    )
+    units: dict[int, NodeUnits] = {}
+    for row in rows:
+        u = units.setdefault(row["node_id"], NodeUnits({}, {}, []))
+        u.capacity[row["resource_name"]] = row["n"]
+        u.allocatable[row["resource_name"]] = row["usable"]
+    return units
+
+
+def engine_nodes(cluster: Cluster) -> tuple[tuple[m.Node, ...], dict[str, Node]]:
+    """Present nodes as the engine sees them: allocatable = usable devices; health exclusions named."""
+    units = _node_units(cluster)
+    bad = defaultdict(list)
+    for node_id, key, reason in (
+        Device.objects.filter(node__cluster=cluster, node__gone_at__isnull=True, gone_at__isnull=True)
+        .exclude(resource_name="")
+        .exclude(health__in=USABLE_HEALTH)
+        .values_list("node_id", "key", "health_reason")
+    ):
+        bad[node_id].append(f"{key}: {reason}" if reason else key)
+    out, by_name = [], {}
+    for node in Node.objects.filter(cluster=cluster, gone_at__isnull=True).order_by("name"):
+        u = units.get(node.pk, NodeUnits({}, {}, []))
+        capacity = dict(u.capacity)
+        allocatable = dict(u.allocatable)
+        for rn, qty in (node.allocatable or {}).items():
+            if "/" not in rn and rn in ("cpu", "memory", "pods"):
+                try:
+                    allocatable[rn] = parse_quantity(qty, rn)
+                    capacity[rn] = parse_quantity((node.capacity or {}).get(rn, qty), rn)
+                except ValueError:
+                    continue
+        reason = ""
+        if bad.get(node.pk):
+            reason = f"{len(bad[node.pk])} device(s) excluded for health: {'; '.join(bad[node.pk][:4])}"
+        if not node.ready:
+            reason = reason or "node is NotReady"
+        out.append(
+            m.Node(
+                name=node.name,
+                labels=dict(node.labels or {}),
+                taints=_taints(node.taints),
+                ready=node.ready,
+                unschedulable=node.unschedulable,
+                capacity=capacity,
+                allocatable=allocatable,
+                health_reason=reason,
+            )
+        )
+        by_name[node.name] = node
+    return tuple(out), by_name
+
+
+def job_pod_set(job: Job, *, declared: set[str]) -> m.PodSet:
+    """A job's single pod set: per-pod requests for the class's device resource (and cpu/memory if declared)."""
+    rc = job.resource_class
+    requests = {rc.resource_name: job.devices_per_pod}
+    if "cpu" in declared:
+        requests["cpu"] = parse_quantity(rc.cpu_per_device, "cpu") * job.devices_per_pod
+    if "memory" in declared:
+        requests["memory"] = parse_quantity(rc.memory_per_device, "memory") * job.devices_per_pod
+    topology = None
+    if job.topology_mode and job.topology_level:
+        topology = m.TopologyRequest(
+            required=job.topology_level if job.topology_mode == "required" else None,
+            preferred=job.topology_level if job.topology_mode == "preferred" else None,
+        )
+    return m.PodSet(
+        name="main",
+        count=job.pod_count,
+        requests=requests,
+        node_affinity=class_node_affinity(job),
+        topology=topology,
+    )
+
+
+def class_node_affinity(job: Job) -> tuple[m.NodeSelectorTerm, ...]:
+    """Required node affinity that keeps a job on its class's flavors (one term per flavor, ORed).
+
+    This is how the portal confines a class in Kueue too: Kueue skips a flavor whose nodeLabels the pod's
+    required affinity excludes ("flavor X doesn't match node affinity"). A minimum NVIDIA driver adds a
+    ``Gt`` on the GFD driver major version (finer minimums are checked against devices by the portal).
+    """
+    extra: tuple[m.NodeSelectorRequirement, ...] = ()
+    minimum = job.resource_class.min_driver_version
+    if minimum and job.resource_class.resource_name.startswith("nvidia.com/"):
+        major = int(minimum.split(".")[0])
+        extra = (m.NodeSelectorRequirement("nvidia.com/cuda.driver-version.major", "Gt", (str(major - 1),)),)
+    terms = []
+    for link in job.resource_class.flavor_links.all():
+        labels = link.flavor.node_labels or {}
+        exprs = tuple(m.NodeSelectorRequirement(k, "In", (v,)) for k, v in sorted(labels.items()))
+        terms.append(m.NodeSelectorTerm(match_expressions=exprs + extra))
+    return tuple(terms)
+
+
+def job_workload(job: Job, *, declared: set[str]) -> m.Workload:
+    """A job as a Kueue Workload, with its admission when it holds quota."""
+    pod_set = job_pod_set(job, declared=declared)
+    admission = None
+    eviction = None
+    if job.state in HOLDING_STATES and job.assignment:
+        admission = m.Admission(
+            cluster_queue=job.assignment.get("clusterQueue", ""),
+            pod_sets=tuple(
+                m.PodSetAdmission(
+                    name=ps.get("name", "main"),
+                    count=ps.get("count", job.pod_count),
+                    flavors=dict(ps.get("flavors", {})),
+                    nodes=tuple(ps.get("nodes", [])),
+                )
+                for ps in job.assignment.get("podSets", [])
+            ),
+        )
+        if job.state == Job.State.PREEMPTING:
+            eviction = m.Eviction(reason="Preempted", message="", issued_at=ts(job.state_changed_at))
+    return m.Workload(
+        namespace=job.team.namespace,
+        name=workload_name(job),
+        queue_name=job.team.local_queue_name,
+        pod_sets=(pod_set,),
+        priority=job.priority,
+        priority_class=job.priority_class.name if job.priority_class_id else None,
+        created_at=ts(job.submitted_at),
+        requeued_at=ts(job.queued_at) if job.queued_at != job.submitted_at else None,
+        uid=f"job-{job.pk}",
+        job_uid=f"job-{job.pk}",
+        admission=admission,
+        admitted_at=ts(job.admitted_at) if job.admitted_at and admission else None,
+        eviction=eviction,
+    )
+
+
+@dataclass
+class EngineInput:
+    """The engine's state for a cluster plus the maps back to rows."""
+
+    state: m.ClusterState
+    jobs_by_key: dict[str, Job]
+    nodes_by_name: dict[str, Node]
+
+
+def cluster_engine_input(*, cluster: Cluster, jobs: Iterable[Job] | None = None) -> EngineInput:
+    """Everything the engine needs about one cluster: configuration, nodes, and live (or given) jobs."""
+    quotas = list(TeamQuota.objects.filter(cluster=cluster).select_related("team", "cohort"))
+    lines = QuotaLine.objects.filter(Q(team_quota__cluster=cluster) | Q(cohort__isnull=False)).select_related("flavor")
+    by_quota: dict[int, list[QuotaLine]] = defaultdict(list)
+    by_cohort: dict[int, list[QuotaLine]] = defaultdict(list)
+    for line in lines:
+        if line.team_quota_id:
+            by_quota[line.team_quota_id].append(line)
+        else:
+            by_cohort[line.cohort_id].append(line)
+    cluster_queues = tuple(_cluster_queue(q, by_quota[q.pk]) for q in quotas)
+    declared = {q.team_id: {ln.resource_name for ln in by_quota[q.pk]} for q in quotas}
+    cohorts = tuple(
+        m.Cohort(
+            name=c.name,
+            parent=c.parent.name if c.parent_id else None,
+            resource_groups=_resource_groups(by_cohort.get(c.pk, [])),
+            fair_weight=float(c.fair_weight),
+        )
+        for c in Cohort.objects.select_related("parent")
+    )
+    teams = {q.team_id: q.team for q in quotas}
+    local_queues = tuple(
+        m.LocalQueue(namespace=t.namespace, name=t.local_queue_name, cluster_queue=q.cluster_queue_name)
+        for q in quotas
+        for t in [teams[q.team_id]]
+    )
+    namespaces = tuple(m.Namespace(name=t.namespace) for t in Team.objects.all())
+    flavors = tuple(
+        m.ResourceFlavor(
+            name=f.name,
+            node_labels=dict(f.node_labels or {}),
+            node_taints=_taints(f.node_taints),
+            tolerations=_tolerations(f.tolerations),
+            topology_name=f.topology.name if f.topology_id else None,
+            display_name=f.display_name or None,
+        )
+        for f in ResourceFlavor.objects.select_related("topology")
+    )
+    topologies = tuple(m.Topology(name=t.name, levels=tuple(t.levels)) for t in Topology.objects.all())
+    priority_classes = tuple(m.WorkloadPriorityClass(name=p.name, value=p.value) for p in PriorityClass.objects.all())
+    nodes, nodes_by_name = engine_nodes(cluster)
+    if jobs is None:
+        jobs = (
+            Job.objects.filter(cluster=cluster, state__in=(Job.State.PENDING, *HOLDING_STATES))
+            .select_related("team", "priority_class", "resource_class")
+            .prefetch_related("resource_class__flavor_links__flavor")
+        )
+    jobs_by_key: dict[str, Job] = {}
+    workloads = []
+    for job in jobs:
+        wl = job_workload(job, declared=declared.get(job.team_id, set()))
+        jobs_by_key[wl.key] = job
+        workloads.append(wl)
+    state = m.ClusterState(
+        flavors=flavors,
+        topologies=topologies,
+        cohorts=cohorts,
+        cluster_queues=cluster_queues,
+        local_queues=local_queues,
+        namespaces=namespaces,
+        priority_classes=priority_classes,
+        nodes=nodes,
+        workloads=tuple(workloads),
+    )
+    return EngineInput(state=state, jobs_by_key=jobs_by_key, nodes_by_name=nodes_by_name)

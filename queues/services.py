@@ -1,0 +1,399 @@
+"""Writes of job scheduling: submitting, cancelling and moving jobs through their lifecycle.
+
+Every state change of a job goes through here and leaves a JobEvent, so the timeline is complete.
+Allocations are opened and closed only here, so no ending of a job can leave a device held.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from pools.models import USABLE_HEALTH, Cluster, Device, ResourceClass
+from portal.errors import Conflict, ValidationFailed
+from queues.models import Allocation, Job, JobEvent, Membership, PriorityClass, Team, WaitReason
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# An OCI image reference: [registry[:port]/]path[:tag][@sha256:digest], lower-case path components.
+IMAGE_REF = re.compile(
+    r"^(?:(?P<registry>[a-zA-Z0-9.-]+(?::\d+)?)/)?"
+    r"(?P<path>[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
+    r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[a-f0-9]{64}))?$"
+)
+ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+MAX_NAME = 50  # leaves room for the "-<id>" suffix inside Kubernetes' 63-character names
+MAX_RUNTIME_SECONDS = 30 * 24 * 3600
+
+
+@dataclass
+class JobSpec:
+    """What a researcher submits."""
+
+    name: str
+    image: str
+    resource_class: ResourceClass
+    devices_per_pod: int = 1
+    pod_count: int = 1
+    command: Sequence[str] = ()
+    args: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    topology_mode: str = ""
+    topology_level: str = ""
+    priority_class: PriorityClass | None = None
+    max_runtime_seconds: int | None = None
+    checkpoint_path: str = ""
+    checkpoint_signal: str = ""
+    checkpoint_command: Sequence[str] = ()
+    checkpoint_interval_seconds: int | None = None
+    sim_runtime_seconds: int | None = None
+
+
+def job_spec_errors(spec: JobSpec, *, team: Team) -> dict[str, list[str]]:
+    """Every problem with a submission, keyed by field, each naming the limit it breaks."""
+    errors: dict[str, list[str]] = {}
+
+    def err(field_name: str, message: str) -> None:
+        errors.setdefault(field_name, []).append(message)
+
+    if not DNS_LABEL.match(spec.name or "") or len(spec.name) > MAX_NAME:
+        err(
+            "name",
+            f"{spec.name!r} is not a valid name: use lower-case letters, digits and '-', start and end with a "
+            f"letter or digit, at most {MAX_NAME} characters (a DNS-1123 label)",
+        )
+    if not IMAGE_REF.match(spec.image or "") or len(spec.image) > 500:
+        err("image", f"{spec.image!r} is not an image reference such as registry.example.com/team/train:1.4")
+    rc = spec.resource_class
+    if not rc.active:
+        err("resource_class", f"class {rc.name} is not offered any more")
+    allowed = rc.allowed_counts or []
+    if spec.devices_per_pod not in allowed:
+        err(
+            "devices_per_pod",
+            f"{rc.name} allows {', '.join(map(str, allowed))} devices per pod, not {spec.devices_per_pod}",
+        )
+    if not 1 <= spec.pod_count <= 512:
+        err("pod_count", f"pods must be between 1 and 512, got {spec.pod_count}")
+    if spec.topology_mode not in ("", "required", "preferred"):
+        err("topology_mode", "must be empty, required or preferred")
+    if bool(spec.topology_mode) != bool(spec.topology_level):
+        err("topology_level", "give both a topology mode and a level, or neither")
+    if spec.max_runtime_seconds is not None and not 60 <= spec.max_runtime_seconds <= MAX_RUNTIME_SECONDS:
+        err("max_runtime_seconds", f"must be between 60 s and {MAX_RUNTIME_SECONDS // 86400} days")
+    for key in spec.env:
+        if not ENV_NAME.match(key):
+            err("env", f"{key!r} is not a valid environment variable name")
+    if spec.checkpoint_interval_seconds is not None and spec.checkpoint_interval_seconds < 60:
+        err("checkpoint_interval_seconds", "checkpoint at most once a minute (60 s or more)")
+    if (spec.checkpoint_signal or spec.checkpoint_command) and not spec.checkpoint_path:
+        err("checkpoint_path", "say where checkpoints are written when a checkpoint signal or command is set")
+    if spec.checkpoint_signal and not re.match(r"^SIG[A-Z0-9]+$", spec.checkpoint_signal):
+        err("checkpoint_signal", f"{spec.checkpoint_signal!r} is not a signal name such as SIGUSR1")
+    return errors
+
+
+def _membership(*, user: AbstractBaseUser, team: Team) -> Membership:
+    """The user's membership of the team, or a refusal."""
+    membership = Membership.objects.filter(user=user, team=team).first()
+    if membership is None:
+        raise ValidationFailed({"team": [f"you are not a member of team {team.slug}"]})
+    return membership
+
+
+def record_event(
+    job: Job, kind: str, message: str, *, at: datetime, details: Mapping | None = None, source_key: str = ""
+) -> JobEvent:
+    """Append an event to a job's timeline (idempotent when ``source_key`` is given)."""
+    if source_key:
+        event, _ = JobEvent.objects.get_or_create(
+            job=job,
+            source_key=source_key,
+            defaults={"at": at, "kind": kind, "message": message, "details": details or {}},
+        )
+        return event
+    return JobEvent.objects.create(job=job, at=at, kind=kind, message=message, details=details or {})
+
+
+@transaction.atomic
+def job_submit(
+    *, owner: AbstractBaseUser, team: Team, spec: JobSpec, cluster: Cluster | None = None, now: datetime | None = None
+) -> Job:
+    """Validate and record a submission, all or nothing; the cluster's backend picks it up after commit."""
+    now = now or timezone.now()
+    _membership(user=owner, team=team)
+    errors = job_spec_errors(spec, team=team)
+    if errors:
+        raise ValidationFailed(errors)
+    if cluster is None:
+        quota = team.quotas.select_related("cluster").first()
+        if quota is None:
+            raise ValidationFailed({"team": [f"team {team.slug} has no quota in any cluster: ask an admin"]})
+        cluster = quota.cluster
+    priority_class = spec.priority_class or PriorityClass.objects.filter(is_default=True).first()
+    job = Job.objects.create(
+        team=team,
+        owner=owner,
+        cluster=cluster,
+        name=spec.name,
+        image=spec.image,
+        command=list(spec.command),
+        args=list(spec.args),
+        env=dict(spec.env),
+        resource_class=spec.resource_class,
+        devices_per_pod=spec.devices_per_pod,
+        pod_count=spec.pod_count,
+        topology_mode=spec.topology_mode,
+        topology_level=spec.topology_level,
+        priority_class=priority_class,
+        priority=priority_class.value if priority_class else 0,
+        max_runtime_seconds=spec.max_runtime_seconds,
+        checkpoint_path=spec.checkpoint_path,
+        checkpoint_signal=spec.checkpoint_signal,
+        checkpoint_command=list(spec.checkpoint_command),
+        checkpoint_interval_seconds=spec.checkpoint_interval_seconds,
+        sim_runtime_seconds=spec.sim_runtime_seconds,
+        state=Job.State.PENDING,
+        submitted_at=now,
+        queued_at=now,
+        state_changed_at=now,
+        wait_since=now,
+    )
+    job.k8s_namespace = team.namespace
+    job.k8s_name = f"{job.name}-{job.pk}"
+    job.save(update_fields=["k8s_namespace", "k8s_name"])
+    total = job.total_devices
+    record_event(
+        job,
+        JobEvent.Kind.SUBMITTED,
+        f"Submitted by {owner.get_username()}: {job.pod_count} pod(s) × {job.devices_per_pod} "
+        f"{spec.resource_class.name} device(s) = {total}.",
+        at=now,
+    )
+    from pools.backends import backend_for
+
+    transaction.on_commit(lambda: backend_for(cluster).job_submitted(job_id=job.pk))
+    return job
+
+
+def job_set_wait_reason(
+    job: Job, *, code: str, message: str, kueue_message: str = "", details: Mapping | None = None, now: datetime
+) -> bool:
+    """Store the job's current wait reason; a change of code or message is a timeline event. Returns changed."""
+    if job.wait_reason == code and job.wait_message == message and job.kueue_message == kueue_message:
+        return False
+    code_changed = job.wait_reason != code
+    job.wait_reason = code
+    job.wait_message = message
+    job.kueue_message = kueue_message
+    job.wait_details = dict(details or {})
+    if code_changed or job.wait_since is None:
+        job.wait_since = now
+    job.save(update_fields=["wait_reason", "wait_message", "kueue_message", "wait_details", "wait_since"])
+    if code_changed:
+        record_event(
+            job,
+            JobEvent.Kind.WAIT_REASON,
+            message,
+            at=now,
+            details={"code": code, "label": WaitReason(code).label, "kueueMessage": kueue_message},
+        )
+    return True
+
+
+def _set_state(job: Job, state: str, *, now: datetime, fields: Iterable[str] = ()) -> None:
+    """Change state and save the listed fields with it."""
+    job.state = state
+    job.state_changed_at = now
+    job.save(update_fields=["state", "state_changed_at", *fields])
+
+
+def _clear_wait(job: Job) -> list[str]:
+    """Forget the wait reason (the job is no longer waiting)."""
+    job.wait_reason = ""
+    job.wait_message = ""
+    job.kueue_message = ""
+    job.wait_details = {}
+    job.wait_since = None
+    return ["wait_reason", "wait_message", "kueue_message", "wait_details", "wait_since"]
+
+
+def job_admit(
+    job: Job,
+    *,
+    now: datetime,
+    cluster_queue: str,
+    pod_sets: Sequence[Mapping],
+    borrowing: bool,
+    devices: Sequence[Sequence[Device]],
+    message: str = "",
+) -> None:
+    """Admit a pending job: record where each pod runs and open one allocation per device it holds."""
+    if job.state != Job.State.PENDING:
+        raise Conflict(f"job {job.pk} is {job.state}, not pending")
+    Allocation.objects.bulk_create(
+        Allocation(job=job, device=device, pod_index=pod, started_at=now)
+        for pod, pod_devices in enumerate(devices)
+        for device in pod_devices
+    )
+    flavor_names = sorted({f for ps in pod_sets for f in ps.get("flavors", {}).values()})
+    job.assignment = {"clusterQueue": cluster_queue, "podSets": list(pod_sets)}
+    job.borrowing = borrowing
+    job.admitted_at = now
+    from pools.models import ResourceFlavor
+
+    job.assigned_flavor = ResourceFlavor.objects.filter(name__in=flavor_names[:1]).first()
+    fields = ["assignment", "borrowing", "admitted_at", "assigned_flavor", *_clear_wait(job)]
+    _set_state(job, Job.State.ADMITTED, now=now, fields=fields)
+    nodes = sorted({n for ps in pod_sets for n in ps.get("nodes", [])})
+    text = message or f"Admitted by ClusterQueue {cluster_queue}"
+    where = f" on {', '.join(flavor_names)}" if flavor_names else ""
+    record_event(
+        job,
+        JobEvent.Kind.ADMITTED,
+        f"{text}{where}{' (borrowing from the cohort)' if borrowing else ''}; nodes: {', '.join(nodes) or 'n/a'}.",
+        at=now,
+        details={"clusterQueue": cluster_queue, "podSets": list(pod_sets), "borrowing": borrowing},
+    )
+
+
+def job_start(job: Job, *, now: datetime) -> None:
+    """The job's pods are running."""
+    if job.state != Job.State.ADMITTED:
+        raise Conflict(f"job {job.pk} is {job.state}, not admitted")
+    resumed = job.started_at is not None
+    job.started_at = job.started_at or now
+    _set_state(job, Job.State.RUNNING, now=now, fields=["started_at"])
+    if resumed:
+        record_event(job, JobEvent.Kind.RESUMED, "Resumed; all pods running again.", at=now)
+    else:
+        record_event(job, JobEvent.Kind.STARTED, f"All {job.pod_count} pod(s) running.", at=now)
+
+
+def release_allocations(job: Job, *, now: datetime, reason: str) -> int:
+    """Close every open allocation of the job at ``now``; returns how many were closed."""
+    return Allocation.objects.filter(job=job, ended_at__isnull=True).update(ended_at=now, end_reason=reason)
+
+
+FINISH_KINDS = {
+    Job.State.SUCCEEDED: JobEvent.Kind.SUCCEEDED,
+    Job.State.FAILED: JobEvent.Kind.FAILED,
+    Job.State.CANCELLED: JobEvent.Kind.CANCELLED,
+    Job.State.TIMED_OUT: JobEvent.Kind.TIMED_OUT,
+}
+
+
+def job_finish(job: Job, *, state: str, now: datetime, message: str) -> None:
+    """End a job in a final state, closing its allocations at the true end time ``now``."""
+    if state not in Job.FINAL_STATES:
+        raise ValueError(f"{state} is not a final state")
+    if job.is_final:
+        return
+    release_allocations(job, now=now, reason=state)
+    job.finished_at = now
+    _set_state(job, state, now=now, fields=["finished_at", *_clear_wait(job)])
+    record_event(job, FINISH_KINDS[state], message, at=now)
+
+
+@transaction.atomic
+def job_cancel(*, job: Job, user: AbstractBaseUser, now: datetime | None = None) -> Job:
+    """Cancel a job on behalf of a team member; a finished job cannot be cancelled."""
+    now = now or timezone.now()
+    job = Job.objects.select_for_update().get(pk=job.pk)
+    _membership(user=user, team=job.team)
+    if job.is_final:
+        raise Conflict(f"the job already ended ({job.get_state_display().lower()})")
+    job_finish(job, state=Job.State.CANCELLED, now=now, message=f"Cancelled by {user.get_username()}.")
+    from pools.backends import backend_for
+
+    cluster = job.cluster
+    transaction.on_commit(lambda: backend_for(cluster).job_cancelled(job_id=job.pk))
+    return job
+
+
+def has_checkpoint_policy(job: Job) -> bool:
+    """Whether the job can be asked to checkpoint before it is evicted."""
+    return bool(job.checkpoint_path and (job.checkpoint_signal or job.checkpoint_command))
+
+
+def job_preempt(job: Job, *, now: datetime, preemptor: Job | None, reason: str, message: str) -> None:
+    """Start evicting a running job for a preemptor: checkpoint first where the job has a policy."""
+    if job.state not in (Job.State.ADMITTED, Job.State.RUNNING):
+        return
+    who = f"{preemptor.team.slug}/{preemptor.name}" if preemptor else "another job"
+    details = {"reason": reason, "kueueMessage": message, "preemptor": preemptor.pk if preemptor else None}
+    _set_state(job, Job.State.PREEMPTING, now=now)
+    record_event(job, JobEvent.Kind.PREEMPTED, f"Preempted to make room for {who} ({reason}).", at=now, details=details)
+    if has_checkpoint_policy(job):
+        how = job.checkpoint_signal or " ".join(job.checkpoint_command)
+        record_event(
+            job,
+            JobEvent.Kind.CHECKPOINT_REQUESTED,
+            f"Checkpoint requested ({how}); the job is evicted once it is written to {job.checkpoint_path}.",
+            at=now,
+        )
+    if preemptor is not None:
+        record_event(
+            preemptor,
+            JobEvent.Kind.PREEMPTING,
+            f"Making room: {job.team.slug}/{job.name} is being preempted"
+            f"{' after a checkpoint' if has_checkpoint_policy(job) else ''}.",
+            at=now,
+            details={"victim": job.pk, "reason": reason},
+        )
+
+
+def job_requeue(job: Job, *, now: datetime, reason: str, message: str, checkpointed: bool) -> None:
+    """Evict a job back into the queue: release its devices, record the GPU time lost if no checkpoint."""
+    if job.is_final or job.state == Job.State.PENDING:
+        return
+    held = Allocation.objects.filter(job=job, ended_at__isnull=True).count()
+    release_allocations(job, now=now, reason=reason)
+    details: dict = {"reason": reason}
+    if checkpointed:
+        record_event(job, JobEvent.Kind.CHECKPOINT_DONE, "Checkpoint written; resuming from it later.", at=now)
+    elif job.started_at is not None:
+        last_checkpoint = job.events.filter(kind=JobEvent.Kind.CHECKPOINT_DONE).order_by("-at").first()
+        since = max(job.started_at, last_checkpoint.at) if last_checkpoint else job.started_at
+        lost_hours = held * max((now - since).total_seconds(), 0) / 3600
+        details["lostDeviceHours"] = round(lost_hours, 3)
+        message = f"{message} No checkpoint: {lost_hours:.2f} device-hours of work lost."
+    job.queued_at = now
+    job.preemption_count += 1 if reason == "preempted" else 0
+    _set_state(job, Job.State.SUSPENDED, now=now, fields=["queued_at", "preemption_count"])
+    job.assignment = {}
+    job.borrowing = False
+    _set_state(job, Job.State.PENDING, now=now, fields=["assignment", "borrowing"])
+    job.wait_since = now
+    job.save(update_fields=["wait_since"])
+    record_event(job, JobEvent.Kind.REQUEUED, message, at=now, details=details)
+
+
+def usable_free_devices(*, node_ids: Iterable[int], resource_name: str, kind: str) -> dict[int, list[Device]]:
+    """Free, usable units of a resource per node, healthy before degraded, in index order."""
+    free = Device.objects.filter(
+        node_id__in=list(node_ids),
+        resource_name=resource_name,
+        kind=kind,
+        gone_at__isnull=True,
+        health__in=USABLE_HEALTH,
+    ).exclude(allocations__ended_at__isnull=True)
+    by_node: dict[int, list[Device]] = {}
+    for device in free:
+        by_node.setdefault(device.node_id, []).append(device)
+    for devices in by_node.values():  # degraded devices are used last
+        devices.sort(key=lambda d: (d.health != "healthy", d.index if d.index is not None else 1 << 30, d.key))
+    return by_node
+
+
+def default_runtime(job: Job) -> timedelta:
+    """How long a simulated job runs: its own simulated runtime, else bounded by its maximum."""
+    from django.conf import settings
+
+    seconds = job.sim_runtime_seconds or settings.SIMULATED_DEFAULT_RUNTIME_SECONDS
+    return timedelta(seconds=seconds)
