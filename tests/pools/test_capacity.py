@@ -87,7 +87,9 @@ def test_node_capacity_page_grid_states(pool):
     by_name = {n.node.name: n for n in page.nodes}
     a = by_name["h100-a"]
     states = sorted(cell.state for cell in a.devices)
-    assert states.count("in-use") == 1 and states.count("unhealthy") == 1 and states.count("degraded") == 1
+    assert states.count("in-use") == 1
+    assert states.count("unhealthy") == 1
+    assert states.count("degraded") == 1
     assert (a.exists, a.in_use, a.unhealthy, a.available) == (8, 1, 1, 6)
     assert {c.state for c in by_name["h100-b"].devices} == {"cordoned"}
     [card] = by_name["l4-a"].devices
