@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
+    "drf_spectacular",
     "django_htmx",
     "portal",
     "pools",
@@ -145,8 +146,16 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "GPU Pool Portal API",
+    "DESCRIPTION": "Resource classes, jobs, wait reasons, timelines and feasibility checks.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
 }
 
 # Celery: eager (in-process) when no broker is configured, as in tests and one-off commands.
