@@ -11,8 +11,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from pools.models import USABLE_HEALTH, Cluster, Device, ResourceClass
@@ -95,6 +97,41 @@ def job_spec_errors(spec: JobSpec, *, team: Team) -> dict[str, list[str]]:
         err("checkpoint_path", "say where checkpoints are written when a checkpoint signal or command is set")
     if spec.checkpoint_signal and not re.match(r"^SIG[A-Z0-9]+$", spec.checkpoint_signal):
         err("checkpoint_signal", f"{spec.checkpoint_signal!r} is not a signal name such as SIGUSR1")
+    from queues import selectors
+
+    if spec.priority_class is not None and not selectors.priority_classes_for(team).filter(pk=spec.priority_class.pk):
+        err("priority_class", f"team {team.slug} may not use priority {spec.priority_class.name}")
+    # What the hardware behind the class can ever give (any health: a repair is temporary, a node size is not).
+    hw = selectors.class_hardware(rc)
+    levels = selectors.allowed_topology_levels(rc, hw)
+    if spec.topology_level and spec.topology_level not in levels:
+        names = ", ".join(selectors.level_label(lv) for lv in levels) or "none"
+        err("topology_level", f"{spec.topology_level} is not a topology level {rc.name} offers (levels: {names})")
+    elif rc.topology_mode == "required" and rc.topology_level and spec.topology_mode != "required":
+        err("topology_mode", f"{rc.name} requires its pods within one {selectors.level_label(rc.topology_level)}")
+    if hw.total_units and "devices_per_pod" not in errors and "pod_count" not in errors:
+        per_pod, total = spec.devices_per_pod, spec.devices_per_pod * spec.pod_count
+        unit = rc.resource_name
+        if per_pod > hw.largest_node:
+            err(
+                "devices_per_pod",
+                f"can never run: asks {selectors.unit_noun(unit, per_pod)} per pod, "
+                f"the largest node has {hw.largest_node}",
+            )
+        elif total > hw.total_units:
+            err(
+                "pod_count",
+                f"can never run: asks {selectors.unit_noun(unit, total)} in all, {rc.name} has {hw.total_units}",
+            )
+        elif spec.topology_mode == "required" and spec.topology_level in hw.largest_domain:
+            largest = hw.largest_domain[spec.topology_level]
+            where = selectors.level_label(spec.topology_level)
+            if total > largest:
+                err(
+                    "topology_level",
+                    f"can never run: asks {selectors.unit_noun(unit, total)} in one {where}, "
+                    f"the largest {where} has {largest}",
+                )
     return errors
 
 
@@ -382,7 +419,7 @@ def usable_free_devices(*, node_ids: Iterable[int], resource_name: str, kind: st
         kind=kind,
         gone_at__isnull=True,
         health__in=USABLE_HEALTH,
-    ).exclude(allocations__ended_at__isnull=True)
+    ).exclude(Exists(Allocation.objects.filter(device=OuterRef("pk"), ended_at__isnull=True)))
     by_node: dict[int, list[Device]] = {}
     for device in free:
         by_node.setdefault(device.node_id, []).append(device)
@@ -392,8 +429,6 @@ def usable_free_devices(*, node_ids: Iterable[int], resource_name: str, kind: st
 
 
 def default_runtime(job: Job) -> timedelta:
-    """How long a simulated job runs: its own simulated runtime, else bounded by its maximum."""
-    from django.conf import settings
-
+    """How long a simulated job runs: its own simulated runtime, else the configured default."""
     seconds = job.sim_runtime_seconds or settings.SIMULATED_DEFAULT_RUNTIME_SECONDS
     return timedelta(seconds=seconds)

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from pools.models import Cluster
 from queues import services as job_services
-from queues.engine import schedule
+from queues.engine import settle
 from queues.engine_input import HOLDING_STATES, cluster_engine_input, ts
 from queues.models import Allocation, Job
 
@@ -147,12 +147,36 @@ def simulated_cluster_tick_run(*, cluster_id: int, now: datetime | None = None) 
 
 
 def _schedule(cluster: Cluster, *, now: datetime, report: TickReport) -> None:
-    """Run one engine cycle and apply its admissions, preemptions and wait reasons."""
+    """Run engine cycles back to back until nothing changes and apply every admission and preemption.
+
+    Victims keep their quota until the next tick evicts them (after their checkpoint, if they have a policy),
+    so their preemptors wait as Kueue's do ("Pending the preemption of N workload(s)").
+    """
     inp = cluster_engine_input(cluster=cluster)
-    result = schedule(inp.state, ts(now))
+    settled = settle(inp.state, ts(now), complete_evictions=False)
+    for result in settled.cycles:
+        _apply_admissions(cluster, inp, result, now=now, report=report)
+        _apply_preemptions(inp, result, now=now, report=report)
+    for key, reason in settled.pending.items():
+        job = inp.jobs_by_key.get(key)
+        if job is None or job.state != Job.State.PENDING:
+            continue
+        changed = job_services.job_set_wait_reason(
+            job,
+            code=reason.code,
+            message=reason.message,
+            kueue_message=reason.kueue_message,
+            details=dict(reason.details),
+            now=now,
+        )
+        report.reasons_changed += int(changed)
+
+
+def _apply_admissions(cluster: Cluster, inp, result, *, now: datetime, report: TickReport) -> None:
+    """Record the cycle's admissions with concrete devices."""
     for decision in result.admitted:
         job = inp.jobs_by_key.get(decision.workload)
-        if job is None or not decision.admitted:
+        if job is None or not decision.admitted or job.state != Job.State.PENDING:
             continue
         devices = _pick_devices(job, decision, inp.nodes_by_name)
         if devices is None:
@@ -172,28 +196,19 @@ def _schedule(cluster: Cluster, *, now: datetime, report: TickReport) -> None:
             message=decision.message,
         )
         report.admitted.append(job.pk)
+
+
+def _apply_preemptions(inp, result, *, now: datetime, report: TickReport) -> None:
+    """Start evicting the cycle's victims (they keep their quota until their pods are gone)."""
     for preemption in result.preemptions:
         victim = inp.jobs_by_key.get(preemption.victim)
-        preemptor = inp.jobs_by_key.get(preemption.preemptor)
         if victim is None:
             continue
+        preemptor = inp.jobs_by_key.get(preemption.preemptor)
         job_services.job_preempt(
             victim, now=now, preemptor=preemptor, reason=preemption.reason, message=preemption.message
         )
         report.preempted.append(victim.pk)
-    for key, reason in result.pending.items():
-        job = inp.jobs_by_key.get(key)
-        if job is None or job.state != Job.State.PENDING:
-            continue
-        changed = job_services.job_set_wait_reason(
-            job,
-            code=reason.code,
-            message=reason.message,
-            kueue_message=reason.kueue_message,
-            details=dict(reason.details),
-            now=now,
-        )
-        report.reasons_changed += int(changed)
 
 
 def _pick_devices(job: Job, decision, nodes_by_name) -> list[list] | None:
