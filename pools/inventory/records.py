@@ -1,0 +1,128 @@
+"""Plain records the parser produces (no ORM): nodes, devices, and the error that names a bad field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from portal.errors import DomainError
+
+# Values of pools.models.Device / HealthState, repeated here so parsing needs no Django.
+NVIDIA, AMD, INTEL, HABANA, AWS_NEURON, GOOGLE_TPU = "nvidia", "amd", "intel", "habana", "aws-neuron", "google-tpu"
+FULL, MIG, SHARED = "full", "mig", "shared"
+DEVICE_PLUGIN, DRA = "device-plugin", "dra"
+HEALTHY, UNHEALTHY = "healthy", "unhealthy"
+
+#: Health reasons this importer writes start with one of these; only such a reason is cleared when the
+#: source reports the device healthy again (a reason from DCGM or an operator is left alone).
+SOURCE_REASON_PREFIXES = (
+    "node allocatable ",
+    "node capacity ",
+    "node taint ",
+    "DRA device taint ",
+    "DeviceTaintRule ",
+    "every unit of this card ",
+)
+
+
+def is_source_reason(reason: str) -> bool:
+    """Whether a health reason was written by the inventory import (and may be cleared by it)."""
+    return reason.startswith(SOURCE_REASON_PREFIXES)
+
+
+class InventoryError(DomainError):
+    """Malformed inventory input; the message names the object and the field path."""
+
+    def __init__(self, obj: str, path: str, problem: str) -> None:
+        self.obj = obj
+        self.path = path
+        self.problem = problem
+        text = f"{obj}: {path}: {problem}" if path else f"{obj}: {problem}"
+        super().__init__(text, field=path or None)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class Document:
+    """One object to import and where it came from (file, document and List item), for error messages."""
+
+    obj: Any
+    origin: str = ""
+    position: str = ""
+
+    def describe(self, kind: str = "", name: str = "") -> str:
+        """'Node "gpu-1"' when the object has a name, else its position; prefixed by the file if known."""
+        if name:
+            text = f'{kind or "object"} "{name}"'
+        else:
+            text = f"{self.position or 'object'}" + (f" ({kind})" if kind else "")
+        return f"{self.origin}: {text}" if self.origin else text
+
+
+@dataclass
+class ParsedNode:
+    """A Kubernetes Node as the import stores it; ``observed`` is False for a node known only from its slices."""
+
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[dict[str, Any]] = field(default_factory=list)
+    conditions: list[dict[str, Any]] = field(default_factory=list)
+    ready: bool = True
+    unschedulable: bool = False
+    capacity: dict[str, str] = field(default_factory=dict)
+    allocatable: dict[str, str] = field(default_factory=dict)
+    observed: bool = True
+
+
+@dataclass
+class ParsedDevice:
+    """One accelerator unit (or a partitioned / shared physical card) found on a node."""
+
+    node: str
+    key: str
+    vendor: str
+    resource_name: str
+    kind: str = FULL
+    uuid: str = ""
+    product: str = ""
+    index: int | None = None
+    memory_bytes: int | None = None
+    architecture: str = ""
+    driver_version: str = ""
+    cuda_version: str = ""
+    parent_key: str | None = None
+    mig_profile: str = ""
+    replica_index: int | None = None
+    health: str = HEALTHY
+    health_reason: str = ""
+    source: str = DEVICE_PLUGIN
+    dra_driver: str = ""
+    dra_pool: str = ""
+    dra_device: str = ""
+    attributes: dict[str, Any] = field(default_factory=dict)
+    taints: list[dict[str, Any]] = field(default_factory=list)
+
+    def mark_unhealthy(self, reason: str) -> None:
+        """Mark the unit unhealthy; the first reason found is kept."""
+        if self.health != UNHEALTHY:
+            self.health = UNHEALTHY
+            self.health_reason = reason[:300]
+
+
+@dataclass
+class ParsedInventory:
+    """Everything an input describes: nodes, their devices, what was skipped and why."""
+
+    nodes: list[ParsedNode] = field(default_factory=list)
+    devices: list[ParsedDevice] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    ignored: dict[str, int] = field(default_factory=dict)
+
+    def devices_by_node(self) -> dict[str, list[ParsedDevice]]:
+        """Devices grouped by node name, in input order."""
+        out: dict[str, list[ParsedDevice]] = {}
+        for device in self.devices:
+            out.setdefault(device.node, []).append(device)
+        return out
