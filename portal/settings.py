@@ -127,6 +127,11 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "portal.staticfiles.PlotlyFinder",
+]
 STATIC_ROOT = env.path("STATIC_ROOT", default=BASE_DIR / "var" / "staticfiles")
 
 # Security: strict in production, relaxed for the embedded default.
@@ -188,6 +193,8 @@ CELERY_BEAT_SCHEDULE = {
 # Cluster backends.
 PORTAL_DEFAULT_BACKEND = env.str("PORTAL_DEFAULT_BACKEND", default="simulated")
 MAX_RESOURCE_CLASSES_ADVISED = env.int("MAX_RESOURCE_CLASSES_ADVISED", default=12)
+# A demo installation lists its logins on the sign-in page (scripts/demo turns it on).
+SHOW_DEMO_LOGINS = env.bool("SHOW_DEMO_LOGINS", default=False)
 
 LOGGING = {
     "version": 1,
