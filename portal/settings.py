@@ -176,7 +176,12 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     # The embedded default's worker: a broker in files, so the demo needs no Redis.
     _queue_dir = VAR_DIR / "celery-broker"
     _queue_dir.mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"data_folder_in": str(_queue_dir), "data_folder_out": str(_queue_dir)}
+    (_queue_dir / "control").mkdir(exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_queue_dir),
+        "data_folder_out": str(_queue_dir),
+        "control_folder": str(_queue_dir / "control"),
+    }
 
 SIMULATOR_TICK_SECONDS = env.float("SIMULATOR_TICK_SECONDS", default=5.0)
 # How long a simulated job runs when it names no simulated runtime, and how long a checkpoint takes.
