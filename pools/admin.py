@@ -179,3 +179,343 @@ class ResourceClassAdmin(admin.ModelAdmin):
         super().save_formset(request, form, formset, change)
         for warning in getattr(formset, "warnings", []):
             self.message_user(request, warning, messages.WARNING)
+
+
+# --- Health and repair (pools/health/): admin actions call the health services --------------------------------
+
+from django import forms  # noqa: E402
+from django.utils import timezone as _tz  # noqa: E402
+
+from pools.health import policy as _health_policy  # noqa: E402
+from pools.health import services as _health  # noqa: E402
+from pools.health import tickets as _tickets  # noqa: E402
+from pools.models import (  # noqa: E402
+    DeviceHealthTransition,
+    HealthObservation,
+    HealthPolicy,
+    NodeHealthDirective,
+    RepairTicket,
+    RepairTicketEvent,
+    ValidationRun,
+)
+from portal.errors import DomainError  # noqa: E402
+
+
+def _adopt(obj, saved) -> None:
+    """Make the admin's unsaved object the row a service wrote (for the admin's log and redirect)."""
+    for field in type(saved)._meta.concrete_fields:
+        setattr(obj, field.attname, getattr(saved, field.attname))
+    obj._state.adding = False
+
+
+class ServiceAddMixin:
+    """For admins whose add form calls a service: when the service refused, log nothing and go back to the list."""
+
+    def log_addition(self, request, obj, message):
+        """Log only what the service wrote."""
+        if obj.pk is not None:
+            super().log_addition(request, obj, message)
+
+    def response_add(self, request, obj, post_url_continue=None):
+        """Back to the list (with the service's message) when nothing was written."""
+        if obj.pk is None:
+            from django.http import HttpResponseRedirect
+            from django.urls import reverse
+
+            opts = obj._meta
+            return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"))
+        return super().response_add(request, obj, post_url_continue)
+
+
+class HealthPolicyForm(forms.ModelForm):
+    """The policy form, checked by the same rules as the service."""
+
+    class Meta:
+        model = HealthPolicy
+        fields = [f.name for f in HealthPolicy._meta.fields if f.editable and not f.primary_key]
+
+    def clean(self):
+        """Reject JSON settings the policy engine would not understand, naming the field."""
+        data = super().clean()
+        for name, messages_ in _health_policy.policy_errors(data).items():
+            if name in self.fields:
+                self.add_error(name, messages_)
+        return data
+
+
+@admin.register(HealthPolicy)
+class HealthPolicyAdmin(admin.ModelAdmin):
+    """Health thresholds; saving an active policy deactivates the one in force."""
+
+    form = HealthPolicyForm
+    list_display = ("name", "active", "ecc_dbe_unhealthy", "temperature_degraded_c", "auto_open_ticket", "updated_at")
+    readonly_fields = ("updated_at", "updated_by")
+    fieldsets = (
+        (None, {"fields": ("name", "active", "auto_open_ticket", "drain_without_checkpoint")}),
+        (
+            "ECC and memory",
+            {"fields": ("ecc_dbe_unhealthy", "ecc_sbe_per_hour_degraded", "row_remap_failure_unhealthy")},
+        ),
+        (
+            "Temperature, clocks, resets, PCIe",
+            {
+                "fields": (
+                    "temperature_degraded_c",
+                    "temperature_unhealthy_c",
+                    "temperature_sustained_seconds",
+                    "throttle_reasons",
+                    "throttle_sustained_seconds",
+                    "resets_per_day_degraded",
+                    "pcie_replays_per_hour_degraded",
+                    "rate_min_window_seconds",
+                )
+            },
+        ),
+        (
+            "XID catalogue",
+            {
+                "fields": (
+                    "xid_action_levels",
+                    "xid_severity_levels",
+                    "xid_overrides",
+                    "unknown_xid_level",
+                    "xid_window_seconds",
+                    "xid_decay_hours",
+                )
+            },
+        ),
+        ("Kubernetes", {"fields": ("node_condition_types",)}),
+        (
+            "Validation (burn-in)",
+            {
+                "fields": (
+                    "validation_image",
+                    "validation_command",
+                    "validation_max_runtime_seconds",
+                    "validation_sim_runtime_seconds",
+                    "validation_failures_before_rma",
+                    "validation_team_slug",
+                )
+            },
+        ),
+        ("Changed", {"fields": ("updated_at", "updated_by")}),
+    )
+
+    def save_model(self, request, obj, form, change):
+        """Save through the service (it keeps one policy active)."""
+        _health.health_policy_save(policy=obj, actor=_health.Actor.of(request.user))
+
+
+class ManualObservationForm(forms.ModelForm):
+    """An operator's own observation of a device: degraded, unhealthy, or ok to clear an earlier one."""
+
+    level = forms.ChoiceField(choices=[("degraded", "Degraded"), ("unhealthy", "Unhealthy"), ("ok", "OK (clear)")])
+    note = forms.CharField(max_length=400)
+
+    class Meta:
+        model = HealthObservation
+        fields = ("device",)
+
+
+@admin.register(HealthObservation)
+class HealthObservationAdmin(ServiceAddMixin, admin.ModelAdmin):
+    """Health evidence from every source; adding one records a manual observation through the service."""
+
+    list_display = ("observed_at", "device", "node", "source", "signal", "level", "value", "message")
+    list_filter = ("source", "level", "signal")
+    search_fields = ("device__key", "device__uuid", "node__name", "message")
+    list_select_related = ("device", "device__node", "node")
+    raw_id_fields = ("device", "node")
+    date_hierarchy = "observed_at"
+
+    def get_form(self, request, obj=None, **kwargs):
+        """The manual-observation form when adding."""
+        if obj is None:
+            kwargs["form"] = ManualObservationForm
+        return super().get_form(request, obj, **kwargs)
+
+    def get_readonly_fields(self, request, obj=None):
+        """Observations are evidence: never edited."""
+        if obj is None:
+            return ()
+        return [f.name for f in HealthObservation._meta.fields]
+
+    def save_model(self, request, obj, form, change):
+        """Record the manual observation through the health service."""
+        if change:
+            return
+        try:
+            report = _health.health_mark(
+                device=form.cleaned_data["device"],
+                level=form.cleaned_data["level"],
+                note=form.cleaned_data["note"],
+                actor=_health.Actor.of(request.user),
+            )
+        except DomainError as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return
+        for change_ in report.changes:
+            self.message_user(request, f"{change_.node}/{change_.device}: {change_.before} → {change_.after}")
+        latest = HealthObservation.objects.filter(device=form.cleaned_data["device"]).order_by("-id").first()
+        if latest is not None:
+            _adopt(obj, latest)
+
+
+class RepairTicketEventInline(admin.TabularInline):
+    """The ticket's history."""
+
+    model = RepairTicketEvent
+    extra = 0
+    can_delete = False
+    fields = ("at", "from_state", "to_state", "actor_label", "note")
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):
+        """History is written by the services only."""
+        return False
+
+
+class ValidationRunInline(admin.TabularInline):
+    """Burn-in runs of the ticket."""
+
+    model = ValidationRun
+    extra = 0
+    can_delete = False
+    fields = ("attempt", "job", "result", "started_at", "finished_at", "message")
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):
+        """Runs are started with the "start validation" action."""
+        return False
+
+
+class RepairTicketAddForm(forms.ModelForm):
+    """Open a ticket by hand for a device (its card) or a whole node."""
+
+    class Meta:
+        model = RepairTicket
+        fields = ("node", "device", "reason")
+
+    def clean(self):
+        """A device's node is its own; a node alone means the whole node."""
+        data = super().clean()
+        device, node = data.get("device"), data.get("node")
+        if device is not None and node is not None and device.node_id != node.pk:
+            self.add_error("device", f"{device.key} is on node {device.node.name}, not {node.name}")
+        return data
+
+
+def _ticket_action(service, description: str):
+    def action(modeladmin, request, queryset):
+        for ticket in queryset.order_by("pk"):
+            try:
+                service(ticket=ticket, actor=_health.Actor.of(request.user))
+            except DomainError as exc:
+                modeladmin.message_user(request, f"ticket #{ticket.pk}: {exc}", messages.ERROR)
+            else:
+                modeladmin.message_user(request, f"ticket #{ticket.pk}: {description.lower()} done")
+
+    action.short_description = description
+    action.__name__ = f"ticket_{service.__name__}"
+    return action
+
+
+@admin.register(RepairTicket)
+class RepairTicketAdmin(ServiceAddMixin, admin.ModelAdmin):
+    """The repair queue: open tickets by hand, start validation after repair, force a drain, send to RMA."""
+
+    list_display = ("id", "node", "device", "state", "age", "recommended_action", "validation_failures", "reason")
+    list_filter = ("state", "recommended_action", "node__cluster")
+    search_fields = ("node__name", "device__key", "device__uuid", "reason")
+    list_select_related = ("node", "device")
+    raw_id_fields = ("node", "device")
+    inlines = [RepairTicketEventInline, ValidationRunInline]
+    actions = [
+        _ticket_action(_tickets.ticket_start_validation, "Repair done: start validation"),
+        _ticket_action(_tickets.ticket_drain_now, "Drain now (evict remaining jobs)"),
+        _ticket_action(_tickets.ticket_mark_rma, "Send to RMA (retire)"),
+    ]
+
+    @admin.display(description="age")
+    def age(self, obj: RepairTicket) -> str:
+        """Time since opened (to close for closed tickets)."""
+        end = obj.closed_at or _tz.now()
+        hours = (end - obj.opened_at).total_seconds() / 3600
+        return f"{hours / 24:.1f} d" if hours >= 48 else f"{hours:.1f} h"
+
+    def get_form(self, request, obj=None, **kwargs):
+        """The short "open a ticket" form when adding."""
+        if obj is None:
+            kwargs["form"] = RepairTicketAddForm
+        return super().get_form(request, obj, **kwargs)
+
+    def get_fields(self, request, obj=None):
+        """Add: node, device, reason; change: everything, read-only."""
+        if obj is None:
+            return ("node", "device", "reason")
+        return super().get_fields(request, obj)
+
+    def get_readonly_fields(self, request, obj=None):
+        """Tickets move only through the actions."""
+        if obj is None:
+            return ()
+        return [f.name for f in RepairTicket._meta.fields]
+
+    def get_inlines(self, request, obj):
+        """History and runs on existing tickets only."""
+        return self.inlines if obj is not None else []
+
+    def save_model(self, request, obj, form, change):
+        """Open the ticket through the service (it drains and quarantines)."""
+        if change:
+            return
+        try:
+            ticket = _tickets.ticket_open(
+                device=form.cleaned_data.get("device"),
+                node=form.cleaned_data.get("node"),
+                reason=form.cleaned_data["reason"],
+                actor=_health.Actor.of(request.user),
+            )
+        except DomainError as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return
+        _adopt(obj, ticket)
+
+    def save_related(self, request, form, formsets, change):
+        """Nothing else to save: the service wrote the ticket."""
+
+
+@admin.register(DeviceHealthTransition)
+class DeviceHealthTransitionAdmin(admin.ModelAdmin):
+    """Every health state change, with its evidence."""
+
+    list_display = ("at", "device", "before", "after", "actor_label", "ticket", "reason")
+    list_filter = ("after", "before")
+    search_fields = ("device__key", "device__uuid", "device__node__name", "reason")
+    list_select_related = ("device", "device__node", "ticket")
+    date_hierarchy = "at"
+
+    def has_add_permission(self, request):
+        """Transitions are written by the state machine only."""
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        """Evidence is never edited."""
+        return False
+
+
+@admin.register(NodeHealthDirective)
+class NodeHealthDirectiveAdmin(admin.ModelAdmin):
+    """Taints and cordons the portal wants on managed kubernetes nodes, and whether the backend applied them."""
+
+    list_display = ("node", "kind", "key", "value", "device", "ticket", "created_at", "applied_at", "released_at")
+    list_filter = ("kind",)
+    list_select_related = ("node", "device", "ticket")
+
+    def has_add_permission(self, request):
+        """Written by the repair workflow only."""
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        """Written by the repair workflow and the backend only."""
+        return False

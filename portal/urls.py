@@ -13,4 +13,8 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("pool/", include("pools.urls")),
+    path("health/", include("pools.health.urls")),
+    path("cost/", include("billing.urls")),
+    path("api/", include("queues.api.urls")),
+    path("", include("queues.urls")),
 ]

@@ -36,8 +36,10 @@ def htmx_login_required(view: Callable[..., HttpResponse]) -> Callable[..., Http
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    """Send a signed-in user to the pool overview (the catalogue takes this place once it exists)."""
-    return redirect("pools:overview")
+    """Send a researcher to the class catalogue; platform admins (staff) to the pool overview."""
+    if request.user.is_staff:
+        return redirect("pools:overview")
+    return redirect("queues:classes")
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

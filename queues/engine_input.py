@@ -191,19 +191,30 @@ def job_pod_set(job: Job, *, declared: set[str]) -> m.PodSet:
         requests["cpu"] = parse_quantity(rc.cpu_per_device, "cpu") * job.devices_per_pod
     if "memory" in declared:
         requests["memory"] = parse_quantity(rc.memory_per_device, "memory") * job.devices_per_pod
-    topology = None
-    if job.topology_mode and job.topology_level:
-        topology = m.TopologyRequest(
-            required=job.topology_level if job.topology_mode == "required" else None,
-            preferred=job.topology_level if job.topology_mode == "preferred" else None,
-        )
     return m.PodSet(
         name="main",
         count=job.pod_count,
         requests=requests,
         node_affinity=class_node_affinity(job),
-        topology=topology,
+        topology=job_topology_request(job),
     )
+
+
+def job_topology_request(job: Job) -> m.TopologyRequest | None:
+    """The job's topology request; on a class with topology-aware flavors, at least an unconstrained one.
+
+    Kueue skips a TAS flavor for a pod set without a topology request when the ClusterQueue also has
+    non-TAS flavors ("Flavor X supports only TopologyAwareScheduling"), so the portal always asks for
+    ``podset-unconstrained-topology`` there, in the simulator and on a real cluster alike.
+    """
+    if job.topology_mode and job.topology_level:
+        return m.TopologyRequest(
+            required=job.topology_level if job.topology_mode == "required" else None,
+            preferred=job.topology_level if job.topology_mode == "preferred" else None,
+        )
+    if any(link.flavor.topology_id for link in job.resource_class.flavor_links.all()):
+        return m.TopologyRequest(unconstrained=True)
+    return None
 
 
 def class_node_affinity(job: Job) -> tuple[m.NodeSelectorTerm, ...]:

@@ -245,6 +245,9 @@ class Job(models.Model):
     sim_runtime_seconds = models.PositiveIntegerField(
         null=True, blank=True, help_text="Simulated backend only: how long the job runs once started."
     )
+    sim_fails = models.BooleanField(
+        default=False, help_text="Simulated backend only: the job's pods exit with an error at the end of its run."
+    )
 
     state = models.CharField(max_length=12, choices=State.choices, default=State.PENDING)
     wait_reason = models.CharField(max_length=30, choices=WaitReason.choices, blank=True)
@@ -362,3 +365,24 @@ class Allocation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id} holds {self.device_id}"
+
+
+class ApiToken(models.Model):
+    """A REST API token scoped to one team: only a hash of the key is stored; the key is shown once."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="api_tokens")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, help_text="What the token is for, e.g. 'CI pipeline'.")
+    prefix = models.CharField(max_length=12, help_text="First characters of the key, to recognise it.")
+    key_hash = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the key (hex).")
+    created_at = models.DateTimeField()
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty: never expires.")
+    revoked = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["team", "name"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…, {self.team.slug})"

@@ -54,6 +54,7 @@ class JobSpec:
     checkpoint_command: Sequence[str] = ()
     checkpoint_interval_seconds: int | None = None
     sim_runtime_seconds: int | None = None
+    sim_fails: bool = False
 
 
 def job_spec_errors(spec: JobSpec, *, team: Team) -> dict[str, list[str]]:
@@ -159,9 +160,18 @@ def record_event(
 
 @transaction.atomic
 def job_submit(
-    *, owner: AbstractBaseUser, team: Team, spec: JobSpec, cluster: Cluster | None = None, now: datetime | None = None
+    *,
+    owner: AbstractBaseUser,
+    team: Team,
+    spec: JobSpec,
+    cluster: Cluster | None = None,
+    now: datetime | None = None,
+    notify_backend: bool = True,
 ) -> Job:
-    """Validate and record a submission, all or nothing; the cluster's backend picks it up after commit."""
+    """Validate and record a submission, all or nothing; the cluster's backend picks it up after commit.
+
+    ``notify_backend=False`` is for callers that drive the cluster themselves (replays, the demo's history).
+    """
     now = now or timezone.now()
     _membership(user=owner, team=team)
     errors = job_spec_errors(spec, team=team)
@@ -195,6 +205,7 @@ def job_submit(
         checkpoint_command=list(spec.checkpoint_command),
         checkpoint_interval_seconds=spec.checkpoint_interval_seconds,
         sim_runtime_seconds=spec.sim_runtime_seconds,
+        sim_fails=spec.sim_fails,
         state=Job.State.PENDING,
         submitted_at=now,
         queued_at=now,
@@ -214,7 +225,8 @@ def job_submit(
     )
     from pools.backends import backend_for
 
-    transaction.on_commit(lambda: backend_for(cluster).job_submitted(job_id=job.pk))
+    if notify_backend:
+        transaction.on_commit(lambda: backend_for(cluster).job_submitted(job_id=job.pk))
     return job
 
 
@@ -338,7 +350,7 @@ def job_finish(job: Job, *, state: str, now: datetime, message: str) -> None:
 
 
 @transaction.atomic
-def job_cancel(*, job: Job, user: AbstractBaseUser, now: datetime | None = None) -> Job:
+def job_cancel(*, job: Job, user: AbstractBaseUser, now: datetime | None = None, notify_backend: bool = True) -> Job:
     """Cancel a job on behalf of a team member; a finished job cannot be cancelled."""
     now = now or timezone.now()
     job = Job.objects.select_for_update().get(pk=job.pk)
@@ -349,7 +361,8 @@ def job_cancel(*, job: Job, user: AbstractBaseUser, now: datetime | None = None)
     from pools.backends import backend_for
 
     cluster = job.cluster
-    transaction.on_commit(lambda: backend_for(cluster).job_cancelled(job_id=job.pk))
+    if notify_backend:
+        transaction.on_commit(lambda: backend_for(cluster).job_cancelled(job_id=job.pk))
     return job
 
 

@@ -14,9 +14,12 @@ def backend_for(cluster: Cluster) -> ClusterBackend:
         from pools.backends.simulated import SimulatedBackend
 
         return SimulatedBackend(cluster)
+    if cluster.backend == Cluster.Backend.KUBERNETES:
+        from pools.backends.kubernetes import KubernetesBackend
+
+        return KubernetesBackend(cluster)
     raise ImproperlyConfigured(
-        f"cluster {cluster.name}: the {cluster.backend} backend is not part of this build yet; "
-        "use the simulated backend"
+        f"cluster {cluster.name}: unknown backend {cluster.backend!r}; use simulated or kubernetes"
     )
 
 

@@ -18,6 +18,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from pools.health import hooks as health_hooks
 from pools.models import Cluster
 from queues import services as job_services
 from queues.engine import settle
@@ -92,7 +93,14 @@ def _advance(job: Job, *, now: datetime, lost_nodes: set[int], report: TickRepor
             report.finished.append(job.pk)
         elif ran >= _runtime(job):
             end = job.state_changed_at + _runtime(job)
-            job_services.job_finish(job, state=Job.State.SUCCEEDED, now=end, message="All pods completed successfully.")
+            if job.sim_fails:
+                job_services.job_finish(
+                    job, state=Job.State.FAILED, now=end, message="Pod 0 exited with code 1 (simulated failure)."
+                )
+            else:
+                job_services.job_finish(
+                    job, state=Job.State.SUCCEEDED, now=end, message="All pods completed successfully."
+                )
             report.finished.append(job.pk)
     elif job.state == Job.State.PREEMPTING:
         checkpointed = job_services.has_checkpoint_policy(job)
@@ -137,10 +145,12 @@ def simulated_cluster_tick_run(*, cluster_id: int, now: datetime | None = None) 
     live = Job.objects.filter(cluster=cluster, state__in=(Job.State.PENDING, *HOLDING_STATES))
     list(live.select_for_update().order_by("pk").values_list("pk", flat=True))  # lock in pk order
     lost = _jobs_on_lost_nodes(cluster)
+    health_hooks.before_lifecycle(cluster=cluster, now=now)  # validation jobs go onto their pinned devices
     holding = live.filter(state__in=HOLDING_STATES).select_related("team", "resource_class").order_by("pk")
     for job in holding:
         _advance(job, now=now, lost_nodes=lost, report=report)
     _schedule(cluster, now=now, report=report)
+    health_hooks.after_schedule(cluster=cluster, now=now)  # finished drains and validations move their tickets
     cluster.last_synced_at = now
     cluster.save(update_fields=["last_synced_at"])
     return report
@@ -152,7 +162,7 @@ def _schedule(cluster: Cluster, *, now: datetime, report: TickReport) -> None:
     Victims keep their quota until the next tick evicts them (after their checkpoint, if they have a policy),
     so their preemptors wait as Kueue's do ("Pending the preemption of N workload(s)").
     """
-    inp = cluster_engine_input(cluster=cluster)
+    inp = cluster_engine_input(cluster=cluster, jobs=health_hooks.engine_jobs(cluster=cluster))
     settled = settle(inp.state, ts(now), complete_evictions=False)
     for result in settled.cycles:
         _apply_admissions(cluster, inp, result, now=now, report=report)

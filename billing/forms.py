@@ -1,0 +1,125 @@
+"""The cost page's filters: team, date range, grouping, user and class; one form for the page, CSV and charts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+
+from django import forms
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.forms.utils import flatatt
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
+
+from billing.selectors import BUCKETS
+from pools.models import ResourceClass
+from queues.models import Team
+
+ALL_TEAMS = "all"
+MAX_RANGE_DAYS = 3 * 366
+
+
+@dataclass
+class CostQuery:
+    """Validated filters of a cost report."""
+
+    teams: list[Team]
+    start: date
+    end: date
+    bucket: str
+    user: AbstractBaseUser | None
+    resource_class: ResourceClass | None
+    every_team: bool = False
+
+    @property
+    def scope(self) -> list[Team] | None:
+        """The teams for the selectors; None stands for every team (staff), which needs no team filter."""
+        return None if self.every_team else self.teams
+
+
+class FastSelect(forms.Select):
+    """A ``<select>`` rendered in Python: Django's template per option costs ~0.3 ms each (hundreds of users)."""
+
+    def render(self, name, value, attrs=None, renderer=None) -> SafeString:
+        final = self.build_attrs(self.attrs, {**(attrs or {}), "name": name})
+        chosen = "" if value is None else str(value[0] if isinstance(value, list | tuple) and value else value)
+        options = format_html_join(
+            "",
+            '<option value="{}"{}>{}</option>',
+            ((str(v), mark_safe(" selected") if str(v) == chosen else "", label) for v, label in self.choices),
+        )
+        return format_html("<select{}>{}</select>", flatatt(final), options)
+
+
+class CostFilterForm(forms.Form):
+    """Filters over the teams the viewer may see; unknown values are form errors, never other teams' data."""
+
+    team = forms.ChoiceField(required=False, widget=FastSelect)
+    start = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
+    end = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
+    bucket = forms.ChoiceField(
+        required=False, label="Per", choices=[(b, b.title()) for b in BUCKETS], initial="day", widget=FastSelect
+    )
+    user = forms.ChoiceField(required=False, label="User", widget=FastSelect)
+    resource_class = forms.ChoiceField(required=False, label="Class", widget=FastSelect)
+
+    def __init__(self, data, *, teams: list[Team], today: date, staff: bool = False) -> None:
+        super().__init__(data)
+        self.visible = {t.slug: t for t in teams}
+        self.today = today
+        self.staff = staff
+        choices = [(t.slug, t.name) for t in teams]
+        if len(teams) > 1:
+            choices.insert(0, (ALL_TEAMS, "All teams" if staff else "All my teams"))
+        self.fields["team"].choices = choices
+        # The user filter offers the members of the teams in scope (all visible teams only for "all").
+        slug = (data or {}).get("team") or ""
+        in_scope = teams if slug == ALL_TEAMS else [self.visible.get(slug) or (teams[0] if teams else None)]
+        members = (
+            get_user_model()
+            .objects.filter(memberships__team__in=[t for t in in_scope if t is not None])
+            .distinct()
+            .order_by("username")
+            .only("pk", "username", "first_name", "last_name")
+        )
+        self._users = {str(u.pk): u for u in members}
+        self.fields["user"].choices = [
+            ("", "All users"),
+            *((k, u.get_full_name() or u.get_username()) for k, u in self._users.items()),
+        ]
+        classes = ResourceClass.objects.order_by("display_order", "name").only("pk", "slug", "name")
+        self._classes = {c.slug: c for c in classes}
+        self.fields["resource_class"].choices = [("", "All classes"), *((c.slug, c.name) for c in classes)]
+
+    def clean(self):
+        data = super().clean()
+        start = data.get("start") or self.today.replace(day=1)
+        end = data.get("end") or self.today
+        if end < start:
+            self.add_error("end", "“To” must not be before “From”.")
+        elif (end - start).days > MAX_RANGE_DAYS:
+            self.add_error("start", f"Choose at most {MAX_RANGE_DAYS} days.")
+        data["start"], data["end"] = start, end
+        return data
+
+    def query(self) -> CostQuery | None:
+        """The validated query, or None when the form has errors."""
+        if not self.is_valid() or not self.visible:
+            return None
+        slug = self.cleaned_data.get("team") or ""
+        if slug == ALL_TEAMS:
+            teams = list(self.visible.values())
+        elif slug:
+            teams = [self.visible[slug]]
+        else:
+            teams = [next(iter(self.visible.values()))]
+        return CostQuery(
+            teams=teams,
+            start=self.cleaned_data["start"],
+            end=self.cleaned_data["end"],
+            bucket=self.cleaned_data.get("bucket") or "day",
+            user=self._users.get(self.cleaned_data.get("user") or ""),
+            resource_class=self._classes.get(self.cleaned_data.get("resource_class") or ""),
+            every_team=slug == ALL_TEAMS and self.staff,
+        )

@@ -1,0 +1,363 @@
+"""Models of metering and cost: rates, metered usage, daily rollups, budgets and their notifications.
+
+Device time is kept in whole microseconds (``*_us`` integer columns) so that sums are exact on every
+database; money is ``Decimal``. ``billing.services`` is the only writer of every model here.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from pools.models import Device, ResourceClass, ResourceFlavor
+from queues.models import Allocation, Job, PriorityClass, Team
+
+#: Microseconds in an hour: device-hours = ``*_us`` / US_PER_HOUR.
+US_PER_HOUR = 3_600_000_000
+
+
+class Rate(models.Model):
+    """Price of one device-hour of a flavor, per unit kind (full card, MIG profile, time-shared replica).
+
+    ``kind=full`` prices the whole card; ``kind=mig`` with a profile prices one slice of that profile, and
+    ``kind=shared`` (profile empty, or the MIG profile being shared) one time-shared replica. A unit with no
+    rate of its own is priced as its fraction of the full-card rate. A rate is in force from
+    ``effective_from`` (inclusive) to ``effective_to`` (exclusive; empty = open); periods of one key never
+    overlap (``billing.services.rate_set`` checks it).
+    """
+
+    class Kind(models.TextChoices):
+        FULL = Device.Kind.FULL.value, "Full card"
+        MIG = Device.Kind.MIG.value, "MIG slice"
+        SHARED = Device.Kind.SHARED.value, "Time-shared replica"
+
+    flavor = models.ForeignKey(ResourceFlavor, on_delete=models.PROTECT, related_name="rates")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.FULL)
+    mig_profile = models.CharField(
+        max_length=40, blank=True, help_text="MIG profile such as 1g.10gb (MIG slices, shared MIG replicas)."
+    )
+    price_per_hour = models.DecimalField(max_digits=14, decimal_places=6, help_text="Per device-hour of this unit.")
+    currency = models.CharField(max_length=3, help_text="ISO 4217 code, e.g. EUR.")
+    effective_from = models.DateTimeField()
+    effective_to = models.DateTimeField(null=True, blank=True, help_text="Exclusive; empty: still in force.")
+    note = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["flavor", "kind", "mig_profile", "effective_from"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["flavor", "kind", "mig_profile", "effective_from"], name="rate_once_per_key_and_start"
+            ),
+            models.CheckConstraint(
+                condition=Q(effective_to__isnull=True) | Q(effective_to__gt=models.F("effective_from")),
+                name="rate_period_not_empty",
+            ),
+            models.CheckConstraint(condition=Q(price_per_hour__gte=0), name="rate_price_not_negative"),
+            models.CheckConstraint(condition=~Q(kind="full") | Q(mig_profile=""), name="rate_full_has_no_profile"),
+            models.CheckConstraint(condition=~Q(kind="mig") | ~Q(mig_profile=""), name="rate_mig_names_profile"),
+        ]
+
+    def __str__(self) -> str:
+        unit = self.get_kind_display() + (f" {self.mig_profile}" if self.mig_profile else "")
+        return f"{self.flavor.name} {unit}: {self.price_per_hour} {self.currency}/h from {self.effective_from:%Y-%m-%d}"
+
+
+class UsageRecord(models.Model):
+    """Metered device time of one allocation within one billing day and one rate period.
+
+    Keyed by ``(allocation, start)``: a metering run recomputes an allocation's records from its
+    timestamps and converges on the same rows, so running it again changes nothing. ``open`` records end
+    at the time of the last run (the allocation was still held); ``final`` ones were computed from the
+    allocation's true end and are not looked at again unless the allocation or a rate changes.
+    """
+
+    class Stop(models.TextChoices):
+        OPEN = "open", "Still held (metered up to the last run)"
+        ENDED = "ended", "Allocation ended"
+        JOB_FINISHED = "job_finished", "Job finished while the allocation was open"
+        DEVICE_GONE = "device_gone", "Device disappeared"
+        NODE_GONE = "node_gone", "Node disappeared"
+        SPLIT = "split", "Continues in the next record"
+
+    allocation = models.ForeignKey(Allocation, on_delete=models.CASCADE, related_name="usage_records")
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    duration_us = models.BigIntegerField(help_text="Microseconds the unit was held in [start, end).")
+    day = models.DateField(help_text="Billing day (settings.BILLING_TIME_ZONE) of the record.")
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="usage_records")
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="usage_records")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="usage_records")
+    resource_class = models.ForeignKey(ResourceClass, on_delete=models.PROTECT, related_name="usage_records")
+    flavor = models.ForeignKey(
+        ResourceFlavor, null=True, blank=True, on_delete=models.PROTECT, related_name="usage_records"
+    )
+    resource_name = models.CharField(max_length=253)
+    unit_kind = models.CharField(max_length=10, choices=Rate.Kind.choices)
+    mig_profile = models.CharField(max_length=40, blank=True)
+    slice_fraction = models.DecimalField(max_digits=12, decimal_places=10, help_text="Share of a full card.")
+    borrowed = models.BooleanField(help_text="Above the team's nominal quota at admission.")
+    rate = models.ForeignKey(Rate, null=True, blank=True, on_delete=models.PROTECT, related_name="usage_records")
+    unit_price = models.DecimalField(max_digits=20, decimal_places=10, help_text="Per hour of this unit.")
+    currency = models.CharField(max_length=3)
+    cost = models.DecimalField(max_digits=20, decimal_places=8)
+    open = models.BooleanField(default=False)
+    final = models.BooleanField(default=False)
+    stop = models.CharField(max_length=20, choices=Stop.choices)
+    source_start = models.DateTimeField(help_text="Allocation start the record was computed from.")
+    source_end = models.DateTimeField(null=True, blank=True, help_text="Allocation end it was computed from.")
+    metered_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["allocation", "start"]
+        constraints = [
+            models.UniqueConstraint(fields=["allocation", "start"], name="usage_once_per_allocation_start"),
+            models.CheckConstraint(condition=Q(end__gte=models.F("start")), name="usage_end_after_start"),
+            models.CheckConstraint(condition=Q(duration_us__gte=0), name="usage_duration_not_negative"),
+        ]
+        indexes = [
+            models.Index(fields=["team", "day"], name="usage_team_day"),
+            models.Index(fields=["day"], name="usage_day"),
+            models.Index(fields=["allocation", "final"], name="usage_allocation_final"),
+            models.Index(fields=["job"], name="usage_job"),
+        ]
+
+    def __str__(self) -> str:
+        return f"allocation {self.allocation_id} {self.start:%Y-%m-%d %H:%M}–{self.end:%H:%M}"
+
+
+class UsageDaily(models.Model):
+    """Daily rollup: team × user × class × flavor × day × currency; device time, cost and lost hours."""
+
+    day = models.DateField()
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="usage_daily")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="usage_daily")
+    resource_class = models.ForeignKey(ResourceClass, on_delete=models.CASCADE, related_name="usage_daily")
+    flavor = models.ForeignKey(
+        ResourceFlavor, null=True, blank=True, on_delete=models.CASCADE, related_name="usage_daily"
+    )
+    currency = models.CharField(max_length=3)
+    owned_us = models.BigIntegerField(default=0)
+    borrowed_us = models.BigIntegerField(default=0)
+    owned_cost = models.DecimalField(max_digits=20, decimal_places=8, default=0)
+    borrowed_cost = models.DecimalField(max_digits=20, decimal_places=8, default=0)
+    lost_preemption_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+    lost_hardware_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+
+    class Meta:
+        ordering = ["day", "team", "user", "resource_class"]
+        verbose_name_plural = "usage daily rollups"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "team", "user", "resource_class", "flavor", "currency"],
+                condition=Q(flavor__isnull=False),
+                name="usage_daily_once",
+            ),
+            models.UniqueConstraint(
+                fields=["day", "team", "user", "resource_class", "currency"],
+                condition=Q(flavor__isnull=True),
+                name="usage_daily_once_no_flavor",
+            ),
+        ]
+        indexes = [models.Index(fields=["team", "day"], name="usage_daily_team_day")]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.team_id}/{self.user_id}/{self.resource_class_id}"
+
+
+class UsageTeamDaily(models.Model):
+    """Daily rollup without the user: team × class × flavor × day × currency (the same sums as ``UsageDaily``).
+
+    Reports that are not filtered by user (and the all-teams view) read this one: ~users times fewer rows.
+    """
+
+    day = models.DateField()
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="usage_team_daily")
+    resource_class = models.ForeignKey(ResourceClass, on_delete=models.CASCADE, related_name="usage_team_daily")
+    flavor = models.ForeignKey(
+        ResourceFlavor, null=True, blank=True, on_delete=models.CASCADE, related_name="usage_team_daily"
+    )
+    currency = models.CharField(max_length=3)
+    owned_us = models.BigIntegerField(default=0)
+    borrowed_us = models.BigIntegerField(default=0)
+    owned_cost = models.DecimalField(max_digits=20, decimal_places=8, default=0)
+    borrowed_cost = models.DecimalField(max_digits=20, decimal_places=8, default=0)
+    lost_preemption_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+    lost_hardware_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+
+    class Meta:
+        ordering = ["day", "team", "resource_class"]
+        verbose_name_plural = "usage team daily rollups"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "team", "resource_class", "flavor", "currency"],
+                condition=Q(flavor__isnull=False),
+                name="usage_team_daily_once",
+            ),
+            models.UniqueConstraint(
+                fields=["day", "team", "resource_class", "currency"],
+                condition=Q(flavor__isnull=True),
+                name="usage_team_daily_once_no_flavor",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["team", "day"], name="usage_team_daily_team_day"),
+            models.Index(fields=["day"], name="usage_team_daily_day"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.team_id}/{self.resource_class_id}"
+
+
+class CapacityDaily(models.Model):
+    """Daily rollup of a team's reserved capacity per (flavor, resource): nominal, owned use, idle, lent.
+
+    Idle is computed hour by hour (nominal − owned use, never negative) and summed over the day; lent is
+    the part of the idle time that other teams of the cohort consumed by borrowing.
+    """
+
+    day = models.DateField()
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="capacity_daily")
+    flavor = models.ForeignKey(ResourceFlavor, on_delete=models.CASCADE, related_name="capacity_daily")
+    resource_name = models.CharField(max_length=253)
+    nominal = models.DecimalField(max_digits=14, decimal_places=3, help_text="Units of nominal quota.")
+    reserved_us = models.BigIntegerField(default=0, help_text="Nominal × the hours counted.")
+    owned_us = models.BigIntegerField(default=0)
+    idle_us = models.BigIntegerField(default=0)
+    lent_us = models.BigIntegerField(default=0)
+    currency = models.CharField(max_length=3)
+    idle_cost = models.DecimalField(max_digits=20, decimal_places=8, default=0)
+    lent_credit = models.DecimalField(max_digits=20, decimal_places=8, default=0)
+    counted_until = models.DateTimeField(help_text="Hours after this instant were not counted yet (today).")
+
+    class Meta:
+        ordering = ["day", "team", "flavor", "resource_name"]
+        verbose_name_plural = "capacity daily rollups"
+        constraints = [
+            models.UniqueConstraint(fields=["day", "team", "flavor", "resource_name"], name="capacity_daily_once"),
+            models.CheckConstraint(condition=Q(idle_us__gte=0) & Q(lent_us__gte=0), name="capacity_not_negative"),
+        ]
+        indexes = [models.Index(fields=["team", "day"], name="capacity_daily_team_day")]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.team_id} {self.flavor_id}/{self.resource_name}"
+
+
+class RollupDay(models.Model):
+    """Bookkeeping of one billing day: metering changed it since its last rollup, and until when it was rolled."""
+
+    day = models.DateField(unique=True)
+    dirty = models.BooleanField(default=True)
+    complete = models.BooleanField(default=False, help_text="Rolled up after the day had ended.")
+    rolled_at = models.DateTimeField(null=True, blank=True)
+    rolled_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["day"]
+
+    def __str__(self) -> str:
+        return f"{self.day}{' (dirty)' if self.dirty else ''}"
+
+
+class BillingLock(models.Model):
+    """A named row locked (``SELECT … FOR UPDATE``) to serialise metering and rollups across workers."""
+
+    name = models.CharField(max_length=60, unique=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Budget(models.Model):
+    """A team's spending budget per month or quarter, with alert thresholds in percent."""
+
+    class Period(models.TextChoices):
+        MONTH = "month", "Month"
+        QUARTER = "quarter", "Quarter"
+
+    class Action(models.TextChoices):
+        NONE = "", "Notify only"
+        DEMOTE = "demote", "Demote to borrow-only / preemptible at 100 %"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="budgets")
+    period = models.CharField(max_length=10, choices=Period.choices, default=Period.MONTH)
+    amount = models.DecimalField(max_digits=16, decimal_places=2)
+    currency = models.CharField(max_length=3)
+    thresholds = models.JSONField(default=list, help_text="Percentages, e.g. [50, 80, 100].")
+    action_at_limit = models.CharField(max_length=10, choices=Action.choices, default=Action.NONE, blank=True)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["team", "period"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "period", "currency"], name="budget_once_per_team_period"),
+            models.CheckConstraint(condition=Q(amount__gt=0), name="budget_amount_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team} {self.amount} {self.currency} per {self.period}"
+
+
+class Notification(models.Model):
+    """An in-portal notice to a team (shown on the cost page); budget alerts are unique per threshold and period."""
+
+    class Kind(models.TextChoices):
+        BUDGET_THRESHOLD = "budget_threshold", "Budget threshold reached"
+        DEMOTED = "demoted", "Team demoted to borrow-only"
+        DEMOTION_LIFTED = "demotion_lifted", "Demotion lifted"
+        DEMOTION_FAILED = "demotion_failed", "Demotion could not be applied"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="billing_notifications")
+    kind = models.CharField(max_length=30, choices=Kind.choices)
+    budget = models.ForeignKey(Budget, null=True, blank=True, on_delete=models.CASCADE, related_name="notifications")
+    period_start = models.DateField(null=True, blank=True)
+    threshold = models.PositiveIntegerField(null=True, blank=True)
+    spent = models.DecimalField(max_digits=20, decimal_places=2, null=True, blank=True)
+    message = models.TextField()
+    created_at = models.DateTimeField()
+    emailed_to = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["budget", "period_start", "threshold"],
+                condition=Q(kind="budget_threshold"),
+                name="budget_threshold_notified_once",
+            ),
+        ]
+        indexes = [models.Index(fields=["team", "-created_at"], name="notification_team_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.team}: {self.message[:60]}"
+
+
+class TeamDemotion(models.Model):
+    """A team's future submissions forced to a non-preempting, lowest priority class (reversible).
+
+    At most one active demotion per team; lifting it sets ``lifted_at`` and keeps the row as history.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="demotions")
+    priority_class = models.ForeignKey(PriorityClass, on_delete=models.PROTECT, related_name="+")
+    budget = models.ForeignKey(Budget, null=True, blank=True, on_delete=models.SET_NULL, related_name="demotions")
+    period_start = models.DateField(null=True, blank=True)
+    reason = models.TextField()
+    started_at = models.DateTimeField()
+    lifted_at = models.DateTimeField(null=True, blank=True)
+    lifted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    lift_reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["team"], condition=Q(lifted_at__isnull=True), name="one_active_demotion"),
+        ]
+
+    def __str__(self) -> str:
+        state = "lifted" if self.lifted_at else "active"
+        return f"{self.team} → {self.priority_class.name} ({state})"

@@ -1,0 +1,225 @@
+"""Flat views of a ``CostReport`` shared by the cost page, its CSV export and ``manage.py cost_report``.
+
+One row per period, user, class and flavor plus a total, with the same numbers the page shows. Money columns
+are per currency (``cost_EUR``…), so amounts in different currencies are never added together.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from decimal import Decimal
+
+from billing.selectors import Capacity, CostReport, Money, Usage, money_sum
+
+CENT = Decimal("0.01")
+#: Bars of a breakdown chart; the smallest groups beyond it are summed into one "others" bar.
+MAX_BARS = 25
+HOUR_PLACES = Decimal("0.001")
+
+
+def _cents(amount: Decimal | None) -> Decimal:
+    return Decimal(amount or 0).quantize(CENT)
+
+
+def _hours(value: Decimal) -> Decimal:
+    return Decimal(value).quantize(HOUR_PLACES)
+
+
+def _money_columns(prefix: str, money: Money, currencies: list[str]) -> dict[str, Decimal]:
+    return {f"{prefix}_{c}": _cents(money.get(c)) for c in currencies}
+
+
+def _usage_columns(usage: Usage, currencies: list[str]) -> dict:
+    return {
+        "owned_hours": _hours(usage.owned_hours),
+        "borrowed_hours": _hours(usage.borrowed_hours),
+        "used_hours": _hours(usage.used_hours),
+        "lost_preemption_hours": _hours(usage.lost_preemption_hours),
+        "lost_hardware_hours": _hours(usage.lost_hardware_hours),
+        **_money_columns("owned_cost", usage.owned_cost, currencies),
+        **_money_columns("borrowed_cost", usage.borrowed_cost, currencies),
+        **_money_columns("cost", usage.cost, currencies),
+    }
+
+
+def _capacity_columns(capacity: Capacity | None, currencies: list[str]) -> dict:
+    capacity = capacity or Capacity()
+    net = money_sum(capacity.idle_cost, capacity.lent_credit, sign=[1, -1])
+    return {
+        "reserved_hours": _hours(capacity.reserved_hours),
+        "idle_reserved_hours": _hours(capacity.idle_hours),
+        "lent_hours": _hours(capacity.lent_hours),
+        **_money_columns("idle_cost", capacity.idle_cost, currencies),
+        **_money_columns("lent_credit", capacity.lent_credit, currencies),
+        **_money_columns("net_idle_cost", net, currencies),
+    }
+
+
+def report_columns(report: CostReport) -> list[str]:
+    """Column names of ``report_rows``."""
+    currencies = report.currencies
+    return [
+        "section",
+        "key",
+        "label",
+        *_usage_columns(Usage(), currencies),
+        *_capacity_columns(None, currencies),
+        *(f"charge_{c}" for c in currencies),
+    ]
+
+
+def report_rows(report: CostReport) -> list[dict]:
+    """Periods, per user, per class, per flavor and the total, as flat rows (reserved capacity is per team, so
+    it is given on period and total rows only)."""
+    currencies = report.currencies
+    empty_capacity = dict.fromkeys(_capacity_columns(None, currencies), "")
+    rows = []
+    for p in report.periods:
+        charge = money_sum(p.usage.cost, p.capacity.idle_cost, p.capacity.lent_credit, sign=[1, 1, -1])
+        rows.append(
+            {
+                "section": report.bucket,
+                "key": p.period.isoformat(),
+                "label": p.period.isoformat(),
+                **_usage_columns(p.usage, currencies),
+                **_capacity_columns(p.capacity, currencies),
+                **{f"charge_{c}": _cents(charge.get(c)) for c in currencies},
+            }
+        )
+    breakdowns = (
+        ("team", report.by_team if len(report.by_team) > 1 or report.all_teams else []),
+        ("user", report.by_user),
+        ("class", report.by_class),
+        ("flavor", report.by_flavor),
+    )
+    for section, groups in breakdowns:
+        for g in groups:
+            rows.append(
+                {
+                    "section": section,
+                    "key": g.key,
+                    "label": g.label,
+                    **_usage_columns(g.usage, currencies),
+                    **empty_capacity,
+                    **{f"charge_{c}": "" for c in currencies},
+                }
+            )
+    rows.append(
+        {
+            "section": "total",
+            "key": "",
+            "label": "Total",
+            **_usage_columns(report.totals, currencies),
+            **_capacity_columns(report.capacity, currencies),
+            **{f"charge_{c}": _cents(report.charge.get(c)) for c in currencies},
+        }
+    )
+    return rows
+
+
+def report_csv(report: CostReport) -> str:
+    """The report as CSV text."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=report_columns(report), lineterminator="\n")
+    writer.writeheader()
+    for row in report_rows(report):
+        writer.writerow({k: ("" if v == "" else str(v)) for k, v in row.items()})
+    return buffer.getvalue()
+
+
+def _money_json(money: Money) -> dict[str, str]:
+    return {c: str(_cents(a)) for c, a in sorted(money.items())}
+
+
+def _usage_json(usage: Usage) -> dict:
+    return {
+        "ownedHours": str(_hours(usage.owned_hours)),
+        "borrowedHours": str(_hours(usage.borrowed_hours)),
+        "usedHours": str(_hours(usage.used_hours)),
+        "lostPreemptionHours": str(_hours(usage.lost_preemption_hours)),
+        "lostHardwareHours": str(_hours(usage.lost_hardware_hours)),
+        "ownedCost": _money_json(usage.owned_cost),
+        "borrowedCost": _money_json(usage.borrowed_cost),
+        "cost": _money_json(usage.cost),
+    }
+
+
+def report_json(report: CostReport) -> dict:
+    """The report as a JSON-ready dict (amounts as decimal strings, never floats)."""
+    cap = report.capacity
+    return {
+        "teams": "all" if report.all_teams else [t.slug for t in report.teams],
+        "from": report.start.isoformat(),
+        "to": report.end.isoformat(),
+        "bucket": report.bucket,
+        "user": report.user.get_username() if report.user else None,
+        "class": report.resource_class.slug if report.resource_class else None,
+        "total": {
+            **_usage_json(report.totals),
+            "reservedHours": str(_hours(cap.reserved_hours)),
+            "idleReservedHours": str(_hours(cap.idle_hours)),
+            "lentHours": str(_hours(cap.lent_hours)),
+            "idleCost": _money_json(cap.idle_cost),
+            "lentCredit": _money_json(cap.lent_credit),
+            "netIdleCost": _money_json(report.net_idle_cost),
+            "charge": _money_json(report.charge),
+        },
+        "byTeam": [{"key": g.key, "label": g.label, **_usage_json(g.usage)} for g in report.by_team],
+        "byUser": [{"key": g.key, "label": g.label, **_usage_json(g.usage)} for g in report.by_user],
+        "byClass": [{"key": g.key, "label": g.label, **_usage_json(g.usage)} for g in report.by_class],
+        "byFlavor": [{"key": g.key, "label": g.label, **_usage_json(g.usage)} for g in report.by_flavor],
+        "periods": [
+            {
+                "period": p.period.isoformat(),
+                **_usage_json(p.usage),
+                "idleReservedHours": str(_hours(p.capacity.idle_hours)),
+                "lentHours": str(_hours(p.capacity.lent_hours)),
+            }
+            for p in report.periods
+        ],
+    }
+
+
+def primary_currency(report: CostReport, default: str) -> str:
+    """The currency charts are drawn in: the one with the largest charge, else the default."""
+    charge = report.charge
+    if not charge:
+        return default
+    return max(charge, key=lambda c: (abs(charge[c]), c))
+
+
+def chart_rows(report: CostReport, *, currency: str) -> dict[str, list[dict]]:
+    """Rows for ``billing.charts``: one per period (hours and cost), and breakdowns per user / class."""
+    periods = [
+        {
+            "period": p.period,
+            "owned": p.usage.owned_hours,
+            "borrowed": p.usage.borrowed_hours,
+            "idle": p.capacity.idle_hours,
+            "lost": p.usage.lost_hours,
+            "owned_cost": p.usage.owned_cost.get(currency, Decimal(0)),
+            "borrowed_cost": p.usage.borrowed_cost.get(currency, Decimal(0)),
+            "idle_cost": p.capacity.idle_cost.get(currency, Decimal(0)) - p.capacity.lent_credit.get(currency, 0),
+        }
+        for p in report.periods
+    ]
+
+    def groups(items):
+        rows = [
+            {
+                "label": g.label,
+                "owned": g.usage.owned_hours,
+                "borrowed": g.usage.borrowed_hours,
+                "cost": g.usage.cost.get(currency, Decimal(0)),
+            }
+            for g in items
+        ]
+        if len(rows) <= MAX_BARS:
+            return rows
+        rest = rows[MAX_BARS - 1 :]
+        other = {"label": f"{len(rest)} others", **{k: sum(r[k] for r in rest) for k in ("owned", "borrowed", "cost")}}
+        return [*rows[: MAX_BARS - 1], other]
+
+    people = report.by_team if report.all_teams else report.by_user
+    return {"periods": periods, "users": groups(people), "classes": groups(report.by_class)}

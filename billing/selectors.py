@@ -1,0 +1,453 @@
+"""Reads of billing: who may see which team's costs, cost reports from the daily rollups, budget burn.
+
+Reports aggregate the rollups in SQL (a fixed number of queries whatever the range); money is kept per
+currency (``{"EUR": Decimal(...)}``) because rates name their currency.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Q, QuerySet, Sum
+
+from billing.models import (
+    Budget,
+    CapacityDaily,
+    Notification,
+    TeamDemotion,
+    UsageDaily,
+    UsageRecord,
+    UsageTeamDaily,
+)
+from billing.pricing import hours, local_day
+from billing.services.budgets import period_bounds
+from billing.services.common import billing_tz
+from pools.models import ResourceClass
+from queues.models import Membership, PriorityClass, Team
+
+BUCKETS = ("day", "week", "month")
+Money = dict[str, Decimal]
+
+
+def _add(money: Money, currency: str, amount: Decimal | None) -> None:
+    if amount:
+        money[currency] = money.get(currency, Decimal(0)) + Decimal(amount)
+
+
+def money_sum(*parts: Money, sign: Iterable[int] | None = None) -> Money:
+    """Per-currency sum of several amounts (``sign`` gives +1 / -1 per part)."""
+    out: Money = {}
+    for part, s in zip(parts, sign or [1] * len(parts), strict=True):
+        for currency, amount in part.items():
+            out[currency] = out.get(currency, Decimal(0)) + s * amount
+    return out
+
+
+def teams_visible_to(user: AbstractBaseUser) -> QuerySet[Team]:
+    """Teams whose costs the user may see: every team for staff, else the teams the user leads."""
+    if not user.is_authenticated:
+        return Team.objects.none()
+    if user.is_staff or user.is_superuser:
+        return Team.objects.all()
+    return Team.objects.filter(memberships__user=user, memberships__role=Membership.Role.LEAD).distinct()
+
+
+def team_priority_override(team: Team) -> PriorityClass | None:
+    """The priority class the team's new jobs must use while it is demoted (``None``: not demoted)."""
+    demotion = TeamDemotion.objects.filter(team=team, lifted_at__isnull=True).select_related("priority_class").first()
+    return demotion.priority_class if demotion else None
+
+
+@dataclass
+class Usage:
+    """Device time (µs), cost per currency and lost hours of some slice of a report."""
+
+    owned_us: int = 0
+    borrowed_us: int = 0
+    owned_cost: Money = field(default_factory=dict)
+    borrowed_cost: Money = field(default_factory=dict)
+    lost_preemption_hours: Decimal = Decimal(0)
+    lost_hardware_hours: Decimal = Decimal(0)
+
+    def add(self, row: Mapping) -> None:
+        """Accumulate one aggregated row of ``UsageDaily``."""
+        self.owned_us += row["owned_us"] or 0
+        self.borrowed_us += row["borrowed_us"] or 0
+        _add(self.owned_cost, row["currency"], row["owned_cost"])
+        _add(self.borrowed_cost, row["currency"], row["borrowed_cost"])
+        self.lost_preemption_hours += Decimal(row["lost_preemption_hours"] or 0)
+        self.lost_hardware_hours += Decimal(row["lost_hardware_hours"] or 0)
+
+    @property
+    def owned_hours(self) -> Decimal:
+        """Device-hours within nominal quota."""
+        return hours(self.owned_us)
+
+    @property
+    def borrowed_hours(self) -> Decimal:
+        """Device-hours borrowed from the cohort."""
+        return hours(self.borrowed_us)
+
+    @property
+    def used_hours(self) -> Decimal:
+        """All device-hours used."""
+        return hours(self.owned_us + self.borrowed_us)
+
+    @property
+    def lost_hours(self) -> Decimal:
+        """Device-hours of work lost (preemption and hardware)."""
+        return self.lost_preemption_hours + self.lost_hardware_hours
+
+    @property
+    def cost(self) -> Money:
+        """Usage cost per currency."""
+        return money_sum(self.owned_cost, self.borrowed_cost)
+
+
+@dataclass
+class Capacity:
+    """Reserved nominal quota, its idle part and the part lent to other teams (µs), with their prices."""
+
+    reserved_us: int = 0
+    idle_us: int = 0
+    lent_us: int = 0
+    idle_cost: Money = field(default_factory=dict)
+    lent_credit: Money = field(default_factory=dict)
+
+    def add(self, row: Mapping) -> None:
+        """Accumulate one aggregated row of ``CapacityDaily``."""
+        self.reserved_us += row["reserved_us"] or 0
+        self.idle_us += row["idle_us"] or 0
+        self.lent_us += row["lent_us"] or 0
+        _add(self.idle_cost, row["currency"], row["idle_cost"])
+        _add(self.lent_credit, row["currency"], row["lent_credit"])
+
+    @property
+    def reserved_hours(self) -> Decimal:
+        """Device-hours of nominal quota."""
+        return hours(self.reserved_us)
+
+    @property
+    def idle_hours(self) -> Decimal:
+        """Reserved device-hours the team did not use."""
+        return hours(self.idle_us)
+
+    @property
+    def lent_hours(self) -> Decimal:
+        """Idle device-hours other teams used by borrowing (credited)."""
+        return hours(self.lent_us)
+
+
+@dataclass
+class GroupRow:
+    """One line of a breakdown (a user, a class, a flavor)."""
+
+    key: str
+    label: str
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass
+class PeriodRow:
+    """One day, week or month of a report."""
+
+    period: date
+    usage: Usage = field(default_factory=Usage)
+    capacity: Capacity = field(default_factory=Capacity)
+
+
+@dataclass
+class CostReport:
+    """A team's (or several teams') costs over an inclusive date range, from the daily rollups."""
+
+    teams: list[Team]
+    start: date
+    end: date
+    bucket: str
+    user: AbstractBaseUser | None
+    resource_class: ResourceClass | None
+    totals: Usage
+    capacity: Capacity
+    periods: list[PeriodRow]
+    by_user: list[GroupRow]
+    by_class: list[GroupRow]
+    by_flavor: list[GroupRow]
+    #: Per team (the all-teams view has this instead of a per-user breakdown).
+    by_team: list[GroupRow] = field(default_factory=list)
+    #: Every team (then ``teams`` is empty: the report is not limited to a list).
+    all_teams: bool = False
+
+    @property
+    def filtered(self) -> bool:
+        """Whether a user or class filter applies (reserved capacity is per team, so it is not filtered)."""
+        return self.user is not None or self.resource_class is not None
+
+    @property
+    def currencies(self) -> list[str]:
+        """Every currency the report's amounts use."""
+        found = set(self.totals.cost) | set(self.capacity.idle_cost) | set(self.capacity.lent_credit)
+        return sorted(found)
+
+    @property
+    def net_idle_cost(self) -> Money:
+        """Cost of reserved capacity that nobody used: idle cost less the credit for lent hours."""
+        return money_sum(self.capacity.idle_cost, self.capacity.lent_credit, sign=[1, -1])
+
+    @property
+    def charge(self) -> Money:
+        """What the team pays: usage cost (owned + borrowed) plus the net idle reservation cost."""
+        return money_sum(self.totals.cost, self.net_idle_cost)
+
+
+def bucket_start(day: date, bucket: str) -> date:
+    """First day of the day / week (Monday) / month containing ``day``."""
+    if bucket == "week":
+        return day - timedelta(days=day.weekday())
+    if bucket == "month":
+        return day.replace(day=1)
+    return day
+
+
+def _buckets(start: date, end: date, bucket: str) -> list[date]:
+    """Every bucket of the range, so that charts show empty periods as zero."""
+    out = []
+    current = bucket_start(start, bucket)
+    while current <= end:
+        out.append(current)
+        if bucket == "month":
+            current = (current.replace(day=28) + timedelta(days=4)).replace(day=1)
+        else:
+            current += timedelta(days=7 if bucket == "week" else 1)
+    return out
+
+
+USAGE_SUMS = {
+    "owned_us": Sum("owned_us"),
+    "borrowed_us": Sum("borrowed_us"),
+    "owned_cost": Sum("owned_cost"),
+    "borrowed_cost": Sum("borrowed_cost"),
+    "lost_preemption_hours": Sum("lost_preemption_hours"),
+    "lost_hardware_hours": Sum("lost_hardware_hours"),
+}
+CAPACITY_SUMS = {
+    "reserved_us": Sum("reserved_us"),
+    "idle_us": Sum("idle_us"),
+    "lent_us": Sum("lent_us"),
+    "idle_cost": Sum("idle_cost"),
+    "lent_credit": Sum("lent_credit"),
+}
+
+
+def _group_names(rows: list[Mapping]) -> dict[str, dict]:
+    """Display names of the users, classes and flavors of grouped rows (one query each)."""
+    from django.contrib.auth import get_user_model
+
+    from pools.models import ResourceFlavor
+
+    user_ids = {r["user_id"] for r in rows if "user_id" in r}
+    users = get_user_model().objects.filter(pk__in=user_ids).only("username", "first_name", "last_name")
+    classes = ResourceClass.objects.filter(pk__in={r["resource_class_id"] for r in rows}).values_list("pk", "name")
+    flavors = ResourceFlavor.objects.filter(pk__in={r["flavor_id"] for r in rows if r["flavor_id"]})
+    teams = Team.objects.filter(pk__in={r["team_id"] for r in rows}).values_list("pk", "name")
+    return {
+        "team": dict(teams) if rows else {},
+        "user": {u.pk: u.get_full_name() or u.get_username() for u in users} if user_ids else {},
+        "class": dict(classes) if rows else {},
+        "flavor": {f.pk: f.label for f in flavors.only("name", "display_name")} if rows else {},
+    }
+
+
+def cost_report(
+    *,
+    teams: Iterable[Team] | None,
+    start: date,
+    end: date,
+    bucket: str = "day",
+    user: AbstractBaseUser | None = None,
+    resource_class: ResourceClass | None = None,
+) -> CostReport:
+    """Usage, cost, idle reserved and lost hours over [start, end] (inclusive days), in at most 7 queries.
+
+    ``teams=None`` means every team (staff): that view breaks down per team instead of per user. SQL sums per
+    day and per (team, user, class, flavor); days are bucketed into weeks or months here, which is cheaper than
+    truncating dates row by row in SQL.
+    """
+    if bucket not in BUCKETS:
+        raise ValueError(f"bucket must be one of {', '.join(BUCKETS)}")
+    all_teams = teams is None
+    teams = [] if all_teams else list(teams)
+    # Without a user filter the team-level rollup has the same sums in a fraction of the rows.
+    series_model = UsageDaily if user is not None else UsageTeamDaily
+    breakdown_model = UsageTeamDaily if all_teams and user is None else UsageDaily
+    cap_rows = CapacityDaily.objects.filter(day__gte=start, day__lte=end)
+    if not all_teams:
+        cap_rows = cap_rows.filter(team__in=teams)
+
+    def scoped(model):
+        rows = model.objects.filter(day__gte=start, day__lte=end)
+        if not all_teams:
+            rows = rows.filter(team__in=teams)
+        if user is not None:
+            rows = rows.filter(user=user)
+        if resource_class is not None:
+            rows = rows.filter(resource_class=resource_class)
+        return rows
+
+    periods = {p: PeriodRow(period=p) for p in _buckets(start, end, bucket)}
+    totals = Usage()
+    for row in scoped(series_model).values("day", "currency").annotate(**USAGE_SUMS).order_by():
+        p = bucket_start(row["day"], bucket)
+        periods.setdefault(p, PeriodRow(period=p)).usage.add(row)
+        totals.add(row)
+    # Group by ids only (cheap), then name the few groups: joining before grouping costs a join per row.
+    dimensions = {"team": "team_id", "class": "resource_class_id", "flavor": "flavor_id"}
+    if breakdown_model is UsageDaily:
+        dimensions["user"] = "user_id"
+    grouped = list(scoped(breakdown_model).values(*dimensions.values(), "currency").annotate(**USAGE_SUMS).order_by())
+    names = _group_names(grouped)
+    by: dict[str, dict[str, GroupRow]] = {"user": {}, "team": {}, "class": {}, "flavor": {}}
+    for row in grouped:
+        for kind, field_name in dimensions.items():
+            key = str(row[field_name])
+            label = names[kind].get(row[field_name], "unknown")
+            by[kind].setdefault(key, GroupRow(key=key, label=label)).usage.add(row)
+    capacity = Capacity()
+    for row in cap_rows.values("day", "currency").annotate(**CAPACITY_SUMS).order_by():
+        p = bucket_start(row["day"], bucket)
+        periods.setdefault(p, PeriodRow(period=p)).capacity.add(row)
+        capacity.add(row)
+
+    def ranked(groups: dict[str, GroupRow]) -> list[GroupRow]:
+        return sorted(groups.values(), key=lambda g: (-(g.usage.owned_us + g.usage.borrowed_us), g.label))
+
+    return CostReport(
+        teams=teams,
+        start=start,
+        end=end,
+        bucket=bucket,
+        user=user,
+        resource_class=resource_class,
+        totals=totals,
+        capacity=capacity,
+        periods=[periods[p] for p in sorted(periods)],
+        by_user=ranked(by["user"]),
+        by_class=ranked(by["class"]),
+        by_flavor=ranked(by["flavor"]),
+        by_team=ranked(by["team"]),
+        all_teams=all_teams,
+    )
+
+
+def usage_us(*, teams: Iterable[Team], start: date, end: date, rollups: bool = False) -> int:
+    """Device time (µs) the teams used over [start, end] (inclusive days), from the records or the rollups."""
+    if rollups:
+        total = UsageDaily.objects.filter(team__in=list(teams), day__gte=start, day__lte=end).aggregate(
+            t=Sum("owned_us", default=0) + Sum("borrowed_us", default=0)
+        )["t"]
+    else:
+        total = UsageRecord.objects.filter(team__in=list(teams), day__gte=start, day__lte=end).aggregate(
+            t=Sum("duration_us", default=0)
+        )["t"]
+    return int(total or 0)
+
+
+@dataclass
+class JobUsage:
+    """Device time and cost of one job (over all its allocations), per currency."""
+
+    job_id: int
+    duration_us: int = 0
+    borrowed_us: int = 0
+    cost: Money = field(default_factory=dict)
+
+    @property
+    def device_hours(self) -> Decimal:
+        """Device-hours the job held."""
+        return hours(self.duration_us)
+
+
+def job_usage(job_ids: Iterable[int]) -> dict[int, JobUsage]:
+    """Metered device time and cost per job (for job lists and job pages), in one query."""
+    out: dict[int, JobUsage] = {}
+    rows = (
+        UsageRecord.objects.filter(job_id__in=list(job_ids))
+        .values("job_id", "currency")
+        .annotate(us=Sum("duration_us"), borrowed=Sum("duration_us", filter=Q(borrowed=True)), cost=Sum("cost"))
+        .order_by()
+    )
+    for row in rows:
+        usage = out.setdefault(row["job_id"], JobUsage(job_id=row["job_id"]))
+        usage.duration_us += row["us"] or 0
+        usage.borrowed_us += row["borrowed"] or 0
+        _add(usage.cost, row["currency"], row["cost"])
+    return out
+
+
+@dataclass
+class BudgetStatus:
+    """Burn of one budget in the current period."""
+
+    budget: Budget
+    period_start: date
+    period_end: date  # exclusive
+    spent: Decimal
+
+    @property
+    def percent(self) -> Decimal:
+        """Share of the budget spent, in percent."""
+        return (self.spent * 100 / self.budget.amount).quantize(Decimal("0.1"))
+
+    @property
+    def level(self) -> str:
+        """``ok`` | ``warning`` (past the first threshold) | ``over`` (at or past 100 %)."""
+        if self.percent >= 100:
+            return "over"
+        thresholds = sorted(self.budget.thresholds or [50])
+        return "warning" if self.percent >= thresholds[0] else "ok"
+
+
+def budget_statuses(*, teams: Iterable[Team] | None, now: datetime) -> list[BudgetStatus]:
+    """Burn of the teams' active budgets in the period containing ``now`` (live, from the usage records),
+    in one query per period kind whatever the number of budgets."""
+    today = local_day(now, billing_tz())
+    budgets = Budget.objects.filter(active=True).select_related("team").order_by("team__name", "period")
+    if teams is not None:
+        budgets = budgets.filter(team__in=list(teams))
+    budgets = list(budgets)
+    spent: dict[tuple[str, int, str], Decimal] = {}
+    for period in {b.period for b in budgets}:
+        start, end = period_bounds(period, today)
+        team_ids = {b.team_id for b in budgets if b.period == period}
+        rows = (
+            UsageRecord.objects.filter(team_id__in=team_ids, day__gte=start, day__lt=end)
+            .values("team_id", "currency")
+            .annotate(total=Sum("cost"))
+            .order_by()
+        )
+        spent.update({(period, r["team_id"], r["currency"]): Decimal(r["total"] or 0) for r in rows})
+    out = []
+    for budget in budgets:
+        start, end = period_bounds(budget.period, today)
+        amount = spent.get((budget.period, budget.team_id, budget.currency), Decimal(0))
+        out.append(BudgetStatus(budget=budget, period_start=start, period_end=end, spent=amount))
+    return out
+
+
+def notifications_for(*, teams: Iterable[Team] | None, limit: int = 10) -> list[Notification]:
+    """The teams' latest billing notifications."""
+    notifications = Notification.objects.select_related("team")
+    if teams is not None:
+        notifications = notifications.filter(team__in=list(teams))
+    return list(notifications[:limit])
+
+
+def active_demotions(*, teams: Iterable[Team] | None) -> list[TeamDemotion]:
+    """Demotions in force for the teams."""
+    demotions = TeamDemotion.objects.filter(lifted_at__isnull=True).select_related("team", "priority_class")
+    if teams is not None:
+        demotions = demotions.filter(team__in=list(teams))
+    return list(demotions)

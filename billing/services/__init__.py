@@ -1,0 +1,40 @@
+"""Writes of billing: rates, metering, rollups, budgets and demotions — the only writers of billing's models."""
+
+from billing.services.budgets import (
+    budget_check,
+    budget_check_one,
+    budget_set,
+    budget_spent,
+    period_bounds,
+    team_demote,
+    team_demotion_lift,
+)
+from billing.services.metering import MeteringReport, hard_stop, metering_sync
+from billing.services.rates import rate_errors, rate_set
+from billing.services.rollup import (
+    is_hardware_reason,
+    pending_days,
+    usage_rollup,
+    usage_rollup_pending,
+    usage_rollup_range,
+)
+
+__all__ = [
+    "MeteringReport",
+    "budget_check",
+    "budget_check_one",
+    "budget_set",
+    "budget_spent",
+    "hard_stop",
+    "is_hardware_reason",
+    "metering_sync",
+    "pending_days",
+    "period_bounds",
+    "rate_errors",
+    "rate_set",
+    "team_demote",
+    "team_demotion_lift",
+    "usage_rollup",
+    "usage_rollup_pending",
+    "usage_rollup_range",
+]

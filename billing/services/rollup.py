@@ -1,0 +1,396 @@
+"""Daily rollups: usage per team × user × class × flavor × day, and reserved capacity (idle, lent) per team × day.
+
+``usage_rollup(day=…)`` recomputes one day from the usage records and job events and replaces that day's
+rows in one transaction, so it can run any number of times. ``usage_rollup_pending`` is the sweep the beat
+schedule runs: today, every day metering changed since its last rollup, days rolled before they ended,
+and days missing between the first rolled day and today.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q, Subquery, Sum
+
+from billing.models import CapacityDaily, RollupDay, UsageDaily, UsageRecord, UsageTeamDaily
+from billing.pricing import US_PER_HOUR, RateBook, Unit, cost_of, day_bounds, duration_us, local_day, unit_for
+from billing.services.common import METERING_LOCK, billing_tz, default_currency, require_aware, take_lock
+from billing.services.metering import _rate_books
+from pools.models import Device
+from queues.engine.quantity import is_device_resource, parse_decimal
+from queues.models import Allocation, JobEvent, QuotaLine
+
+#: Allocation end reasons (and requeue reasons) that mean the hardware failed, not the scheduler.
+HARDWARE_REASONS = frozenset({"node_lost", "device_lost", "device_unhealthy", "unhealthy", "hardware", "xid"})
+#: How far back the sweep fills days that were never rolled up.
+MAX_BACKFILL_DAYS = 400
+
+
+def is_hardware_reason(reason: str) -> bool:
+    """Whether an end / requeue reason is a hardware failure (node lost, device unhealthy, XID, health…)."""
+    reason = (reason or "").lower()
+    return reason in HARDWARE_REASONS or reason.startswith(("health", "xid", "node_lost", "device_"))
+
+
+@dataclass
+class RollupReport:
+    """What one day's rollup wrote."""
+
+    day: date
+    usage_rows: int
+    capacity_rows: int
+    complete: bool
+
+
+@transaction.atomic
+def usage_rollup(*, day: date, now: datetime) -> RollupReport:
+    """Replace the rollups of one billing day (hours after ``now`` are not counted yet); idempotent."""
+    require_aware(now, "now")
+    take_lock(METERING_LOCK)
+    tz = billing_tz()
+    lo, hi = day_bounds(day, tz)
+    until = min(hi, max(now, lo))
+    UsageDaily.objects.filter(day=day).delete()
+    UsageTeamDaily.objects.filter(day=day).delete()
+    CapacityDaily.objects.filter(day=day).delete()
+    usage = _usage_rows(day=day, lo=lo, hi=hi)
+    UsageDaily.objects.bulk_create(usage)
+    UsageTeamDaily.objects.bulk_create(_team_rows(usage))
+    capacity = _capacity_rows(day=day, lo=lo, until=until)
+    CapacityDaily.objects.bulk_create(capacity)
+    complete = now >= hi
+    RollupDay.objects.bulk_create(
+        [RollupDay(day=day, dirty=False, complete=complete, rolled_at=now, rolled_until=until)],
+        update_conflicts=True,
+        unique_fields=["day"],
+        update_fields=["dirty", "complete", "rolled_at", "rolled_until"],
+    )
+    return RollupReport(day=day, usage_rows=len(usage), capacity_rows=len(capacity), complete=complete)
+
+
+def usage_rollup_range(*, start: date, end: date, now: datetime) -> list[RollupReport]:
+    """Roll up every day from ``start`` to ``end`` inclusive (each in its own transaction)."""
+    reports = []
+    day = start
+    while day <= end:
+        reports.append(usage_rollup(day=day, now=now))
+        day += timedelta(days=1)
+    return reports
+
+
+def pending_days(*, now: datetime) -> list[date]:
+    """Days whose rollup is stale: today, dirty or incomplete days, and never-rolled days since the first one."""
+    today = local_day(now, billing_tz())
+    days = set(
+        RollupDay.objects.filter(Q(dirty=True) | Q(complete=False), day__lte=today).values_list("day", flat=True)
+    )
+    days.add(today)
+    known = set(RollupDay.objects.filter(day__lte=today).values_list("day", flat=True))
+    if known:
+        first = max(min(known), today - timedelta(days=MAX_BACKFILL_DAYS))
+        day = first
+        while day < today:
+            if day not in known:
+                days.add(day)
+            day += timedelta(days=1)
+    return sorted(days)
+
+
+def usage_rollup_pending(*, now: datetime) -> list[RollupReport]:
+    """The beat sweep: roll up every pending day (see ``pending_days``)."""
+    return [usage_rollup(day=day, now=now) for day in pending_days(now=now)]
+
+
+def _key(team_id, user_id, class_id, flavor_id, currency) -> tuple:
+    return (team_id, user_id, class_id, flavor_id, currency)
+
+
+def _usage_rows(*, day: date, lo: datetime, hi: datetime) -> list[UsageDaily]:
+    """Usage and lost hours of one day, per team × user × class × flavor × currency."""
+    rows: dict[tuple, UsageDaily] = {}
+
+    def row(key: tuple) -> UsageDaily:
+        if key not in rows:
+            team_id, user_id, class_id, flavor_id, currency = key
+            rows[key] = UsageDaily(
+                day=day, team_id=team_id, user_id=user_id, resource_class_id=class_id, flavor_id=flavor_id,
+                currency=currency,
+            )  # fmt: skip
+        return rows[key]
+
+    sums = (
+        UsageRecord.objects.filter(day=day)
+        .values("team_id", "user_id", "resource_class_id", "flavor_id", "currency")
+        .annotate(
+            owned_us=Sum("duration_us", filter=Q(borrowed=False), default=0),
+            borrowed_us=Sum("duration_us", filter=Q(borrowed=True), default=0),
+            owned_cost=Sum("cost", filter=Q(borrowed=False), default=Decimal(0)),
+            borrowed_cost=Sum("cost", filter=Q(borrowed=True), default=Decimal(0)),
+        )
+        .order_by()
+    )
+    for s in sums:
+        r = row(_key(s["team_id"], s["user_id"], s["resource_class_id"], s["flavor_id"], s["currency"]))
+        r.owned_us, r.borrowed_us = s["owned_us"], s["borrowed_us"]
+        r.owned_cost, r.borrowed_cost = s["owned_cost"], s["borrowed_cost"]
+    currency = default_currency()
+    for job, flavor_id, hours, hardware in _lost_hours(lo=lo, hi=hi):
+        r = row(_key(job["team_id"], job["owner_id"], job["resource_class_id"], flavor_id, currency))
+        if hardware:
+            r.lost_hardware_hours += hours
+        else:
+            r.lost_preemption_hours += hours
+    return list(rows.values())
+
+
+SUMMED = ("owned_us", "borrowed_us", "owned_cost", "borrowed_cost", "lost_preemption_hours", "lost_hardware_hours")
+
+
+def _team_rows(usage: list[UsageDaily]) -> list[UsageTeamDaily]:
+    """The user-level rows of a day summed over users."""
+    rows: dict[tuple, UsageTeamDaily] = {}
+    for u in usage:
+        key = (u.team_id, u.resource_class_id, u.flavor_id, u.currency)
+        row = rows.get(key)
+        if row is None:
+            row = rows[key] = UsageTeamDaily(
+                day=u.day, team_id=u.team_id, resource_class_id=u.resource_class_id, flavor_id=u.flavor_id,
+                currency=u.currency,
+            )  # fmt: skip
+        for name in SUMMED:
+            setattr(row, name, getattr(row, name) + getattr(u, name))
+    return list(rows.values())
+
+
+def _lost_hours(*, lo: datetime, hi: datetime):
+    """(job values, flavor id, device-hours, is hardware) for work lost in [lo, hi).
+
+    Preemption and node loss without a checkpoint: the ``lostDeviceHours`` of requeued events. Hardware
+    endings with no requeue (the job failed with its node): the allocation's time since its last checkpoint.
+    """
+    events = list(
+        JobEvent.objects.filter(kind=JobEvent.Kind.REQUEUED, at__gte=lo, at__lt=hi).values(
+            "job_id", "at", "details", "job__team_id", "job__owner_id", "job__resource_class_id",
+            "job__assigned_flavor_id",
+        )
+    )  # fmt: skip
+    ended = defaultdict(list)
+    if events:
+        for a in Allocation.objects.filter(
+            job_id__in={e["job_id"] for e in events}, ended_at__gte=lo, ended_at__lt=hi
+        ).values("job_id", "ended_at", "device__node__flavor_id"):
+            ended[(a["job_id"], a["ended_at"])].append(a["device__node__flavor_id"])
+    for e in events:
+        details = e["details"] or {}
+        raw = details.get("lostDeviceHours")
+        if not raw:
+            continue
+        flavors = [f for f in ended.get((e["job_id"], e["at"]), []) if f is not None]
+        flavor_id = flavors[0] if flavors else e["job__assigned_flavor_id"]
+        job = {
+            "team_id": e["job__team_id"],
+            "owner_id": e["job__owner_id"],
+            "resource_class_id": e["job__resource_class_id"],
+        }
+        yield job, flavor_id, Decimal(str(raw)), is_hardware_reason(details.get("reason", ""))
+    requeued = JobEvent.objects.filter(job_id=OuterRef("job_id"), kind=JobEvent.Kind.REQUEUED, at=OuterRef("ended_at"))
+    last_checkpoint = (
+        JobEvent.objects.filter(
+            job_id=OuterRef("job_id"), kind=JobEvent.Kind.CHECKPOINT_DONE, at__lte=OuterRef("ended_at")
+        )
+        .order_by("-at")
+        .values("at")[:1]
+    )
+    hardware_endings = (
+        Allocation.objects.filter(ended_at__gte=lo, ended_at__lt=hi)
+        .exclude(end_reason="")
+        .annotate(requeued=Exists(requeued), checkpoint=Subquery(last_checkpoint))
+        .filter(requeued=False)
+        .values(
+            "started_at", "ended_at", "end_reason", "checkpoint", "device__node__flavor_id", "job__team_id",
+            "job__owner_id", "job__resource_class_id", "job__assigned_flavor_id",
+        )
+    )  # fmt: skip
+    for a in hardware_endings:
+        if not is_hardware_reason(a["end_reason"]):
+            continue
+        since = max(a["started_at"], a["checkpoint"]) if a["checkpoint"] else a["started_at"]
+        us = duration_us(since, a["ended_at"]) if a["ended_at"] > since else 0
+        job = {
+            "team_id": a["job__team_id"],
+            "owner_id": a["job__owner_id"],
+            "resource_class_id": a["job__resource_class_id"],
+        }
+        flavor_id = a["device__node__flavor_id"] or a["job__assigned_flavor_id"]
+        yield job, flavor_id, (Decimal(us) / US_PER_HOUR).quantize(Decimal("0.000001")), True
+
+
+@dataclass
+class _Line:
+    """One team's nominal quota on a (flavor, resource), with the root cohort it lends to."""
+
+    team_id: int
+    flavor_id: int
+    resource_name: str
+    nominal: Decimal
+    cohort_id: int | None
+
+
+def _quota_lines() -> dict[tuple[int, int, str], _Line]:
+    """Nominal quota per (team, flavor, device resource), summed over the team's clusters."""
+    from queues.models import Cohort
+
+    parents = dict(Cohort.objects.values_list("pk", "parent_id"))
+
+    def root(cohort_id: int | None) -> int | None:
+        seen = set()
+        while cohort_id is not None and parents.get(cohort_id) is not None and cohort_id not in seen:
+            seen.add(cohort_id)
+            cohort_id = parents[cohort_id]
+        return cohort_id
+
+    lines: dict[tuple[int, int, str], _Line] = {}
+    for q in QuotaLine.objects.filter(team_quota__isnull=False).values(
+        "team_quota__team_id", "team_quota__cohort_id", "flavor_id", "resource_name", "nominal"
+    ):
+        if not is_device_resource(q["resource_name"]):
+            continue
+        try:
+            nominal = parse_decimal(q["nominal"])
+        except ValueError:
+            continue
+        key = (q["team_quota__team_id"], q["flavor_id"], q["resource_name"])
+        line = lines.setdefault(key, _Line(*key, Decimal(0), root(q["team_quota__cohort_id"])))
+        line.nominal += nominal
+    return lines
+
+
+def _hours(lo: datetime, until: datetime) -> list[tuple[datetime, datetime]]:
+    """The hours of [lo, until), the last one possibly partial."""
+    out = []
+    start = lo
+    while start < until:
+        end = min(start + timedelta(hours=1), until)
+        out.append((start, end))
+        start = end
+    return out
+
+
+def _resource_units(keys) -> dict[tuple[int, str], Unit]:
+    """The pricing unit of one unit of quota per (flavor, resource), from a device that provides it."""
+    units: dict[tuple[int, str], Unit] = {}
+    for flavor_id, resource_name in keys:
+        device = (
+            Device.objects.filter(node__flavor_id=flavor_id, resource_name=resource_name)
+            .select_related("parent", "node")
+            .first()
+        )
+        if device is None:
+            profile = resource_name.split("/mig-", 1)[1].removesuffix(".shared") if "/mig-" in resource_name else ""
+            kind = "shared" if resource_name.endswith(".shared") else ("mig" if profile else "full")
+            units[(flavor_id, resource_name)] = unit_for(kind=kind, profile=profile)
+            continue
+        parent = device.parent
+        replicas = 1
+        if device.kind == Device.Kind.SHARED and parent is not None:
+            replicas = parent.children.filter(kind=Device.Kind.SHARED).count() or 1
+        elif device.kind == Device.Kind.SHARED:
+            try:
+                replicas = int(device.node.labels.get("nvidia.com/gpu.replicas") or 1)
+            except ValueError:
+                replicas = 1
+        units[(flavor_id, resource_name)] = unit_for(
+            kind=device.kind,
+            profile=device.mig_profile or (parent.mig_profile if parent else ""),
+            product=device.product or (parent.product if parent else ""),
+            replicas=replicas,
+        )
+    return units
+
+
+def _capacity_rows(*, day: date, lo: datetime, until: datetime) -> list[CapacityDaily]:
+    """Reserved, idle and lent device time of every team with nominal quota, hour by hour over the day."""
+    lines = _quota_lines()
+    if not lines:
+        return []
+    hours = _hours(lo, until)
+    owned = defaultdict(lambda: [0] * len(hours))  # (team, flavor, resource) → µs per hour
+    borrowed = defaultdict(lambda: [0] * len(hours))  # (team, flavor, resource) → µs per hour
+    records = UsageRecord.objects.filter(day=day, start__lt=until, end__gt=lo, duration_us__gt=0).values_list(
+        "team_id", "flavor_id", "resource_name", "borrowed", "start", "end"
+    )
+    for team_id, flavor_id, resource_name, is_borrowed, start, end in records:
+        series = (borrowed if is_borrowed else owned)[(team_id, flavor_id, resource_name)]
+        for h, (hs, he) in enumerate(hours):
+            if start < he and end > hs:
+                series[h] += duration_us(max(start, hs), min(end, he))
+    idle: dict[tuple, list[int]] = {}
+    for key, line in lines.items():
+        idle[key] = [
+            max(int(line.nominal * duration_us(hs, he)) - owned[key][h], 0) for h, (hs, he) in enumerate(hours)
+        ]
+    lent = _lent(lines=lines, idle=idle, borrowed=borrowed, n_hours=len(hours))
+    books: dict[int | None, RateBook] = _rate_books()
+    units = _resource_units({(line.flavor_id, line.resource_name) for line in lines.values()})
+    rows = []
+    for key, line in lines.items():
+        unit = units[(line.flavor_id, line.resource_name)]
+        book = books[line.flavor_id]
+        idle_cost = lent_credit = Decimal(0)
+        currency = book.price(unit, lo).currency
+        for h, (hs, _he) in enumerate(hours):
+            price = book.price(unit, hs)
+            idle_cost += cost_of(idle[key][h], price.unit_price)
+            lent_credit += cost_of(lent[key][h], price.unit_price)
+        rows.append(
+            CapacityDaily(
+                day=day,
+                team_id=line.team_id,
+                flavor_id=line.flavor_id,
+                resource_name=line.resource_name,
+                nominal=line.nominal,
+                reserved_us=sum(int(line.nominal * duration_us(hs, he)) for hs, he in hours),
+                owned_us=sum(owned[key]),
+                idle_us=sum(idle[key]),
+                lent_us=sum(lent[key]),
+                currency=currency,
+                idle_cost=idle_cost,
+                lent_credit=lent_credit,
+                counted_until=until,
+            )
+        )
+    return rows
+
+
+def _lent(*, lines, idle, borrowed, n_hours: int) -> dict[tuple, list[int]]:
+    """Idle time of each team that other teams of its cohort consumed by borrowing, hour by hour.
+
+    Per (root cohort, flavor, resource, hour): each team's idle time is lent in proportion to what the
+    *other* teams borrowed over all the idle time of the cohort, never more than its own idle time.
+    """
+    by_group: dict[tuple, list[tuple]] = defaultdict(list)
+    for key, line in lines.items():
+        if line.cohort_id is not None:
+            by_group[(line.cohort_id, line.flavor_id, line.resource_name)].append(key)
+    team_cohort = {line.team_id: line.cohort_id for line in lines.values() if line.cohort_id is not None}
+    borrowed_in_group: dict[tuple, list[tuple[int, list[int]]]] = defaultdict(list)
+    for (team_id, flavor_id, resource_name), series in borrowed.items():
+        cohort_id = team_cohort.get(team_id)
+        if cohort_id is not None:
+            borrowed_in_group[(cohort_id, flavor_id, resource_name)].append((team_id, series))
+    lent = {key: [0] * n_hours for key in lines}
+    for group, keys in by_group.items():
+        borrowers = borrowed_in_group.get(group, [])
+        for h in range(n_hours):
+            pool = sum(idle[k][h] for k in keys)
+            if not pool:
+                continue
+            total_borrowed = sum(series[h] for _, series in borrowers)
+            for k in keys:
+                others = total_borrowed - sum(series[h] for team_id, series in borrowers if team_id == k[0])
+                lent[k][h] = min(idle[k][h], idle[k][h] * others // pool) if others > 0 else 0
+    return lent

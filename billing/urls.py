@@ -1,0 +1,11 @@
+"""URLs of the cost pages (mounted at /cost/)."""
+
+from django.urls import path
+
+from billing import views
+
+app_name = "billing"
+urlpatterns = [
+    path("", views.cost, name="cost"),
+    path("export.csv", views.cost_csv, name="cost_csv"),
+]

@@ -1,0 +1,102 @@
+"""Cost pages for team leads: thin views that parse the filters, call the billing selectors and render.
+
+One URL serves the page or, for HTMX, its report fragment; the CSV export takes the same filters.
+"""
+
+from __future__ import annotations
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+from django.views.decorators.vary import vary_on_headers
+
+from billing import charts, reporting, selectors
+from billing.forms import ALL_TEAMS, CostFilterForm, CostQuery
+from billing.pricing import local_day
+from billing.services.common import billing_tz, default_currency
+from portal.views import htmx_login_required
+
+
+def _query(request: HttpRequest) -> tuple[CostFilterForm, CostQuery | None, list]:
+    """The filter form over the viewer's teams and its query; a team the viewer may not see is a 404."""
+    teams = list(selectors.teams_visible_to(request.user))
+    slug = request.GET.get("team", "")
+    if slug and slug != ALL_TEAMS and slug not in {t.slug for t in teams}:
+        raise Http404("No such team among the teams you may see.")
+    today = local_day(timezone.now(), billing_tz())
+    data = request.GET.copy()
+    for name, default in (("start", today.replace(day=1)), ("end", today)):  # shown in the form, not just used
+        if not data.get(name):
+            data[name] = default.isoformat()
+    form = CostFilterForm(data, teams=teams, today=today, staff=request.user.is_staff)
+    return form, form.query(), teams
+
+
+def _figures(report: selectors.CostReport) -> dict:
+    """The page's Plotly figures, from ``billing.charts``."""
+    currency = reporting.primary_currency(report, default_currency())
+    rows = reporting.chart_rows(report, currency=currency)
+    return {
+        "hours": charts.usage_area_figure(rows["periods"], title=f"GPU-hours per {report.bucket}"),
+        "cost": charts.cost_area_figure(rows["periods"], currency=currency, title=f"Cost per {report.bucket}"),
+        "users": charts.breakdown_bar_figure(
+            rows["users"], title="Per team" if report.all_teams else "Per user", currency=currency
+        ),
+        "classes": charts.breakdown_bar_figure(rows["classes"], title="Per class", currency=currency),
+    }
+
+
+@require_GET
+@htmx_login_required
+@vary_on_headers("HX-Request")
+def cost(request: HttpRequest) -> HttpResponse:
+    """Cost and GPU-hours of the viewer's team(s): totals, charts, per user and class, budgets, notifications."""
+    form, query, teams = _query(request)
+    context: dict = {"form": form, "teams": teams, "query": query}
+    if query is not None:
+        now = timezone.now()
+        report = selectors.cost_report(
+            teams=query.scope,
+            start=query.start,
+            end=query.end,
+            bucket=query.bucket,
+            user=query.user,
+            resource_class=query.resource_class,
+        )
+        context.update(
+            report=report,
+            figures=_figures(report),
+            budgets=selectors.budget_statuses(teams=query.scope, now=now),
+            notifications=selectors.notifications_for(teams=query.scope),
+            demotions=selectors.active_demotions(teams=query.scope),
+            csv_query=form.data.urlencode(),
+        )
+    if getattr(request, "htmx", False) and not request.htmx.boosted:
+        return render(request, "billing/partials/cost_report.html", {**context, "fragment": True})
+    return render(request, "billing/cost.html", context)
+
+
+@require_GET
+@htmx_login_required
+def cost_csv(request: HttpRequest) -> HttpResponse:
+    """The same numbers as the page, as CSV."""
+    form, query, _ = _query(request)
+    if query is None:
+        return HttpResponse(
+            "Invalid filters: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()),
+            status=400,
+            content_type="text/plain; charset=utf-8",
+        )
+    report = selectors.cost_report(
+        teams=query.scope,
+        start=query.start,
+        end=query.end,
+        bucket=query.bucket,
+        user=query.user,
+        resource_class=query.resource_class,
+    )
+    name = "-".join(t.slug for t in query.teams) if len(query.teams) <= 3 else "teams"
+    response = HttpResponse(reporting.report_csv(report), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="cost-{name}-{query.start}-{query.end}.csv"'
+    return response

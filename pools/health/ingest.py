@@ -1,0 +1,484 @@
+"""Health ingestion: dcgm-exporter scrapes, explicit XID / reset events, and what the inventory import recorded.
+
+Sources: scrapes (``health_ingest_scrape``), event records or NVRM kernel-log lines (``health_ingest_events``,
+``health_ingest_text``), and — without parsing Node objects again — the node conditions, node taints, allocatable
+below capacity and DRA device taints the inventory import stored (``health_reconcile``). Each maps inputs to cards
+(UUID, else node + GPU index, else node + PCI address), updates their signals and settles their state through
+pools.health.services.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from django.db import transaction
+
+from pools.health import policy as pol
+from pools.health.catalog import XidEvent
+from pools.health.dcgm import GpuSample, ScrapeError, parse_scrape
+from pools.health.events import EventError, EventRecord, load_event_text, looks_like_exposition, normalise_pci
+from pools.health.services import (
+    Actor,
+    DeviceSeen,
+    HealthInputError,
+    IngestReport,
+    Source,
+    active_policy,
+    aware_now,
+    card_of,
+    device_health_set,
+    jobs_protect,
+    lock_cards,
+    observation_record,
+    record_xid,
+    refresh_event_signals,
+    save_signal,
+    settle_card,
+    signals_of,
+    state_of,
+)
+from pools.health.state import check_transition
+from pools.models import Cluster, Device, DeviceHealthTransition, HealthLevel, HealthSignal, HealthState, Node
+from portal.errors import DomainError
+
+EVENT_SIGNALS = ("xid", "resets")
+
+
+# --- mapping inputs to devices ---------------------------------------------------------------------------
+
+
+class DeviceResolver:
+    """Finds the card a series or event is about: by UUID, else by (node, GPU index), else by (node, PCI address)."""
+
+    def __init__(self, *, cluster: Cluster | None = None, node_map: Mapping[str, str] | None = None) -> None:
+        self.node_map = dict(node_map or {})
+        qs = Device.objects.filter(gone_at__isnull=True, node__gone_at__isnull=True).select_related(
+            "node", "node__cluster", "parent"
+        )
+        if cluster is not None:
+            qs = qs.filter(node__cluster=cluster)
+        self.by_uuid: dict[str, Device] = {}
+        self.by_index: dict[tuple[str, int], list[Device]] = {}
+        self.cards_by_node: dict[str, list[Device]] = {}
+        self.node_names: set[str] = set()
+        cards: dict[int, Device] = {}
+        for device in qs:
+            self.node_names.add(device.node.name)
+            if device.uuid:
+                self.by_uuid[device.uuid] = device
+            if device.parent_id is None:
+                cards[device.pk] = device
+                self.cards_by_node.setdefault(device.node.name, []).append(device)
+                if device.index is not None:
+                    self.by_index.setdefault((device.node.name, device.index), []).append(device)
+        self.by_pci: dict[tuple[str, str], Device] = {}
+        for device_id, data in HealthSignal.objects.filter(signal="identity", device_id__in=list(cards)).values_list(
+            "device_id", "data"
+        ):
+            if data.get("pci"):
+                card = cards[device_id]
+                self.by_pci[(card.node.name, data["pci"])] = card
+        for card in cards.values():
+            pci = normalise_pci(str((card.attributes or {}).get("resource.kubernetes.io/pciBusID", "")))
+            if pci:
+                self.by_pci.setdefault((card.node.name, pci), card)
+
+    def node_name(self, host: str) -> str:
+        """The node a host label or event names, through the node map."""
+        return self.node_map.get(host, host)
+
+    def resolve(self, *, uuid: str = "", host: str = "", gpu: int | None = None, pci: str = "") -> Device | None:
+        """The card meant, or None (unknown, or ambiguous across clusters)."""
+        if uuid and uuid in self.by_uuid:
+            return card_of(self.by_uuid[uuid])
+        node = self.node_name(host) if host else ""
+        if node and gpu is not None:
+            found = self.by_index.get((node, gpu), [])
+            if len(found) == 1:
+                return found[0]
+        if node and pci:
+            return self.by_pci.get((node, normalise_pci(pci)))
+        return None
+
+
+# --- DCGM scrapes --------------------------------------------------------------------------------------------
+
+
+def _ingest_sample(
+    card: Device, sample: GpuSample, *, rules: pol.Rules, now: datetime, actor: Actor, report: IngestReport
+) -> None:
+    rows = signals_of(card)
+    evaluation = pol.evaluate(sample, {k: state_of(v) for k, v in rows.items()}, rules, now)
+    evidence = {"uuid": sample.uuid, "hostname": sample.hostname, "gpu": sample.gpu, "model": sample.model}
+    turned = []
+    first_obs = None
+    for name, new in evaluation.states.items():
+        before = rows[name].level if name in rows else HealthLevel.UNKNOWN
+        obs = save_signal(card, rows, name, new, source=Source.DCGM, now=now, evidence=evidence, report=report)
+        first_obs = first_obs or obs
+        if new.level == pol.UNHEALTHY and before != pol.UNHEALTHY:
+            turned.append(name)
+    identity = {"pci": normalise_pci(sample.pci_bus_id), "hostname": sample.hostname, "uuid": sample.uuid}
+    row = rows.get("identity")
+    if row is None or row.data != identity:
+        HealthSignal.objects.update_or_create(
+            device=card, signal="identity", defaults={"data": identity, "observed_at": now, "level": "unknown"}
+        )
+    for event in evaluation.xid_events:
+        record_xid(card, event, source=Source.DCGM, rules=rules, report=report, evidence=evidence)
+    if evaluation.reset_detected:
+        observation_record(
+            source=Source.DCGM,
+            signal="reset_event",
+            level=HealthLevel.OK,
+            message="GPU reset or driver reload (the since-boot energy counter went back)",
+            observed_at=now,
+            device=card,
+            evidence=evidence,
+            report=report,
+        )
+    turned += refresh_event_signals(card, rows, rules=rules, now=now, report=report)
+    settle_card(card, now=now, actor=actor, report=report, turned_unhealthy=turned, observation=first_obs)
+    card.refresh_from_db(fields=["health"])
+    report.matched.append(
+        DeviceSeen(
+            node=card.node.name,
+            device=card.key,
+            uuid=card.uuid,
+            health=card.health,
+            signals={k: v.level for k, v in sorted(rows.items()) if k != "identity"},
+            unknown=dict(evaluation.unknown),
+        )
+    )
+
+
+@transaction.atomic
+def health_ingest_scrape(
+    *,
+    text: str,
+    now: datetime | None = None,
+    node_map: Mapping[str, str] | None = None,
+    cluster: Cluster | None = None,
+    origin: str = "scrape",
+    actor: Actor | None = None,
+) -> IngestReport:
+    """Ingest one dcgm-exporter scrape: update each mapped GPU's signals and settle its state.
+
+    A GPU of a node named in the scrape but absent from it is reported as unknown (``not_in_input``), and keeps
+    its state: missing data is never read as healthy.
+    """
+    now = aware_now(now)
+    actor = actor or Actor(label="dcgm scrape")
+    try:
+        scrape = parse_scrape(text)
+    except ScrapeError as exc:
+        raise HealthInputError(f"{origin}: {exc}") from None
+    rules = pol.Rules.from_policy(active_policy())
+    resolver = DeviceResolver(cluster=cluster, node_map=node_map)
+    report = IngestReport(origin=origin, gpus=len(scrape.gpus))
+    pairs = []
+    for sample in scrape.gpus:
+        card = resolver.resolve(uuid=sample.uuid, host=sample.hostname, gpu=sample.gpu, pci=sample.pci_bus_id)
+        if card is None:
+            node = resolver.node_name(sample.hostname) if sample.hostname else ""
+            why = "node not in the pool" if node and node not in resolver.node_names else "no such GPU in the pool"
+            report.unmatched.append(f"{sample.identity}: {why}")
+            continue
+        pairs.append((card, sample))
+    lock_cards(c for c, _ in pairs)
+    for card, sample in pairs:
+        _ingest_sample(card, sample, rules=rules, now=now, actor=actor, report=report)
+    seen = {c.pk for c, _ in pairs}
+    for node_name in sorted({c.node.name for c, _ in pairs}):
+        for card in resolver.cards_by_node.get(node_name, []):
+            if card.pk not in seen and card.vendor == Device.Vendor.NVIDIA:
+                report.not_in_input.append(f"{node_name}/{card.key}: not in this scrape (unknown, state kept)")
+    return report
+
+
+# --- explicit events -----------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def health_ingest_events(
+    *,
+    records: Sequence[EventRecord],
+    now: datetime | None = None,
+    node_map: Mapping[str, str] | None = None,
+    cluster: Cluster | None = None,
+    origin: str = "events",
+    actor: Actor | None = None,
+) -> IngestReport:
+    """Ingest explicit XID / GPU-reset events (re-importing the same events changes nothing)."""
+    now = aware_now(now)
+    actor = actor or Actor(label="xid events")
+    rules = pol.Rules.from_policy(active_policy())
+    resolver = DeviceResolver(cluster=cluster, node_map=node_map)
+    report = IngestReport(origin=origin, gpus=len(records))
+    touched: dict[int, Device] = {}
+    pending: list[tuple[Device, EventRecord]] = []
+    for record in records:
+        card = resolver.resolve(uuid=record.uuid, host=record.node, gpu=record.gpu, pci=record.pci_bus_id)
+        if card is None:
+            ref = record.uuid or f"{record.node}/{record.gpu if record.gpu is not None else record.pci_bus_id}"
+            report.unmatched.append(f"{record.origin}: {ref}: no such GPU in the pool")
+            continue
+        pending.append((card, record))
+        touched[card.pk] = card
+    lock_cards(touched.values())
+    for card, record in pending:
+        at = record.at or now
+        ref = record.uuid or f"{card.node.name}/{record.gpu}/{record.pci_bus_id}"
+        if record.kind == "reset":
+            observation_record(
+                source=Source.NVML,
+                signal="reset_event",
+                level=HealthLevel.OK,
+                message=record.message or "GPU reset",
+                observed_at=at,
+                device=card,
+                evidence={"origin": record.origin},
+                dedupe_key=f"reset:{card.pk}:{at.isoformat()}" if record.at else "",
+                report=report,
+            )
+            continue
+        key = f"xid:{card.pk}:{record.xid}:{at.isoformat()}:{ref}" if record.at else ""
+        record_xid(
+            card,
+            XidEvent(xid=int(record.xid), at=at, message=record.message),
+            source=Source.XID,
+            rules=rules,
+            report=report,
+            dedupe_key=key,
+            evidence={"origin": record.origin},
+        )
+    for card in touched.values():
+        rows = signals_of(card)
+        turned = refresh_event_signals(card, rows, rules=rules, now=now, report=report)
+        settle_card(card, now=now, actor=actor, report=report, turned_unhealthy=turned)
+        card.refresh_from_db(fields=["health"])
+        report.matched.append(
+            DeviceSeen(
+                node=card.node.name,
+                device=card.key,
+                uuid=card.uuid,
+                health=card.health,
+                signals={k: v.level for k, v in sorted(rows.items()) if k != "identity"},
+            )
+        )
+    return report
+
+
+def health_ingest_text(
+    *,
+    text: str,
+    now: datetime | None = None,
+    node_map: Mapping[str, str] | None = None,
+    cluster: Cluster | None = None,
+    origin: str = "input",
+    node: str = "",
+    actor: Actor | None = None,
+) -> IngestReport:
+    """Ingest a scrape, XID event records (JSON/YAML) or NVRM kernel-log lines, whichever the text is."""
+    if looks_like_exposition(text):
+        return health_ingest_scrape(text=text, now=now, node_map=node_map, cluster=cluster, origin=origin, actor=actor)
+    try:
+        records = load_event_text(text, node=node, origin=origin)
+    except EventError as exc:
+        raise HealthInputError(str(exc)) from None
+    if not records:
+        raise HealthInputError(f"{origin}: no GPU series, event records or NVRM Xid lines found")
+    return health_ingest_events(
+        records=records, now=now, node_map=node_map, cluster=cluster, origin=origin, actor=actor
+    )
+
+
+# --- what the inventory import recorded ----------------------------------------------------------------------
+
+DRA_XID_TAINT = "gpu.nvidia.com/xid"
+
+
+def _node_condition_signal(
+    node: Node, cards: Sequence[Device], *, rules: pol.Rules, now: datetime, actor: Actor, report: IngestReport
+) -> None:
+    """Node conditions (as the inventory recorded them) that the policy names make the node's NVIDIA GPUs unhealthy."""
+    failing = [
+        c
+        for c in node.conditions or []
+        if c.get("type") in rules.node_condition_types and str(c.get("status")) == "True"
+    ]
+    for card in cards:
+        if card.vendor != Device.Vendor.NVIDIA:
+            continue
+        named = [c for c in failing if card.uuid and card.uuid in str(c.get("message", ""))]
+        mine = named or [c for c in failing if not any(d.uuid and d.uuid in str(c.get("message", "")) for d in cards)]
+        rows = signals_of(card)
+        if not mine and "node_condition" not in rows:
+            continue
+        prev = state_of(rows.get("node_condition"))
+        if mine:
+            text = "; ".join(
+                f"node condition {c['type']}: {c.get('message') or c.get('reason') or 'True'}" for c in mine
+            )
+            level = pol.UNHEALTHY
+        else:
+            text, level = "no failing node condition", pol.OK
+        new = pol.SignalState(
+            level=level,
+            message=text[:500],
+            since=prev.since if prev.level == level and prev.since else now,
+            observed_at=now,
+        )
+        evidence = {"conditions": mine}
+        obs = save_signal(
+            card, rows, "node_condition", new, source=Source.NODE_CONDITION, now=now, evidence=evidence, report=report
+        )
+        turned = ["node_condition"] if obs is not None and level == pol.UNHEALTHY else []
+        if obs is not None:
+            settle_card(card, now=now, actor=actor, report=report, turned_unhealthy=turned, observation=obs)
+
+
+def _dra_xid_taints(device: Device, *, rules: pol.Rules, report: IngestReport) -> bool:
+    """XIDs the NVIDIA DRA driver put on a device as ``gpu.nvidia.com/xid=<n>`` taints, as XID events."""
+    created = False
+    for taint in device.taints or []:
+        if taint.get("key") != DRA_XID_TAINT or not str(taint.get("value", "")).isdigit():
+            continue
+        at = taint.get("timeAdded")
+        when = datetime.fromisoformat(str(at).replace("Z", "+00:00")) if at else device.last_seen_at
+        card = card_of(device)
+        created |= record_xid(
+            card,
+            XidEvent(xid=int(taint["value"]), at=when, message=f"DRA device taint {taint.get('effect', '')}"),
+            source=Source.XID,
+            rules=rules,
+            report=report,
+            dedupe_key=f"dra-xid:{device.pk}:{taint['value']}:{at or ''}",
+            evidence={"taint": taint, "dra_device": device.dra_device},
+        )
+    return created
+
+
+def _adopt_external(device: Device, *, now: datetime, report: IngestReport) -> None:
+    """Record a health change someone else wrote (the inventory import), or undo one the state machine forbids."""
+    from pools.health import tickets
+
+    last = device.health_transitions.order_by("-at", "-id").first()
+    recorded = last.after if last else HealthState.HEALTHY
+    if device.health == recorded:
+        return
+    node = device.node
+    evidence = {
+        "health_reason": device.health_reason,
+        "node_taints": node.taints,
+        "capacity": node.capacity,
+        "allocatable": node.allocatable,
+        "device_taints": device.taints,
+        "conditions": [c for c in node.conditions or [] if str(c.get("status")) != "False"][:10],
+    }
+    external, reason = device.health, device.health_reason or f"set to {device.health} by the inventory import"
+    if not _legal(recorded, external):
+        # An illegal external write (e.g. unhealthy over quarantined): the repair workflow's state stands.
+        if _legal(external, recorded):
+            device_health_set(
+                device,
+                to=recorded,
+                reason=(last.reason if last else "") or recorded,
+                now=now,
+                actor=Actor(label="portal health (restored)"),
+                evidence={"overwritten_by_inventory": external, **evidence},
+                ticket=tickets.open_ticket_of(card_of(device)),
+                report=report,
+            )
+        else:
+            _force(device, recorded, last)
+        return
+    obs, _ = observation_record(
+        source=Source.NODE_CONDITION,
+        signal="inventory",
+        level=pol.UNHEALTHY if external == HealthState.UNHEALTHY else pol.OK,
+        message=reason,
+        observed_at=device.health_changed_at or now,
+        device=device,
+        evidence=evidence,
+        report=report,
+    )
+    device.health = recorded
+    device_health_set(
+        device,
+        to=external,
+        reason=reason,
+        now=device.health_changed_at or now,
+        actor=Actor(label="inventory import"),
+        evidence=evidence,
+        observation=obs,
+        report=report,
+    )
+    if external == HealthState.UNHEALTHY:
+        policy = active_policy()
+        report.jobs_protected += jobs_protect(devices=[device], reason=reason, now=now, policy=policy)
+        if policy.auto_open_ticket:
+            ticket = tickets.ticket_open(
+                device=device, reason=reason, actor=Actor(label="inventory import"), now=now, evidence=evidence
+            )
+            if ticket.pk not in report.tickets_opened:
+                report.tickets_opened.append(ticket.pk)
+
+
+def _legal(before: str, after: str) -> bool:
+    try:
+        check_transition(before, after)
+    except DomainError:
+        return False
+    return True
+
+
+def _force(device: Device, state: str, last: DeviceHealthTransition | None) -> None:
+    """Put back a state without a transition (the external write was not one the machine knows)."""
+    device.health = state
+    device.health_reason = (last.reason if last else "")[:300]
+    device.save(update_fields=["health", "health_reason"])
+
+
+@transaction.atomic
+def health_reconcile(*, cluster: Cluster, now: datetime | None = None) -> IngestReport:
+    """Sweep one cluster: node conditions, DRA XID taints and health changes the inventory import wrote; then
+    advance repair tickets (drains done, validations finished). Idempotent: a second run changes nothing."""
+    from pools.health import tickets
+
+    now = aware_now(now)
+    rules = pol.Rules.from_policy(active_policy())
+    report = IngestReport(origin=f"reconcile {cluster.name}")
+    actor = Actor(label="node conditions")
+    devices = list(
+        Device.objects.filter(node__cluster=cluster, node__gone_at__isnull=True, gone_at__isnull=True)
+        .select_related("node", "parent")
+        .order_by("pk")
+    )
+    lock_cards(devices)
+    for device in devices:
+        _adopt_external(device, now=now, report=report)
+    cards_by_node: dict[int, list[Device]] = {}
+    for device in devices:
+        if device.parent_id is None:
+            cards_by_node.setdefault(device.node_id, []).append(device)
+    for node in Node.objects.filter(cluster=cluster, gone_at__isnull=True).order_by("pk"):
+        _node_condition_signal(node, cards_by_node.get(node.pk, []), rules=rules, now=now, actor=actor, report=report)
+    tainted = {
+        card_of(d).pk: card_of(d) for d in devices if d.taints and _dra_xid_taints(d, rules=rules, report=report)
+    }
+    for card in tainted.values():
+        card.refresh_from_db()
+        rows = signals_of(card)
+        turned = refresh_event_signals(card, rows, rules=rules, now=now, report=report)
+        settle_card(card, now=now, actor=Actor(label="DRA device taint"), report=report, turned_unhealthy=turned)
+    decaying = HealthSignal.objects.filter(device__node__cluster=cluster, signal__in=EVENT_SIGNALS).exclude(
+        level__in=(HealthLevel.OK, HealthLevel.UNKNOWN)
+    )
+    for card in {s.device for s in decaying.select_related("device__node")}:
+        rows = signals_of(card)
+        refresh_event_signals(card, rows, rules=rules, now=now, report=report)
+        settle_card(card, now=now, actor=Actor(label="portal health"), report=report)
+    report.notes += [str(c) for c in tickets.repair_tickets_advance(cluster=cluster, now=now)]
+    return report

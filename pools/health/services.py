@@ -1,0 +1,675 @@
+"""Writes of device health: observations, signal states, device state transitions, and moving jobs off bad devices.
+
+Every change of ``Device.health`` goes through ``device_health_set``, which refuses moves the state machine
+forbids and keeps the evidence beside the transition. ``settle_card`` brings a card to the state its signals call
+for; a card turned unhealthy has its running jobs moved off (``jobs_protect``: checkpoint first where the job has a
+policy) and, by policy, a repair ticket opened (pools.health.tickets). Ingestion lives in pools.health.ingest.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.mail import send_mail
+from django.db import transaction
+from django.utils import timezone
+
+from pools.health import policy as pol
+from pools.health.catalog import XidEvent, correlate, xid_info
+from pools.health.state import check_transition
+from pools.models import (
+    USABLE_HEALTH,
+    Device,
+    DeviceHealthTransition,
+    HealthLevel,
+    HealthObservation,
+    HealthPolicy,
+    HealthSignal,
+    HealthState,
+    Node,
+    RepairTicket,
+)
+from portal.errors import DomainError
+
+log = logging.getLogger(__name__)
+
+Source = HealthObservation.Source
+
+
+class HealthInputError(DomainError):
+    """Input that is not a scrape, event records or kernel log the portal can read."""
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who acts: a user (admin actions) or a named part of the portal ("dcgm scrape", "inventory import")."""
+
+    user: AbstractBaseUser | None = None
+    label: str = "portal health"
+
+    @classmethod
+    def of(cls, user: AbstractBaseUser | None, *, label: str = "") -> Actor:
+        """An actor for a user (labelled by username) or for the portal itself."""
+        if user is not None and getattr(user, "is_authenticated", False):
+            return cls(user=user, label=label or user.get_username())
+        return cls(label=label or "portal health")
+
+
+# --- report --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class StateChange:
+    """A device whose health state changed."""
+
+    node: str
+    device: str
+    before: str
+    after: str
+    reason: str
+    ticket: int | None = None
+
+
+@dataclass
+class DeviceSeen:
+    """A device an input spoke about: its signals as now known, and those the input said nothing about."""
+
+    node: str
+    device: str
+    uuid: str
+    health: str
+    signals: dict[str, str] = field(default_factory=dict)
+    unknown: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class IngestReport:
+    """What one ingestion (scrape, event file, reconcile sweep) saw and changed."""
+
+    origin: str
+    gpus: int = 0
+    matched: list[DeviceSeen] = field(default_factory=list)
+    unmatched: list[str] = field(default_factory=list)
+    not_in_input: list[str] = field(default_factory=list)
+    observations: int = 0
+    changes: list[StateChange] = field(default_factory=list)
+    tickets_opened: list[int] = field(default_factory=list)
+    jobs_protected: list[int] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready form."""
+        return asdict(self)
+
+    def merge(self, other: IngestReport) -> None:
+        """Fold another report into this one."""
+        self.gpus += other.gpus
+        self.matched += other.matched
+        self.unmatched += other.unmatched
+        self.not_in_input += other.not_in_input
+        self.observations += other.observations
+        self.changes += other.changes
+        self.tickets_opened += other.tickets_opened
+        self.jobs_protected += other.jobs_protected
+        self.notes += other.notes
+
+
+# --- policy --------------------------------------------------------------------------------------------------
+
+
+def active_policy() -> HealthPolicy:
+    """The policy in force: the active row, else the "default" row (created with the defaults when missing)."""
+    policy = HealthPolicy.objects.filter(active=True).first()
+    if policy is not None:
+        return policy
+    policy, _ = HealthPolicy.objects.get_or_create(name="default", defaults={"active": True})
+    return policy
+
+
+# --- the state machine's only writer -------------------------------------------------------------------------
+
+
+def device_label(device: Device) -> str:
+    """``node/key`` (with the GPU index when known) for messages."""
+    index = f" (gpu {device.index})" if device.index is not None and device.kind == Device.Kind.FULL else ""
+    return f"{device.node.name}/{device.key}{index}"
+
+
+def device_health_set(
+    device: Device,
+    *,
+    to: str,
+    reason: str,
+    now: datetime,
+    actor: Actor,
+    evidence: Mapping | None = None,
+    observation: HealthObservation | None = None,
+    ticket: RepairTicket | None = None,
+    report: IngestReport | None = None,
+    device_reason: str | None = None,
+) -> DeviceHealthTransition | None:
+    """Move a device to another health state, recording the transition and its evidence; None when already there.
+
+    ``reason`` is kept on the transition and, unless ``device_reason`` is given, as the device's health reason.
+    Raises IllegalHealthTransition for a move the state machine forbids (e.g. quarantined → healthy).
+    """
+    before = device.health
+    shown = (reason if device_reason is None else device_reason)[:300]
+    if before == to:
+        if shown and device.health_reason != shown:
+            device.health_reason = shown
+            device.save(update_fields=["health_reason"])
+        return None
+    check_transition(before, to, device=device_label(device))
+    transition = DeviceHealthTransition.objects.create(
+        device=device,
+        before=before,
+        after=to,
+        at=now,
+        reason=reason[:500],
+        evidence=dict(evidence or {}),
+        observation=observation,
+        ticket=ticket,
+        actor=actor.user,
+        actor_label=actor.label[:120],
+    )
+    device.health = to
+    device.health_reason = shown
+    device.health_changed_at = now
+    device.save(update_fields=["health", "health_reason", "health_changed_at"])
+    if report is not None:
+        report.changes.append(
+            StateChange(device.node.name, device.key, str(before), str(to), reason[:300], ticket.pk if ticket else None)
+        )
+    return transition
+
+
+def observation_record(
+    *,
+    source: str,
+    signal: str,
+    level: str,
+    message: str,
+    observed_at: datetime,
+    device: Device | None = None,
+    node: Node | None = None,
+    value: float | None = None,
+    evidence: Mapping | None = None,
+    dedupe_key: str = "",
+    report: IngestReport | None = None,
+) -> tuple[HealthObservation, bool]:
+    """Store one observation; with a ``dedupe_key`` a second identical event is not stored again."""
+    values = {
+        "device": device,
+        "node": node or (device.node if device is not None else None),
+        "source": source,
+        "signal": signal,
+        "level": level,
+        "value": value,
+        "message": message[:500],
+        "evidence": dict(evidence or {}),
+        "observed_at": observed_at,
+    }
+    if dedupe_key:
+        obs, created = HealthObservation.objects.get_or_create(dedupe_key=dedupe_key[:200], defaults=values)
+    else:
+        obs, created = HealthObservation.objects.create(**values), True
+    if created and report is not None:
+        report.observations += 1
+    return obs, created
+
+
+# --- mapping inputs to devices -------------------------------------------------------------------------------
+
+
+def card_of(device: Device) -> Device:
+    """The physical card a unit belongs to (itself for a full card)."""
+    return device.parent if device.parent_id else device
+
+
+def card_units(card: Device) -> list[Device]:
+    """The card and its present units (MIG instances, time-shared replicas), card first."""
+    children = list(card.children.filter(gone_at__isnull=True).select_related("node").order_by("pk"))
+    return [card, *children]
+
+
+# --- signals -------------------------------------------------------------------------------------------------
+
+
+def state_of(row: HealthSignal | None) -> pol.SignalState:
+    if row is None:
+        return pol.SignalState()
+    return pol.SignalState(
+        level=row.level,
+        value=row.value,
+        message=row.message,
+        since=row.since,
+        observed_at=row.observed_at,
+        data=dict(row.data or {}),
+    )
+
+
+def signals_of(card: Device) -> dict[str, HealthSignal]:
+    return {s.signal: s for s in HealthSignal.objects.filter(device=card)}
+
+
+def save_signal(
+    card: Device,
+    rows: dict[str, HealthSignal],
+    name: str,
+    new: pol.SignalState,
+    *,
+    source: str,
+    now: datetime,
+    evidence: Mapping | None,
+    report: IngestReport,
+) -> HealthObservation | None:
+    """Persist a signal's new state; a change of level is an observation (returned)."""
+    row = rows.get(name)
+    before = row.level if row else HealthLevel.UNKNOWN
+    if row is None:
+        row = rows[name] = HealthSignal(device=card, signal=name)
+    row.level, row.value, row.message = new.level, new.value, new.message[:500]
+    row.since, row.observed_at, row.data = new.since, new.observed_at or now, new.data
+    row.save()
+    if new.level == before or new.level == HealthLevel.UNKNOWN:
+        return None
+    obs, _ = observation_record(
+        source=source,
+        signal=name,
+        level=new.level,
+        value=new.value,
+        message=new.message or f"{name}: {new.level}",
+        observed_at=now,
+        device=card,
+        evidence={"previous": before, **(evidence or {})},
+        report=report,
+    )
+    return obs
+
+
+def record_xid(
+    card: Device,
+    event: XidEvent,
+    *,
+    source: str,
+    rules: pol.Rules,
+    report: IngestReport,
+    dedupe_key: str = "",
+    evidence: Mapping | None = None,
+) -> bool:
+    """Store one XID event of a card as an observation (its own level, catalogue facts as evidence)."""
+    info = xid_info(event.xid)
+    _, created = observation_record(
+        source=source,
+        signal="xid_event",
+        level=pol.xid_event_level(event.xid, rules),
+        value=event.xid,
+        message=f"XID {event.xid}: {info.name}" + (f" — {event.message}" if event.message else ""),
+        observed_at=event.at,
+        device=card,
+        evidence={
+            "xid": event.xid,
+            "message": event.message,
+            "severity": info.severity,
+            "recommended_action": info.action,
+            "k8s_device_plugin": info.device_plugin,
+            **(evidence or {}),
+        },
+        dedupe_key=dedupe_key,
+        report=report,
+    )
+    return created
+
+
+def refresh_event_signals(
+    card: Device, rows: dict[str, HealthSignal], *, rules: pol.Rules, now: datetime, report: IngestReport
+) -> list[str]:
+    """Recompute the XID and resets signals from stored events; returns the signals that turned unhealthy."""
+    turned = []
+    xid_row = rows.get("xid")
+    reset_at = (xid_row.data or {}).get("reset_at") if xid_row else None
+    floor = now - timedelta(hours=rules.xid_decay_hours) - timedelta(seconds=rules.xid_window_seconds)
+    if reset_at:
+        floor = max(floor, datetime.fromisoformat(reset_at))
+    events = [
+        XidEvent(xid=int(o.value), at=o.observed_at, message=(o.evidence or {}).get("message", ""))
+        for o in HealthObservation.objects.filter(device=card, signal="xid_event", observed_at__gte=floor)
+        if o.value is not None
+    ]
+    if events or xid_row is not None:
+        chains = correlate(events, window=timedelta(seconds=rules.xid_window_seconds))
+        level, message, evidence = pol.xid_signal(chains, rules, now)
+        prev = state_of(xid_row)
+        data = {**prev.data, "chain": evidence}
+        new = pol.SignalState(
+            level=level,
+            value=float(evidence["xids"][0]) if evidence else None,
+            message=message,
+            since=prev.since if prev.level == level and prev.since else now,
+            observed_at=now,
+            data=data,
+        )
+        before = prev.level
+        if save_signal(card, rows, "xid", new, source=Source.XID, now=now, evidence=evidence, report=report):
+            if level == HealthLevel.UNHEALTHY and before != level:
+                turned.append("xid")
+    resets_row = rows.get("resets")
+    day_floor = now - timedelta(days=1)
+    if reset_at:
+        day_floor = max(day_floor, datetime.fromisoformat(reset_at))
+    resets = HealthObservation.objects.filter(device=card, signal="reset_event", observed_at__gte=day_floor).count()
+    if resets or resets_row is not None:
+        threshold = rules.resets_per_day_degraded
+        level = HealthLevel.DEGRADED if threshold and resets >= threshold else HealthLevel.OK
+        prev = state_of(resets_row)
+        text = f"{resets} GPU reset(s) in the last 24 h" + (f" (threshold {threshold})" if threshold else "")
+        new = pol.SignalState(
+            level=level,
+            value=float(resets),
+            message=text,
+            since=prev.since if prev.level == level and prev.since else now,
+            observed_at=now,
+            data=prev.data,
+        )
+        save_signal(card, rows, "resets", new, source=Source.NVML, now=now, evidence=None, report=report)
+    return turned
+
+
+# --- settling a card's state ---------------------------------------------------------------------------------
+
+
+def _bad_signals(rows: Mapping[str, HealthSignal]) -> tuple[str, list[HealthSignal]]:
+    """The card's worst known level and the signals at it."""
+    known = [r for r in rows.values() if r.signal != "identity" and r.level != HealthLevel.UNKNOWN]
+    target = pol.worst(r.level for r in known)
+    return target, [r for r in known if r.level == target and target in (pol.DEGRADED, pol.UNHEALTHY)]
+
+
+def _evidence_of(rows: Sequence[HealthSignal]) -> dict[str, Any]:
+    return {
+        r.signal: {
+            "level": r.level,
+            "value": r.value,
+            "message": r.message,
+            "since": r.since.isoformat() if r.since else None,
+            **({"chain": r.data["chain"]} if r.signal == "xid" and r.data.get("chain") else {}),
+        }
+        for r in rows
+    }
+
+
+def settle_card(
+    card: Device,
+    *,
+    now: datetime,
+    actor: Actor,
+    report: IngestReport,
+    turned_unhealthy: Iterable[str] = (),
+    observation: HealthObservation | None = None,
+) -> None:
+    """Bring a card (and its units) to the state its signals call for, within what the state machine allows."""
+    from pools.health import tickets
+
+    policy = active_policy()
+    rows = signals_of(card)
+    target, bad = _bad_signals(rows)
+    reason = "; ".join(r.message for r in bad)[:300]
+    evidence = _evidence_of(bad)
+    units = card_units(card)
+    if bad and (observation is None or observation.signal not in {r.signal for r in bad}):
+        # The observation that raised the worst signal is the one the transition keeps.
+        observation = (
+            HealthObservation.objects.filter(device=card, signal__in=[r.signal for r in bad], level=target)
+            .order_by("-observed_at", "-id")
+            .first()
+        ) or observation
+    if card.health in USABLE_HEALTH:
+        if target == pol.UNHEALTHY:
+            moved = [
+                u
+                for u in units
+                if u.health in USABLE_HEALTH
+                and device_health_set(
+                    u,
+                    to=HealthState.UNHEALTHY,
+                    reason=reason,
+                    now=now,
+                    actor=actor,
+                    evidence=evidence,
+                    observation=observation,
+                    report=report,
+                )
+            ]
+            report.jobs_protected += jobs_protect(devices=moved, reason=reason, now=now, policy=policy)
+            if policy.auto_open_ticket:
+                action = (rows["xid"].data.get("chain") or {}).get("action", "") if "xid" in rows else ""
+                ticket = tickets.ticket_open(
+                    device=card,
+                    reason=reason,
+                    actor=actor,
+                    now=now,
+                    evidence=evidence,
+                    recommended_action=action if any(r.signal == "xid" for r in bad) else "",
+                    report=report,
+                )
+                if ticket.pk not in report.tickets_opened:
+                    report.tickets_opened.append(ticket.pk)
+        elif target == pol.DEGRADED:
+            for unit in units:
+                if unit.health == HealthState.HEALTHY:
+                    device_health_set(
+                        unit,
+                        to=HealthState.DEGRADED,
+                        reason=reason,
+                        now=now,
+                        actor=actor,
+                        evidence=evidence,
+                        observation=observation,
+                        report=report,
+                    )
+                elif unit.health == HealthState.DEGRADED:
+                    device_health_set(unit, to=HealthState.DEGRADED, reason=reason, now=now, actor=actor)
+        elif target == pol.OK and card.health == HealthState.DEGRADED:
+            for unit in units:
+                if unit.health == HealthState.DEGRADED:
+                    device_health_set(
+                        unit,
+                        to=HealthState.HEALTHY,
+                        reason="",
+                        now=now,
+                        actor=actor,
+                        evidence={"recovered": _evidence_of(list(rows.values()))},
+                        observation=observation,
+                        report=report,
+                    )
+        return
+    turned = [s for s in turned_unhealthy if s in rows and rows[s].level == pol.UNHEALTHY]
+    if not turned:
+        return
+    ticket = tickets.open_ticket_of(card)
+    text = "; ".join(rows[s].message for s in turned)
+    if ticket is None:
+        return
+    if ticket.state == RepairTicket.State.VALIDATING:
+        tickets.validation_abort(ticket=ticket, reason=f"new evidence during validation: {text}", now=now, actor=actor)
+    else:
+        tickets.ticket_note(ticket=ticket, note=f"More evidence: {text}", actor=actor, now=now, details=evidence)
+
+
+# --- protecting jobs -----------------------------------------------------------------------------------------
+
+
+def _notify_owner(job, *, subject: str, body: str) -> None:
+    """Email the job's owner after commit (a failing mail server never undoes the health change)."""
+    address = getattr(job.owner, "email", "")
+    if not address:
+        return
+
+    def send() -> None:
+        try:
+            send_mail(subject, body, None, [address], fail_silently=False)
+        except Exception:  # a mail failure is logged; the health change stands
+            log.warning("could not email %s about job %s", address, job.pk, exc_info=True)
+
+    transaction.on_commit(send)
+
+
+def jobs_protect(*, devices: Sequence[Device], reason: str, now: datetime, policy: HealthPolicy) -> list[int]:
+    """Move running jobs off devices that turned unhealthy: checkpoint first where they can, else evict or wait.
+
+    Each job's timeline says what happens and its owner gets an email. A job is moved by putting it in the
+    ``preempting`` state, which both backends already drive: checkpoint (with a policy), then requeue, after which
+    the scheduler places it on healthy devices. Validation jobs are never moved (they are there to test the device).
+    """
+    from queues import services as job_services
+    from queues.models import Allocation, Job, JobEvent
+
+    if not devices:
+        return []
+    allocs = (
+        Allocation.objects.filter(device__in=list(devices), ended_at__isnull=True)
+        .exclude(job__validation_run__isnull=False)
+        .select_related("job__owner", "job__team", "device__node")
+        .order_by("job_id")
+    )
+    by_job: dict[int, tuple[Job, list[Device]]] = {}
+    for alloc in allocs:
+        by_job.setdefault(alloc.job_id, (alloc.job, []))[1].append(alloc.device)
+    moved = []
+    for job, held in by_job.values():
+        where = ", ".join(device_label(d) for d in held)
+        checkpoint = job_services.has_checkpoint_policy(job)
+        details = {"reason": "device_unhealthy", "devices": [d.pk for d in held], "health": reason}
+        if job.state in (Job.State.ADMITTED, Job.State.RUNNING) and (
+            checkpoint or policy.drain_without_checkpoint == HealthPolicy.DrainMode.EVICT
+        ):
+            job.state = Job.State.PREEMPTING
+            job.state_changed_at = now
+            job.save(update_fields=["state", "state_changed_at"])
+            job_services.record_event(
+                job,
+                JobEvent.Kind.PREEMPTED,
+                f"Moving off unhealthy hardware: {where} ({reason}).",
+                at=now,
+                details=details,
+            )
+            if checkpoint:
+                how = job.checkpoint_signal or " ".join(job.checkpoint_command)
+                what = (
+                    f"Checkpoint requested ({how}) before the job leaves the unhealthy device; once it is written to "
+                    f"{job.checkpoint_path} the job is requeued and resumes on healthy devices."
+                )
+                job_services.record_event(job, JobEvent.Kind.CHECKPOINT_REQUESTED, what, at=now, details=details)
+            else:
+                what = (
+                    "The job has no checkpoint policy, so it is evicted at once and requeued on healthy devices; "
+                    "the GPU time since its start is lost."
+                )
+                job_services.record_event(job, JobEvent.Kind.NOTE, what, at=now, details=details)
+        elif job.state in (Job.State.ADMITTED, Job.State.RUNNING):
+            what = (
+                f"A GPU this job runs on became unhealthy ({where}: {reason}). The job has no checkpoint policy, so "
+                "it keeps running; the GPU leaves the pool when the job ends. Consider checkpointing and resubmitting."
+            )
+            job_services.record_event(job, JobEvent.Kind.NOTE, what, at=now, details=details)
+        else:
+            what = f"A GPU this job holds became unhealthy ({where}: {reason}); the job is already leaving it."
+            job_services.record_event(job, JobEvent.Kind.NOTE, what, at=now, details=details)
+        _notify_owner(
+            job,
+            subject=f"[GPU pool] {job.team.slug}/{job.name}: a GPU under your job is unhealthy",
+            body=f"Hello {job.owner.get_username()},\n\n{what}\n\nDevice(s): {where}\nEvidence: {reason}\n",
+        )
+        moved.append(job.pk)
+    return moved
+
+
+def aware_now(now: datetime | None) -> datetime:
+    now = now or timezone.now()
+    if timezone.is_naive(now):
+        raise ValueError("now must be timezone-aware")
+    return now
+
+
+def lock_cards(cards: Iterable[Device]) -> None:
+    """Row-lock the cards about to change, in pk order (the house lock order)."""
+    ids = sorted({c.pk for c in cards})
+    if ids:
+        list(Device.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk", flat=True))
+
+
+# --- by hand -------------------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def health_mark(*, device: Device, level: str, note: str, actor: Actor, now: datetime | None = None) -> IngestReport:
+    """An operator's own observation of a card (degraded, unhealthy, or ok to clear an earlier one)."""
+    now = aware_now(now)
+    if level not in pol.LEVELS:
+        raise HealthInputError(f"level must be one of {', '.join(pol.LEVELS)}, not {level!r}")
+    card = card_of(device)
+    lock_cards([card])
+    report = IngestReport(origin=f"manual ({actor.label})")
+    rows = signals_of(card)
+    prev = state_of(rows.get("manual"))
+    new = pol.SignalState(
+        level=level,
+        message=f"{actor.label}: {note}" if note else f"marked {level} by {actor.label}",
+        since=now if prev.level != level else prev.since,
+        observed_at=now,
+    )
+    obs = save_signal(card, rows, "manual", new, source=Source.MANUAL, now=now, evidence={"note": note}, report=report)
+    turned = ["manual"] if level == pol.UNHEALTHY and prev.level != pol.UNHEALTHY else []
+    settle_card(card, now=now, actor=actor, report=report, turned_unhealthy=turned, observation=obs)
+    return report
+
+
+def signals_reset_after_repair(*, devices: Iterable[Device], now: datetime) -> None:
+    """Forget what the signals said before a passed validation (breach timers, levels), keeping counter memory
+    (the last XID gauge value, energy counter) so an old value is not read as a new event."""
+    devices = list(devices)
+    stamp = now.isoformat()
+    for row in HealthSignal.objects.filter(device__in=devices).exclude(signal="identity"):
+        data = {k: v for k, v in (row.data or {}).items() if not k.endswith("_since") and k != "chain"}
+        if "agg_last" in data:
+            data["agg_baseline"] = data["agg_last"]
+        if row.signal in ("xid", "resets"):
+            data["reset_at"] = stamp
+        row.level, row.message, row.since, row.data = HealthLevel.UNKNOWN, "reset after repair", now, data
+        row.save(update_fields=["level", "message", "since", "data"])
+    xid_rows = HealthSignal.objects.filter(device__in=devices, signal="xid")
+    missing = {d.pk for d in devices} - set(xid_rows.values_list("device_id", flat=True))
+    HealthSignal.objects.bulk_create(
+        HealthSignal(device_id=pk, signal="xid", level=HealthLevel.UNKNOWN, since=now, data={"reset_at": stamp})
+        for pk in sorted(missing)
+    )
+
+
+@transaction.atomic
+def health_policy_save(*, policy: HealthPolicy, actor: Actor) -> HealthPolicy:
+    """Save an edited policy (rejecting bad JSON settings); making it active deactivates the one in force."""
+    errors = pol.policy_errors(
+        {
+            "xid_action_levels": policy.xid_action_levels,
+            "xid_severity_levels": policy.xid_severity_levels,
+            "xid_overrides": policy.xid_overrides,
+            "throttle_reasons": policy.throttle_reasons,
+            "node_condition_types": policy.node_condition_types,
+            "validation_command": policy.validation_command,
+        }
+    )
+    if errors:
+        from portal.errors import ValidationFailed
+
+        raise ValidationFailed(errors)
+    if policy.active:
+        HealthPolicy.objects.filter(active=True).exclude(pk=policy.pk).update(active=False)
+    policy.updated_by = actor.user
+    policy.save()
+    return policy

@@ -1,0 +1,861 @@
+"""Reading a cluster back: list + watch with resourceVersion bookmarks, into the inventory and the jobs.
+
+Per kind (nodes, resourceslices, jobs, pods, workloads, clusterqueues, events) the portal keeps the last
+resourceVersion it processed in ``Cluster.sync_bookmarks``. A pass watches from there (cost grows with the
+changes, not with the cluster); without a bookmark, or when the server answers 410 Gone, it relists in pages of
+``KUBE_LIST_PAGE_SIZE`` (memory stays at one page; the inventory alone needs the whole node listing, reduced to
+the fields it reads). Every batch of events is processed, its jobs re-evaluated and the bookmark advanced in one
+transaction, so a crash replays the batch (idempotently) and loses nothing.
+
+A cluster that cannot be reached keeps its data: ``last_sync_error``/``last_sync_error_at`` are set, and after
+``KUBE_STALE_AFTER_SECONDS`` its pending jobs say ``cluster_unreachable`` ("as of" the last good sync).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from pools.inventory.parse import parse_inventory
+from pools.inventory.records import InventoryError
+from pools.inventory.service import NODE_FIELDS, inventory_import
+from pools.kube_sync.api import (
+    CLUSTER_QUEUES,
+    EVENTS,
+    JOBS,
+    NODES,
+    PODS,
+    RESOURCE_SLICES,
+    WORKLOADS,
+    KubeApi,
+    KubeGone,
+    KubeNotFound,
+    KubeUnavailable,
+    Resource,
+    WatchEvent,
+    list_all,
+)
+from pools.kube_sync.conf import kube_setting
+from pools.kube_sync.evaluate import EvalContext, evaluate_job
+from pools.kube_sync.jobs import job_set_cluster_refs
+from pools.kube_sync.manifests import PORTAL_JOBS_SELECTOR
+from pools.kube_sync.observe import (
+    compact_batch_job,
+    compact_pod,
+    compact_workload,
+    job_id_of,
+    parse_time,
+    workload_owner,
+)
+from pools.models import Cluster, KubeConfigObject, KubeJobState, Node
+from queues import kueue_messages as km
+from queues import services as job_services
+from queues.models import Allocation, Job, JobEvent
+
+log = logging.getLogger(__name__)
+
+BATCH = 500
+#: Warning reasons Kueue repeats on every failed scheduling attempt; the wait reason already carries them.
+NOISY_WORKLOAD_REASONS = frozenset(km.REASON_HINTS) | {"Pending"}
+#: Job events that only say a pod was created or deleted.
+NOISY_JOB_REASONS = frozenset({"SuccessfulCreate", "SuccessfulDelete"})
+
+
+@dataclass
+class SyncReport:
+    """What one pass did."""
+
+    cluster: str
+    relisted: list[str] = field(default_factory=list)
+    events: Counter = field(default_factory=Counter)
+    evaluated: int = 0
+    actions: Counter = field(default_factory=Counter)
+    inventory: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    unreachable: str = ""
+
+    def text(self) -> str:
+        """One line for logs."""
+        parts = [f"relisted {', '.join(self.relisted) or 'nothing'}", f"{sum(self.events.values())} events"]
+        parts.append(f"{self.evaluated} jobs evaluated")
+        if self.actions:
+            parts.append(", ".join(f"{k}×{v}" for k, v in sorted(self.actions.items())))
+        if self.unreachable:
+            parts.append(f"UNREACHABLE: {self.unreachable}")
+        return "; ".join(parts)
+
+
+def _chunks(items: list, size: int = BATCH) -> Iterable[list]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _iso(when: datetime) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _strip_node(obj: dict) -> dict:
+    """The fields of a Node the inventory reads."""
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}},
+        "spec": {k: v for k, v in (obj.get("spec") or {}).items() if k in ("taints", "unschedulable")},
+        "status": {k: status[k] for k in ("capacity", "allocatable", "conditions") if k in status},
+    }
+
+
+class ClusterSync:
+    """One cluster's list/watch state machine (see the module docstring)."""
+
+    def __init__(self, cluster: Cluster, api: KubeApi, *, clock: Callable[[], datetime] = timezone.now) -> None:
+        self.cluster = cluster
+        self.api = api
+        self.clock = clock
+        self.report = SyncReport(cluster=cluster.name)
+        self._slices_served: bool | None = None
+        #: Batch Jobs carrying a portal job-id label the portal does not know (reported by the reconciler).
+        self.foreign_jobs: list[str] = []
+
+    # --- bookmarks ---------------------------------------------------------------------------------------------
+
+    def bookmark(self, kind: str) -> str:
+        """The last resourceVersion processed for a kind ("" when none)."""
+        marks = Cluster.objects.filter(pk=self.cluster.pk).values_list("sync_bookmarks", flat=True).first() or {}
+        return str(marks.get(kind) or "")
+
+    def _save_bookmark(self, kind: str, rv: str) -> None:
+        """Advance a bookmark (caller's transaction); other kinds' bookmarks are untouched."""
+        if not rv:
+            return
+        cluster = Cluster.objects.select_for_update().get(pk=self.cluster.pk)
+        marks = dict(cluster.sync_bookmarks or {})
+        if marks.get(kind) == rv:
+            return
+        marks[kind] = rv
+        cluster.sync_bookmarks = marks
+        cluster.save(update_fields=["sync_bookmarks"])
+        self.cluster.sync_bookmarks = marks
+
+    def forget_bookmarks(self) -> None:
+        """Relist everything on the next pass."""
+        Cluster.objects.filter(pk=self.cluster.pk).update(sync_bookmarks={})
+
+    # --- a pass --------------------------------------------------------------------------------------------------
+
+    def run(self, *, watch_seconds: int | None = None, full: bool = False) -> SyncReport:
+        """One pass over every kind: watch deltas, or relist where needed; marks the cluster reachable or not."""
+        seconds = int(watch_seconds if watch_seconds is not None else kube_setting("KUBE_SYNC_WATCH_SECONDS"))
+        was_stale = bool(self.cluster.last_sync_error)
+        try:
+            if full or not self.bookmark("nodes"):
+                self.relist_inventory()
+            else:
+                self.watch_kind("nodes", seconds)
+                if self.slices_served():
+                    self.watch_kind("resourceslices", seconds)
+            # ClusterQueue status first: the wait reasons of the jobs read its reservation figures
+            if full or not self.bookmark("clusterqueues"):
+                self.relist("clusterqueues")
+            else:
+                self.watch_kind("clusterqueues", seconds)
+            job_kinds = [k for k in ("jobs", "pods", "workloads") if full or not self.bookmark(k)]
+            if job_kinds:
+                self.relist_jobs(job_kinds)
+            for kind in ("jobs", "pods", "workloads"):
+                if kind not in job_kinds:
+                    self.watch_kind(kind, seconds)
+            if full or not self.bookmark("events"):
+                self.relist("events")
+            else:
+                self.watch_kind("events", seconds)
+        except KubeUnavailable as exc:
+            self.evaluate_dirty()  # what was read before the failure is applied; nothing else changes
+            self.mark_unreachable(exc)
+            return self.report
+        self.evaluate_dirty()
+        self.mark_reachable(reevaluate=was_stale)
+        log.info("cluster %s: sync: %s", self.cluster.name, self.report.text())
+        return self.report
+
+    def mark_reachable(self, *, reevaluate: bool = False) -> None:
+        """Record a good sync; after an outage re-read every live job (their reasons said "unreachable")."""
+        now = self.clock()
+        Cluster.objects.filter(pk=self.cluster.pk).update(last_synced_at=now, last_sync_error="")
+        self.cluster.last_synced_at, self.cluster.last_sync_error = now, ""
+        if reevaluate:
+            KubeJobState.objects.filter(cluster=self.cluster).exclude(job__state__in=Job.FINAL_STATES).update(
+                dirty=True
+            )
+            self.evaluate_dirty()
+
+    def mark_unreachable(self, exc: Exception) -> None:
+        """Keep everything; say since when the data is stale; past the threshold, tell waiting jobs."""
+        now = self.clock()
+        message = str(getattr(exc, "message", exc))[:2000]
+        self.report.unreachable = message
+        Cluster.objects.filter(pk=self.cluster.pk).update(last_sync_error=message, last_sync_error_at=now)
+        self.cluster.last_sync_error, self.cluster.last_sync_error_at = message, now
+        last = Cluster.objects.filter(pk=self.cluster.pk).values_list("last_synced_at", flat=True).first()
+        stale_after = timedelta(seconds=int(kube_setting("KUBE_STALE_AFTER_SECONDS")))
+        if last is not None and now - last < stale_after:
+            return
+        as_of = f"as of {last:%Y-%m-%d %H:%M:%S %Z}" if last else "never synced"
+        text = f"The portal cannot reach cluster {self.cluster}; what you see is {as_of}."
+        pending = Job.objects.filter(cluster=self.cluster, state=Job.State.PENDING).exclude(
+            wait_reason=km.CLUSTER_UNREACHABLE
+        )
+        for ids in _chunks(list(pending.values_list("pk", flat=True))):
+            with transaction.atomic():
+                for job in Job.objects.select_for_update().filter(pk__in=ids).order_by("pk"):
+                    job_services.job_set_wait_reason(
+                        job,
+                        code=km.CLUSTER_UNREACHABLE,
+                        message=text,
+                        details={"asOf": last.isoformat() if last else None, "error": message},
+                        now=now,
+                    )
+        log.warning("cluster %s: unreachable: %s", self.cluster.name, message)
+
+    # --- generic list and watch ----------------------------------------------------------------------------------
+
+    def _resource(self, kind: str) -> tuple[Resource, str]:
+        return {
+            "nodes": (NODES, ""),
+            "resourceslices": (RESOURCE_SLICES, ""),
+            "jobs": (JOBS, PORTAL_JOBS_SELECTOR),
+            "pods": (PODS, PORTAL_JOBS_SELECTOR),
+            "workloads": (WORKLOADS, ""),
+            "clusterqueues": (CLUSTER_QUEUES, ""),
+            "events": (EVENTS, ""),
+        }[kind]
+
+    def relist(self, kind: str) -> None:
+        """List a kind in pages and process every object, then bookmark the list's resourceVersion."""
+        if kind in ("nodes", "resourceslices"):
+            self.relist_inventory()
+            return
+        if kind in ("jobs", "pods", "workloads"):
+            self.relist_jobs([kind])
+            return
+        resource, selector = self._resource(kind)
+        list_rv = ""
+        for page in list_all(
+            self.api, resource, label_selector=selector, limit=int(kube_setting("KUBE_LIST_PAGE_SIZE"))
+        ):
+            list_rv = list_rv or page.resource_version
+            with transaction.atomic():
+                self._apply(kind, [WatchEvent("ADDED", item) for item in page.items])
+        with transaction.atomic():
+            self._save_bookmark(kind, list_rv)
+        self.report.relisted.append(kind)
+
+    def watch_kind(self, kind: str, seconds: int, *, stop: Callable[[], bool] | None = None) -> None:
+        """Watch from the bookmark for ``seconds``; flush at every pause of the stream; relist on 410."""
+        resource, selector = self._resource(kind)
+        rv = self.bookmark(kind)
+        if not rv:
+            self.relist(kind)
+            return
+        buffer: list[WatchEvent] = []
+        last = rv
+        try:
+            for event in self.api.watch(
+                resource, resource_version=rv, label_selector=selector, timeout_seconds=seconds
+            ):
+                if event.type == "IDLE":
+                    if buffer or last != rv:
+                        self._flush(kind, buffer, last)
+                        buffer, rv = [], last
+                    if stop is not None and stop():
+                        break
+                    continue
+                last = event.resource_version or last
+                if event.type != "BOOKMARK":
+                    buffer.append(event)
+                    self.report.events[kind] += 1
+                if len(buffer) >= BATCH:
+                    self._flush(kind, buffer, last)
+                    buffer, rv = [], last
+        except KubeGone:
+            log.info("cluster %s: %s watch expired (410); relisting", self.cluster.name, kind)
+            if buffer:
+                self._flush(kind, buffer, last)
+            self.relist(kind)
+            return
+        if buffer or last != rv:
+            self._flush(kind, buffer, last)
+
+    def _flush(self, kind: str, events: list[WatchEvent], rv: str) -> None:
+        """Snapshots and bookmark in one transaction; the jobs are marked dirty for :meth:`evaluate_dirty`."""
+        with transaction.atomic():
+            touched, relist_inventory = self._apply(kind, events)
+            self._mark_dirty(touched)
+            self._save_bookmark(kind, rv)
+        if relist_inventory:
+            self.relist_inventory()
+
+    def _apply(self, kind: str, events: list[WatchEvent]) -> tuple[set[int], bool]:
+        """Process events of a kind; returns (jobs to evaluate, whether the inventory needs a full relist)."""
+        if not events:
+            return set(), False
+        if kind == "nodes":
+            return self._node_events(events)
+        if kind == "resourceslices":
+            return self._slice_events(events)
+        if kind == "jobs":
+            return self._job_events(events), False
+        if kind == "pods":
+            return self._pod_events(events), False
+        if kind == "workloads":
+            return self._workload_events(events), False
+        if kind == "clusterqueues":
+            self._cluster_queue_events(events)
+            return set(), False
+        if kind == "events":
+            return self._event_events(events), False
+        raise ValueError(kind)
+
+    # --- inventory -------------------------------------------------------------------------------------------------
+
+    def slices_served(self) -> bool:
+        """Whether the cluster serves DRA ResourceSlices (resource.k8s.io/v1)."""
+        if self._slices_served is None:
+            self._slices_served = self.api.serves("resource.k8s.io/v1")
+        return self._slices_served
+
+    def relist_inventory(self) -> None:
+        """Every Node (and ResourceSlice) into one complete inventory import; nodes missing are marked gone."""
+        size = int(kube_setting("KUBE_LIST_PAGE_SIZE"))
+        objects: list[dict] = []
+        rvs = {}
+        for page in list_all(self.api, NODES, limit=size):
+            rvs.setdefault("nodes", page.resource_version)
+            objects += [_strip_node(n) for n in page.items]
+        if self.slices_served():
+            try:
+                for page in list_all(self.api, RESOURCE_SLICES, limit=size):
+                    rvs.setdefault("resourceslices", page.resource_version)
+                    objects += page.items
+            except KubeNotFound:
+                self._slices_served = False
+        touched = self._import(objects, complete=True)
+        with transaction.atomic():
+            self._mark_dirty(touched)
+            for kind, rv in rvs.items():
+                self._save_bookmark(kind, rv)
+        self.report.relisted.append("inventory")
+
+    def _import(self, objects: list[dict], *, complete: bool) -> set[int]:
+        """Run the inventory import; returns the jobs holding devices that left capacity."""
+        before = self.clock()
+        try:
+            result = inventory_import(cluster=self.cluster, objects=objects, complete=complete, now=before)
+        except InventoryError as exc:
+            self.report.errors.append(f"inventory: {exc}")
+            log.warning("cluster %s: inventory import refused: %s", self.cluster.name, exc)
+            return set()
+        self.report.inventory.append(f"nodes {result.nodes.text()}; devices {result.devices.text()}")
+        if not result.orphaned_allocations:
+            return set()
+        return set(
+            Allocation.objects.filter(job__cluster=self.cluster, ended_at__isnull=True, device__gone_at__isnull=False)
+            .values_list("job_id", flat=True)
+            .distinct()
+        )
+
+    def _node_events(self, events: list[WatchEvent]) -> tuple[set[int], bool]:
+        if any(e.type == "DELETED" for e in events):
+            return set(), True  # only a complete listing can say which nodes are gone
+        latest = {e.object["metadata"]["name"]: _strip_node(e.object) for e in events}
+        known = {n.name: n for n in Node.objects.filter(cluster=self.cluster, name__in=list(latest))}
+        changed = []
+        for name, obj in latest.items():
+            node = known.get(name)
+            if node is not None and node.gone_at is None and self._node_unchanged(node, obj):
+                continue
+            changed.append(name)
+        touched: set[int] = set()
+        for names in _chunks(changed, 50):
+            objects = [latest[n] for n in names]
+            if self.slices_served():
+                for name in names:
+                    objects += self._slices_of(name)
+            touched |= self._import(objects, complete=False)
+        return touched, False
+
+    @staticmethod
+    def _node_unchanged(node: Node, obj: dict) -> bool:
+        """Whether a Node event changes nothing the inventory keeps (most are kubelet heartbeats)."""
+        try:
+            parsed = parse_inventory([obj]).nodes[0]
+        except (InventoryError, IndexError):
+            return False
+        return all(getattr(node, f) == getattr(parsed, f) for f in NODE_FIELDS)
+
+    def _slices_of(self, node_name: str) -> list[dict]:
+        out: list[dict] = []
+        for page in list_all(self.api, RESOURCE_SLICES, field_selector=f"spec.nodeName={node_name}"):
+            out += page.items
+        return out
+
+    def _slice_events(self, events: list[WatchEvent]) -> tuple[set[int], bool]:
+        nodes = set()
+        for event in events:
+            name = (event.object.get("spec") or {}).get("nodeName")
+            if not name:
+                return set(), True  # a pool-wide slice: relist
+            nodes.add(name)
+        touched: set[int] = set()
+        for names in _chunks(sorted(nodes), 50):
+            objects: list[dict] = []
+            for name in names:
+                try:
+                    objects.append(_strip_node(self.api.get(NODES, name=name)))
+                except KubeNotFound:
+                    continue
+                objects += self._slices_of(name)
+            touched |= self._import(objects, complete=False)
+        return touched, False
+
+    # --- jobs, pods, workloads -------------------------------------------------------------------------------------
+
+    def relist_jobs(self, kinds: list[str]) -> None:
+        """Relist Jobs / Pods / Workloads into the snapshots (the jobs that changed are left dirty)."""
+        started = self.clock()
+        touched: set[int] = set()
+        size = int(kube_setting("KUBE_LIST_PAGE_SIZE"))
+        rvs: dict[str, str] = {}
+        for kind in kinds:
+            resource, selector = self._resource(kind)
+            seen: set = set()
+            for page in list_all(self.api, resource, label_selector=selector, limit=size):
+                rvs.setdefault(kind, page.resource_version)
+                with transaction.atomic():
+                    touched |= self._apply(kind, [WatchEvent("ADDED", item) for item in page.items])[0]
+                for item in page.items:
+                    meta = item.get("metadata") or {}
+                    seen.add((meta.get("namespace", ""), meta.get("name", "")))
+            touched |= self._vanished(kind, seen, started, rvs.get(kind, ""))
+            self.report.relisted.append(kind)
+        with transaction.atomic():
+            for kind, rv in rvs.items():
+                self._save_bookmark(kind, rv)
+
+    def _states(self, job_ids: Iterable[int]) -> dict[int, KubeJobState]:
+        """Snapshots of these jobs (created empty where missing)."""
+        ids = sorted(set(job_ids))
+        states = {s.job_id: s for s in KubeJobState.objects.filter(job_id__in=ids)}
+        missing = [i for i in ids if i not in states]
+        if missing:
+            now = self.clock()
+            KubeJobState.objects.bulk_create(
+                [KubeJobState(job_id=i, cluster=self.cluster, observed_at=now) for i in missing],
+                batch_size=BATCH,
+                ignore_conflicts=True,
+            )
+            states.update({s.job_id: s for s in KubeJobState.objects.filter(job_id__in=missing)})
+        return states
+
+    def _portal_jobs(self, job_ids: Iterable[int]) -> dict[int, Job]:
+        """Portal jobs of this cluster among the ids (others are foreign or belong to another cluster)."""
+        return {
+            j.pk: j
+            for j in Job.objects.filter(pk__in=set(job_ids), cluster=self.cluster).only(
+                "pk", "k8s_namespace", "k8s_name", "k8s_uid", "workload_name", "state"
+            )
+        }
+
+    def _save_states(self, states: Iterable[KubeJobState], fields: list[str]) -> None:
+        rows = list(states)
+        for row in rows:
+            row.dirty = True
+        if rows:
+            KubeJobState.objects.bulk_update(rows, [*fields, "observed_at", "dirty"], batch_size=BATCH)
+
+    def _job_events(self, events: list[WatchEvent]) -> set[int]:
+        latest: dict[int, WatchEvent] = {}
+        for event in events:
+            job_id = job_id_of(event.object)
+            if job_id is not None:
+                latest[job_id] = event
+        jobs = self._portal_jobs(latest)
+        states = self._states(jobs)
+        now = self.clock()
+        changed = []
+        for job_id, event in latest.items():
+            job, st = jobs.get(job_id), states.get(job_id)
+            meta = event.object.get("metadata") or {}
+            if job is None or st is None:
+                if event.type != "DELETED":
+                    self.foreign_jobs.append(f"{meta.get('namespace')}/{meta.get('name')} (job-id {job_id})")
+                continue
+            if (meta.get("namespace"), meta.get("name")) != (job.k8s_namespace, job.k8s_name):
+                continue  # a job-id label on something that is not this job's batch Job
+            if job.k8s_uid and meta.get("uid") and meta["uid"] != job.k8s_uid:
+                continue  # an older incarnation
+            compact = compact_batch_job(event.object)
+            if event.type == "DELETED":
+                compact["deleted"] = True
+                st.job_deleted_at = parse_time(meta.get("deletionTimestamp")) or now
+            elif (st.batch_job.get("metadata") or {}).get("resourceVersion") == meta.get("resourceVersion"):
+                continue
+            if not job.k8s_uid and meta.get("uid"):
+                job_set_cluster_refs(job, uid=meta["uid"])
+            st.batch_job = compact
+            st.observed_at = now
+            changed.append(st)
+        self._save_states(changed, ["batch_job", "job_deleted_at"])
+        return {s.job_id for s in changed}
+
+    def _pod_events(self, events: list[WatchEvent]) -> set[int]:
+        by_job: dict[int, list[WatchEvent]] = {}
+        for event in events:
+            job_id = job_id_of(event.object)
+            if job_id is not None:
+                by_job.setdefault(job_id, []).append(event)
+        jobs = self._portal_jobs(by_job)
+        states = self._states(jobs)
+        now = self.clock()
+        changed = []
+        for job_id, job_events in by_job.items():
+            st = states.get(job_id)
+            if st is None or job_id not in jobs:
+                continue
+            pods = dict(st.pods or {})
+            dirty = False
+            for event in job_events:
+                name = event.object["metadata"]["name"]
+                compact = compact_pod(event.object)
+                if event.type == "DELETED":
+                    compact = {**pods.get(name, {}), **compact, "deleted": True}
+                    compact.setdefault("deletedAt", _iso(now))
+                elif (pods.get(name) or {}).get("rv") == compact["rv"]:
+                    continue
+                pods[name] = compact
+                dirty = True
+            if dirty:
+                st.pods, st.observed_at = pods, now
+                changed.append(st)
+        self._save_states(changed, ["pods"])
+        return {s.job_id for s in changed}
+
+    def _workload_events(self, events: list[WatchEvent]) -> set[int]:
+        latest: dict[tuple[str, str], WatchEvent] = {}
+        for event in events:
+            owner = workload_owner(event.object)
+            if owner is not None:
+                latest[owner] = event
+        if not latest:
+            return set()
+        names = {name for _, name in latest}
+        jobs = {
+            (j.k8s_namespace, j.k8s_name): j
+            for j in Job.objects.filter(cluster=self.cluster, k8s_name__in=names).only(
+                "pk", "k8s_namespace", "k8s_name", "k8s_uid", "workload_name"
+            )
+        }
+        matched = {key: jobs[key] for key in latest if key in jobs}
+        states = self._states(j.pk for j in matched.values())
+        now = self.clock()
+        changed = []
+        for key, job in matched.items():
+            event, st = latest[key], states.get(job.pk)
+            if st is None:
+                continue
+            meta = event.object.get("metadata") or {}
+            owner_uid = next((o.get("uid") for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"), "")
+            if job.k8s_uid and owner_uid and owner_uid != job.k8s_uid:
+                continue
+            compact = compact_workload(event.object)
+            if event.type == "DELETED":
+                compact["deleted"] = True
+            elif (st.workload.get("metadata") or {}).get("resourceVersion") == meta.get("resourceVersion"):
+                continue
+            if job.workload_name != meta.get("name"):
+                job_set_cluster_refs(job, workload_name=meta.get("name", ""))
+            st.workload, st.observed_at = compact, now
+            changed.append(st)
+        self._save_states(changed, ["workload"])
+        return {s.job_id for s in changed}
+
+    def _vanished(self, kind: str, seen: set[tuple[str, str]], started: datetime, list_rv: str) -> set[int]:
+        """After a relist: what the snapshots hold but the cluster no longer has ended when it was last seen.
+
+        An object is only taken as gone when the portal saw it at a version the list already covered (or, where
+        versions do not compare, a minute before the list began): one created while the list ran is not.
+        """
+        live_jobs = Job.objects.filter(cluster=self.cluster).exclude(state__in=Job.FINAL_STATES)
+        states = KubeJobState.objects.filter(job__in=live_jobs).select_related("job")
+        grace = started - timedelta(seconds=60)
+        changed: list[KubeJobState] = []
+
+        def covered(meta: dict) -> bool:
+            rv = str(meta.get("resourceVersion") or "")
+            if rv.isdigit() and list_rv.isdigit():
+                return int(rv) <= int(list_rv)
+            created = parse_time(meta.get("creationTimestamp"))
+            return created is None or created <= grace
+
+        if kind == "jobs":
+            for st in states.filter(job_deleted_at__isnull=True).exclude(batch_job={}).iterator(chunk_size=BATCH):
+                job = st.job
+                if (job.k8s_namespace, job.k8s_name) in seen or st.batch_job.get("deleted"):
+                    continue
+                if not covered(st.batch_job.get("metadata") or {}):
+                    continue
+                st.batch_job = {**st.batch_job, "deleted": True}
+                st.job_deleted_at = st.observed_at
+                changed.append(st)
+            self._save_states(changed, ["batch_job", "job_deleted_at"])
+        elif kind == "pods":
+            for st in states.exclude(pods={}).iterator(chunk_size=BATCH):
+                pods = dict(st.pods)
+                gone = [
+                    n
+                    for n, p in pods.items()
+                    if not p.get("deleted")
+                    and (st.job.k8s_namespace, n) not in seen
+                    and covered({"resourceVersion": p.get("rv"), "creationTimestamp": p.get("created")})
+                ]
+                if not gone:
+                    continue
+                for name in gone:
+                    pods[name] = {**pods[name], "deleted": True, "deletedAt": _iso(st.observed_at)}
+                st.pods = pods
+                changed.append(st)
+            self._save_states(changed, ["pods"])
+        elif kind == "workloads":
+            for st in states.exclude(workload={}).iterator(chunk_size=BATCH):
+                meta = st.workload.get("metadata") or {}
+                if st.workload.get("deleted") or (meta.get("namespace", ""), meta.get("name", "")) in seen:
+                    continue
+                if not covered(meta):
+                    continue
+                st.workload = {**st.workload, "deleted": True}
+                changed.append(st)
+            self._save_states(changed, ["workload"])
+        return {s.job_id for s in changed}
+
+    # --- evaluation ----------------------------------------------------------------------------------------------
+
+    def _mark_dirty(self, job_ids: Iterable[int]) -> None:
+        """Jobs to re-evaluate (their snapshot changed, or something they hold did)."""
+        ids = sorted(set(job_ids))
+        for chunk in _chunks(ids):
+            KubeJobState.objects.filter(job_id__in=chunk).update(dirty=True)
+
+    def evaluate_dirty(self) -> int:
+        """Evaluate every job whose snapshot changed since its last evaluation; returns how many."""
+        ids = list(
+            KubeJobState.objects.filter(cluster=self.cluster, dirty=True)
+            .order_by("job_id")
+            .values_list("job_id", flat=True)
+        )
+        if not ids:
+            return 0
+        ctx = EvalContext(self.cluster, now=self.clock())
+        for chunk in _chunks(ids):
+            started = self.clock()
+            with transaction.atomic():
+                self._evaluate_chunk(chunk, ctx)
+                # a snapshot written after this evaluation began stays dirty for the next round
+                KubeJobState.objects.filter(job_id__in=chunk, observed_at__lte=started).update(
+                    dirty=False, evaluated_at=started
+                )
+        return len(ids)
+
+    def evaluate(self, job_ids: list[int]) -> None:
+        """Evaluate these jobs now."""
+        self._mark_dirty(job_ids)
+        self.evaluate_dirty()
+
+    def _evaluate_chunk(self, ids: list[int], ctx: EvalContext) -> None:
+        jobs = (
+            Job.objects.select_for_update()
+            .filter(pk__in=ids, cluster=self.cluster)
+            .exclude(state__in=Job.FINAL_STATES)
+            .select_related("team", "owner", "resource_class", "priority_class")
+            .prefetch_related("resource_class__flavor_links__flavor")
+            .order_by("pk")
+        )
+        jobs = list(jobs)
+        states = {s.job_id: s for s in KubeJobState.objects.filter(job_id__in=[j.pk for j in jobs])}
+        for job in jobs:
+            st = states.get(job.pk)
+            if st is None:
+                continue
+            try:
+                with transaction.atomic():
+                    outcome = evaluate_job(job, st, ctx)
+            except Exception as exc:  # one odd job must not stop the others; it stays dirty for the next pass
+                log.exception("cluster %s: evaluating job %s failed", self.cluster.name, job.pk)
+                self.report.errors.append(f"job {job.pk}: {exc}")
+                KubeJobState.objects.filter(pk=st.pk).update(observed_at=self.clock())
+                continue
+            self.report.evaluated += 1
+            for action in outcome.actions:
+                self.report.actions[action.split(":")[0]] += 1
+
+    # --- cluster queues and events -------------------------------------------------------------------------------
+
+    def _cluster_queue_events(self, events: list[WatchEvent]) -> None:
+        latest = {e.object["metadata"]["name"]: e for e in events}
+        rows = KubeConfigObject.objects.filter(cluster=self.cluster, kind="ClusterQueue", name__in=list(latest))
+        for row in rows:
+            event = latest[row.name]
+            status = {} if event.type == "DELETED" else (event.object.get("status") or {})
+            if row.live_status != status:
+                row.live_status = status
+                row.save(update_fields=["live_status"])
+
+    def _event_events(self, events: list[WatchEvent]) -> set[int]:
+        """Cluster Events about portal jobs onto their timelines, once each (key: event uid + count)."""
+        wanted = []
+        for event in events:
+            if event.type == "DELETED":
+                continue
+            obj = event.object
+            involved = obj.get("involvedObject") or obj.get("regarding") or {}
+            kind, reason = involved.get("kind"), obj.get("reason", "")
+            if kind == "Workload" and obj.get("type") == "Warning" and reason in NOISY_WORKLOAD_REASONS:
+                continue
+            if kind == "Job" and reason in NOISY_JOB_REASONS:
+                continue
+            if kind == "Pod" and obj.get("type") != "Warning":
+                continue
+            if kind in ("Job", "Workload", "Pod"):
+                wanted.append(
+                    (
+                        kind,
+                        involved.get("namespace") or (obj.get("metadata") or {}).get("namespace", ""),
+                        involved.get("name", ""),
+                        obj,
+                    )
+                )
+        if not wanted:
+            return set()
+        jobs = self._jobs_for_objects([(k, ns, n) for k, ns, n, _ in wanted])
+        for kind, namespace, name, obj in wanted:
+            job = jobs.get((kind, namespace, name))
+            if job is None:
+                continue
+            meta = obj.get("metadata") or {}
+            series = obj.get("series") or {}
+            count = series.get("count") or obj.get("count") or 1
+            at = (
+                parse_time(series.get("lastObservedTime"))
+                or parse_time(obj.get("lastTimestamp"))
+                or parse_time(obj.get("eventTime"))
+                or parse_time(obj.get("firstTimestamp"))
+                or parse_time(meta.get("creationTimestamp"))
+                or self.clock()
+            )
+            reason = obj.get("reason", "")
+            message = obj.get("message") or obj.get("note") or ""
+            job_services.record_event(
+                job,
+                JobEvent.Kind.NOTE,
+                f"{kind} {reason}: {message}" if message else f"{kind} {reason}",
+                at=at,
+                details={
+                    "source": "kubernetes",
+                    "type": obj.get("type", ""),
+                    "reason": reason,
+                    "object": f"{kind}/{name}",
+                    "count": count,
+                },
+                source_key=f"{meta.get('uid', '')}:{count}"[:200],
+            )
+            if reason == "WorkloadPriorityClassNotFound" and job.state == Job.State.PENDING:
+                t = km.translate(message)
+                job_services.job_set_wait_reason(
+                    job, code=km.MISCONFIGURED, message=t.message, kueue_message=message, details=t.details, now=at
+                )
+        return set()  # events change timelines, not states
+
+    def _jobs_for_objects(self, keys: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], Job]:
+        """Portal jobs behind Events' involved objects (a Job by name, a Workload by name, a Pod by its prefix)."""
+        out: dict[tuple[str, str, str], Job] = {}
+        base = Job.objects.filter(cluster=self.cluster).select_related("team")
+        job_names = {n for k, _, n in keys if k == "Job"}
+        wl_names = {n for k, _, n in keys if k == "Workload"}
+        pod_prefixes = set()
+        for k, _, n in keys:
+            if k == "Pod":
+                parts = n.split("-")
+                pod_prefixes |= {"-".join(parts[:i]) for i in range(1, len(parts))}
+        by_name = {(j.k8s_namespace, j.k8s_name): j for j in base.filter(k8s_name__in=job_names | pod_prefixes)}
+        by_wl = {(j.k8s_namespace, j.workload_name): j for j in base.filter(workload_name__in=wl_names)}
+        for kind, namespace, name in keys:
+            if kind == "Job":
+                job = by_name.get((namespace, name))
+            elif kind == "Workload":
+                job = by_wl.get((namespace, name))
+            else:
+                parts = name.split("-")
+                job = next(
+                    (
+                        by_name[(namespace, "-".join(parts[:i]))]
+                        for i in range(len(parts) - 1, 0, -1)
+                        if (namespace, "-".join(parts[:i])) in by_name
+                    ),
+                    None,
+                )
+            if job is not None:
+                out[(kind, namespace, name)] = job
+        return out
+
+
+def kube_sync_run(
+    *, cluster: Cluster, api: KubeApi, full: bool = False, watch_seconds: int | None = None
+) -> SyncReport:
+    """One sync pass of a cluster (the beat task and ``backend.sync()``)."""
+    return ClusterSync(cluster, api).run(full=full, watch_seconds=watch_seconds)
+
+
+def kube_watch_loop(
+    *,
+    cluster: Cluster,
+    api: KubeApi,
+    kind: str,
+    stop: Callable[[], bool],
+    timeout_seconds: int | None = None,
+) -> None:
+    """Watch one kind of a cluster until ``stop()`` (the ``kube_watch`` process runs one loop per kind)."""
+    seconds = int(timeout_seconds or kube_setting("KUBE_WATCH_TIMEOUT_SECONDS"))
+    backoff = 1.0
+    while not stop():
+        sync = ClusterSync(Cluster.objects.get(pk=cluster.pk), api)
+        try:
+            if kind in ("jobs", "pods", "workloads") and not sync.bookmark(kind):
+                sync.relist_jobs([kind])
+            sync.watch_kind(kind, seconds, stop=stop)
+            backoff = 1.0
+        except KubeUnavailable as exc:
+            sync.mark_unreachable(exc)
+            _sleep_unless(stop, backoff)
+            backoff = min(backoff * 2, 60.0)
+
+
+def kube_evaluate_loop(*, cluster: Cluster, api: KubeApi, stop: Callable[[], bool], interval: float = 0.2) -> None:
+    """Apply what the watchers stored: evaluate dirty jobs every ``interval`` seconds until ``stop()``."""
+    while not stop():
+        sync = ClusterSync(Cluster.objects.get(pk=cluster.pk), api)
+        if not sync.evaluate_dirty():
+            _sleep_unless(stop, interval)
+
+
+def _sleep_unless(stop: Callable[[], bool], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not stop():
+        time.sleep(min(0.05, seconds))

@@ -1,0 +1,141 @@
+"""The engine's public functions: one cycle, settle, explain, ETA."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from .decisions import CycleResult, Explanation, WaitReason
+from .model import Admission, ClusterState, Eviction, PodSetAdmission, Workload
+from .reasons import explain_wl
+from .scheduler import PENDING, RESERVED, CycleOutcome, Engine
+from .simulation import Replay
+
+
+def _pending_reasons(engine: Engine) -> dict[str, WaitReason]:
+    out: dict[str, WaitReason] = {}
+    for key in sorted(engine.workloads):
+        wl = engine.workloads[key]
+        if wl.state not in (PENDING, RESERVED):
+            continue
+        reason = explain_wl(engine, wl).reason
+        if reason is None:
+            reason = WaitReason(
+                code="higher_priority_ahead",
+                message="This job fits now and is admitted in the next scheduling cycle.",
+                kueue_message="",
+                kueue_reason="",
+                details={"clusterQueue": wl.cq},
+            )
+        out[key] = reason
+    return out
+
+
+def _result(engine: Engine, outcome: CycleOutcome, now: float, *, reasons: bool = True) -> CycleResult:
+    return CycleResult(
+        now=now,
+        admitted=tuple(outcome.admitted),
+        preemptions=tuple(outcome.preemptions),
+        pending=_pending_reasons(engine) if reasons else {},
+    )
+
+
+def schedule(state: ClusterState, now: float) -> CycleResult:
+    """Run one Kueue scheduling cycle over ``state`` at time ``now`` and return its decisions."""
+    engine = Engine(state, now)
+    outcome = engine.cycle(now)
+    return _result(engine, outcome, now)
+
+
+def apply_cycle(state: ClusterState, result: CycleResult, *, complete_evictions: bool = False) -> ClusterState:
+    """The state after ``result``: admissions written, victims marked evicting (or evicted and requeued)."""
+    admitted = {d.workload: d for d in result.admitted}
+    victims = {p.victim: p for p in result.preemptions}
+    workloads = []
+    for wl in state.workloads:
+        decision = admitted.get(wl.key)
+        if decision is not None:
+            admission = Admission(
+                cluster_queue=decision.cluster_queue,
+                pod_sets=tuple(PodSetAdmission(p.name, p.count, dict(p.flavors), p.nodes) for p in decision.pod_sets),
+            )
+            checks = dict(wl.admission_checks)
+            for name in decision.pending_checks:
+                checks.setdefault(name, "Pending")
+            wl = replace(wl, admission=admission, admitted_at=result.now, admission_checks=checks, eviction=None)
+        pre = victims.get(wl.key)
+        if pre is not None:
+            if complete_evictions:
+                wl = replace(wl, admission=None, admitted_at=None, eviction=None, requeued_at=result.now)
+            else:
+                wl = replace(
+                    wl,
+                    eviction=Eviction(
+                        reason=pre.reason, message=pre.message, preemptor=pre.preemptor, issued_at=result.now
+                    ),
+                )
+        workloads.append(wl)
+    return replace(state, workloads=tuple(workloads))
+
+
+@dataclass(frozen=True, slots=True)
+class SettleResult:
+    """Cycles run until nothing changes (evictions completing at once), the final state and pending reasons."""
+
+    state: ClusterState
+    cycles: tuple[CycleResult, ...]
+    pending: Mapping[str, WaitReason]
+
+
+def settle(state: ClusterState, now: float, *, max_cycles: int = 1000, complete_evictions: bool = True) -> SettleResult:
+    """Run scheduling cycles at ``now`` until nothing changes, as Kueue runs them back to back.
+
+    With ``complete_evictions`` (the default) preempted workloads are evicted at once; without it they keep
+    their quota (marked ``eviction``) so that the caller can checkpoint them first, and their preemptors wait.
+    """
+    engine = Engine(state, now)
+    cycles = []
+    for _ in range(max_cycles):
+        if not engine.heads():
+            break
+        outcome = engine.cycle(now)
+        cycles.append(_result(engine, outcome, now, reasons=False))
+        evicted = engine.complete_evictions(now) if complete_evictions else False
+        if not outcome.changed and not outcome.parked and not evicted:
+            break
+    return SettleResult(state=engine.export_state(), cycles=tuple(cycles), pending=_pending_reasons(engine))
+
+
+def explain(state: ClusterState, workload: str | Workload, now: float) -> Explanation:
+    """Diagnose one workload: a key in ``state`` or a Workload not yet submitted (feasibility check)."""
+    engine = Engine(state, now)
+    key = workload if isinstance(workload, str) else workload.key
+    if key not in engine.workloads:
+        if isinstance(workload, str):
+            raise KeyError(f"workload {workload} is not in the state")
+        engine.submit(replace(workload, admission=None, eviction=None))
+    return explain_wl(engine, engine.workloads[key])
+
+
+def estimate_admission(
+    state: ClusterState,
+    target: str | Workload,
+    now: float,
+    end_times: Mapping[str, float],
+    *,
+    horizon: float | None = None,
+    default_runtime: float | None = None,
+) -> float | None:
+    """When ``target`` would get its quota if the engine ran forward from ``now`` (None: never / past horizon).
+
+    Running workloads end at ``end_times[key]`` (else after their ``runtime`` from ``admitted_at``, else
+    never); workloads admitted on the way run for their ``runtime``, else ``default_runtime``, else forever.
+    """
+    engine = Engine(state, now)
+    key = target if isinstance(target, str) else target.key
+    if key not in engine.workloads:
+        if isinstance(target, str):
+            raise KeyError(f"workload {target} is not in the state")
+        engine.submit(replace(target, admission=None, eviction=None))
+    replay = Replay(engine, start=now, end_times=end_times, default_runtime=default_runtime)
+    return replay.run_until_admitted(key, horizon)

@@ -1,0 +1,119 @@
+"""Output dataclasses of the admission engine: admissions, preemptions and wait reasons."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .model import ResourceList
+
+WaitCode = Literal[
+    "quota_exhausted",
+    "borrow_limit",
+    "no_matching_flavor",
+    "class_exhausted",
+    "topology_fragmented",
+    "health_blocked",
+    "higher_priority_ahead",
+    "awaiting_provisioning",
+    "preemption_in_progress",
+    "exceeds_maximum",
+    "misconfigured",
+]
+
+#: The codes in the order the engine checks them (the first that applies is the primary reason).
+WAIT_CODE_ORDER: tuple[WaitCode, ...] = (
+    "misconfigured",
+    "exceeds_maximum",
+    "no_matching_flavor",
+    "preemption_in_progress",
+    "awaiting_provisioning",
+    "borrow_limit",
+    "quota_exhausted",
+    "higher_priority_ahead",
+    "health_blocked",
+    "topology_fragmented",
+    "class_exhausted",
+)
+
+PreemptionReason = Literal[
+    "InClusterQueue", "InCohortReclamation", "InCohortReclaimWhileBorrowing", "InCohortFairSharing"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetAssignment:
+    """A pod set's admission: flavor per resource, total usage, and one node name per pod (empty without nodes)."""
+
+    name: str
+    count: int
+    flavors: Mapping[str, str]
+    usage: ResourceList
+    nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionDecision:
+    """A quota reservation made in a cycle; ``pending_checks`` non-empty = reserved, awaiting admission checks."""
+
+    workload: str
+    cluster_queue: str
+    pod_sets: tuple[PodSetAssignment, ...]
+    borrowing: bool
+    pending_checks: tuple[str, ...] = ()
+    message: str = ""
+
+    @property
+    def admitted(self) -> bool:
+        """True when the workload is admitted now (no admission check left to pass)."""
+        return not self.pending_checks
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """An eviction issued to make room: the victim, the preemptor, Kueue's reason and exact message."""
+
+    victim: str
+    preemptor: str
+    reason: PreemptionReason
+    message: str
+    victim_cluster_queue: str
+    preemptor_cluster_queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class WaitReason:
+    """Why a workload is pending: one primary code, a plain sentence, Kueue's own text and the numbers.
+
+    ``kueue_message`` is the QuotaReserved=False message Kueue would write ("" where Kueue writes none,
+    e.g. behind a StrictFIFO head, or when only the portal's node placement blocks it);
+    ``kueue_reason`` is the granular condition reason (WaitingForQuota, NoMatchingFlavor, ...).
+    """
+
+    code: WaitCode
+    message: str
+    kueue_message: str
+    kueue_reason: str = ""
+    details: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    """The outcome of one scheduling cycle."""
+
+    now: float
+    admitted: tuple[AdmissionDecision, ...] = ()
+    preemptions: tuple[Preemption, ...] = ()
+    pending: Mapping[str, WaitReason] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """The engine's verdict on one workload: admissible now (with its assignment) or why not."""
+
+    workload: str
+    admissible: bool
+    reason: WaitReason | None = None
+    assignment: AdmissionDecision | None = None
+    preemption_targets: tuple[str, ...] = ()

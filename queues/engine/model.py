@@ -1,0 +1,385 @@
+"""Input dataclasses of the admission engine: the cluster as Kueue (v1beta2) and Kubernetes describe it.
+
+Conventions (they hold for every class here):
+
+* Quantities are ``int`` in canonical units: cpu in millicores, memory / storage in bytes, extended
+  resources (``nvidia.com/gpu`` ...) and ``pods`` as counts. ``quantity.parse_quantity`` converts strings.
+* Times are ``float`` seconds on one clock chosen by the caller (a POSIX timestamp is fine); the engine
+  never reads the wall clock, so the same input always gives the same output.
+* Names follow Kueue's: a workload's ``key`` is ``"namespace/name"``; a ``FlavorResource`` is
+  ``(flavor, resource)``.
+* All classes are frozen; build new instances (``dataclasses.replace``) to change a state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+Quantity = int
+ResourceList = Mapping[str, Quantity]
+FlavorResource = tuple[str, str]
+
+QueueingStrategy = Literal["BestEffortFIFO", "StrictFIFO"]
+StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
+WithinClusterQueuePolicy = Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
+ReclaimWithinCohortPolicy = Literal["Never", "LowerPriority", "Any"]
+BorrowWithinCohortPolicy = Literal["Never", "LowerPriority"]
+WhenCanBorrow = Literal["MayStopSearch", "TryNextFlavor"]
+WhenCanPreempt = Literal["TryNextFlavor", "MayStopSearch"]
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+AdmissionCheckState = Literal["Pending", "Ready", "Retry", "Rejected"]
+
+#: Node taint keys that mean "excluded for health" even when ``Node.health_reason`` is not set.
+HEALTH_TAINT_KEYS: frozenset[str] = frozenset(
+    {
+        "nvidia.com/gpu-xid-error",
+        "nvidia.com/gpu-unhealthy",
+        "nvidia.com/gpu-health",
+        "amd.com/gpu-unhealthy",
+        "portal.gpu/unhealthy",
+        "portal.gpu/quarantined",
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    }
+)
+
+
+# --------------------------------------------------------------------------- selectors, taints
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelectorRequirement:
+    """One ``matchExpressions`` entry: operator is In, NotIn, Exists or DoesNotExist."""
+
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A Kubernetes label selector; the empty selector matches everything."""
+
+    match_labels: Mapping[str, str] = field(default_factory=dict)
+    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorRequirement:
+    """One node-affinity expression: operator In, NotIn, Exists, DoesNotExist, Gt or Lt."""
+
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """A required node-affinity term; expressions are ANDed, terms are ORed."""
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    """A node or flavor taint."""
+
+    key: str
+    value: str = ""
+    effect: TaintEffect = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """A pod (or flavor) toleration; operator Equal or Exists, empty effect = every effect."""
+
+    key: str = ""
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
+# --------------------------------------------------------------------------- Kueue configuration
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceFlavor:
+    """A Kueue ResourceFlavor: one hardware variety (nodeLabels select its nodes)."""
+
+    name: str
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    node_taints: tuple[Taint, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    topology_name: str | None = None
+    display_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """A Kueue Topology: node label keys from the highest level to the lowest (hostname last)."""
+
+    name: str
+    levels: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceQuota:
+    """Quota of one resource in one flavor: nominal, borrowingLimit and lendingLimit (None = unset)."""
+
+    name: str
+    nominal: Quantity = 0
+    borrowing_limit: Quantity | None = None
+    lending_limit: Quantity | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorQuotas:
+    """A flavor entry of a resource group with the quota of each covered resource."""
+
+    name: str
+    resources: tuple[ResourceQuota, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceGroup:
+    """Resources that must share one flavor per pod set, and the flavors in preference order."""
+
+    covered_resources: tuple[str, ...]
+    flavors: tuple[FlavorQuotas, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Cohort:
+    """A Kueue Cohort object: optional parent, extra shared quota and a fair-sharing weight."""
+
+    name: str
+    parent: str | None = None
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    fair_weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class BorrowWithinCohort:
+    """ClusterQueue ``preemption.borrowWithinCohort``."""
+
+    policy: BorrowWithinCohortPolicy = "Never"
+    max_priority_threshold: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionPolicy:
+    """ClusterQueue ``spec.preemption`` (Kueue defaults: Never everywhere)."""
+
+    within_cluster_queue: WithinClusterQueuePolicy = "Never"
+    reclaim_within_cohort: ReclaimWithinCohortPolicy = "Never"
+    borrow_within_cohort: BorrowWithinCohort = BorrowWithinCohort()
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorFungibility:
+    """ClusterQueue ``spec.flavorFungibility`` (Kueue defaults)."""
+
+    when_can_borrow: WhenCanBorrow = "MayStopSearch"
+    when_can_preempt: WhenCanPreempt = "TryNextFlavor"
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionCheckRule:
+    """An admission check a ClusterQueue requires; ``on_flavors`` empty = for every flavor."""
+
+    name: str
+    on_flavors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueue:
+    """A Kueue ClusterQueue. ``namespace_selector`` None selects no namespace, ``LabelSelector()`` all."""
+
+    name: str
+    cohort: str | None = None
+    namespace_selector: LabelSelector | None = LabelSelector()
+    queueing_strategy: QueueingStrategy = "BestEffortFIFO"
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    preemption: PreemptionPolicy = PreemptionPolicy()
+    flavor_fungibility: FlavorFungibility = FlavorFungibility()
+    admission_checks: tuple[AdmissionCheckRule, ...] = ()
+    stop_policy: StopPolicy = "None"
+    fair_weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class LocalQueue:
+    """A Kueue LocalQueue (namespaced) pointing at a ClusterQueue."""
+
+    namespace: str
+    name: str
+    cluster_queue: str
+    stop_policy: StopPolicy = "None"
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``."""
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    """A Kubernetes Namespace; ``kubernetes.io/metadata.name`` is implied as Kubernetes sets it."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadPriorityClass:
+    """A Kueue WorkloadPriorityClass."""
+
+    name: str
+    value: int
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionCheck:
+    """A Kueue AdmissionCheck; an inactive check makes the ClusterQueues using it inactive."""
+
+    name: str
+    controller_name: str = ""
+    active: bool = True
+
+
+# --------------------------------------------------------------------------- nodes
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A Kubernetes Node as the pool sees it.
+
+    Health: the portal excludes unhealthy devices by lowering ``allocatable`` below ``capacity``
+    (for extended resources such as ``nvidia.com/gpu`` that gap counts as health-excluded) and/or by a
+    health taint (``HEALTH_TAINT_KEYS``). ``health_reason`` (non-empty) marks the node as carrying a
+    health exclusion and is quoted in messages; a NotReady node counts as health-excluded, and so does a
+    cordoned node whose ``health_reason`` is set.
+    """
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    ready: bool = True
+    unschedulable: bool = False
+    capacity: ResourceList = field(default_factory=dict)
+    allocatable: ResourceList = field(default_factory=dict)
+    health_reason: str = ""
+
+
+# --------------------------------------------------------------------------- workloads
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRequest:
+    """A pod set's topology request (node label key of a Topology level)."""
+
+    required: str | None = None
+    preferred: str | None = None
+    unconstrained: bool = False
+
+    @property
+    def requested(self) -> bool:
+        """True when the pod set asks for topology-aware scheduling."""
+        return bool(self.required or self.preferred or self.unconstrained)
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    """A group of identical pods: ``requests`` are per pod (sum of containers)."""
+
+    name: str = "main"
+    count: int = 1
+    requests: ResourceList = field(default_factory=dict)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    node_affinity: tuple[NodeSelectorTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    topology: TopologyRequest | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetAdmission:
+    """Where an admitted pod set runs: flavor per resource and one node name per pod (may be empty)."""
+
+    name: str
+    count: int
+    flavors: Mapping[str, str] = field(default_factory=dict)
+    nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """A workload's quota reservation (Kueue ``status.admission``)."""
+
+    cluster_queue: str
+    pod_sets: tuple[PodSetAdmission, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """An eviction that was issued but whose pods still hold their quota (the victim is terminating)."""
+
+    reason: str
+    message: str
+    preemptor: str | None = None
+    issued_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A Kueue Workload: pending (``admission`` None) or holding quota.
+
+    ``admission_checks`` maps check name to state; with an admission whose required checks are not all
+    ``Ready`` the workload has quota reserved but is not admitted (awaiting provisioning).
+    ``requeued_at`` is the eviction time of a requeued workload (Kueue orders those by it).
+    ``submit_at`` and ``runtime`` are simulation facts (seconds) used by replays and ETA.
+    """
+
+    namespace: str
+    name: str
+    queue_name: str
+    pod_sets: tuple[PodSet, ...]
+    priority: int = 0
+    priority_class: str | None = None
+    created_at: float = 0.0
+    uid: str = ""
+    job_uid: str = ""
+    active: bool = True
+    admission: Admission | None = None
+    admitted_at: float | None = None
+    admission_checks: Mapping[str, AdmissionCheckState] = field(default_factory=dict)
+    eviction: Eviction | None = None
+    requeued_at: float | None = None
+    submit_at: float | None = None
+    runtime: float | None = None
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``."""
+        return f"{self.namespace}/{self.name}"
+
+
+# --------------------------------------------------------------------------- the whole state
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterState:
+    """Everything the engine reads: configuration, nodes and workloads. No Nodes = quota-only Kueue."""
+
+    flavors: tuple[ResourceFlavor, ...] = ()
+    topologies: tuple[Topology, ...] = ()
+    cohorts: tuple[Cohort, ...] = ()
+    cluster_queues: tuple[ClusterQueue, ...] = ()
+    local_queues: tuple[LocalQueue, ...] = ()
+    namespaces: tuple[Namespace, ...] = ()
+    priority_classes: tuple[WorkloadPriorityClass, ...] = ()
+    admission_checks: tuple[AdmissionCheck, ...] = ()
+    nodes: tuple[Node, ...] = ()
+    workloads: tuple[Workload, ...] = ()

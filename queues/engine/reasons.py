@@ -1,0 +1,676 @@
+"""Wait-reason diagnosis: one primary code per pending workload, a plain sentence, and Kueue's own text.
+
+Decision order (first match wins): misconfigured → exceeds_maximum → no_matching_flavor →
+preemption_in_progress → awaiting_provisioning → quota (borrow_limit | quota_exhausted |
+higher_priority_ahead) → placement (health_blocked | topology_fragmented | class_exhausted).
+"""
+
+from __future__ import annotations
+
+from . import messages as msg
+from .decisions import AdmissionDecision, Explanation, PodSetAssignment, WaitReason
+from .quantity import is_device_resource
+from .quota import QuotaTree
+from .scheduler import (
+    _CQ,
+    _PSA,
+    ADMITTED,
+    EVICTING,
+    EXCEEDS_MAX_QUOTA,
+    FINISHED,
+    FIT,
+    NO_MATCHING_FLAVOR,
+    PENDING,
+    PS_FIT,
+    PS_NOFIT,
+    PS_PREEMPT,
+    RESERVED,
+    SEVERITY,
+    TOPOLOGY_PLACEMENT_FAILED,
+    WAITING_FOR_QUOTA,
+    Engine,
+    _Assignment,
+    _Wl,
+)
+
+
+def _label(engine: Engine, flavor: str) -> str:
+    spec = engine.flavors.get(flavor)
+    return (spec.display_name or spec.name) if spec is not None else flavor
+
+
+def _names(items: list[str], limit: int = 5) -> str:
+    if len(items) <= limit:
+        return ", ".join(items)
+    return ", ".join(items[:limit]) + f" and {len(items) - limit} more"
+
+
+def _decision(wl: _Wl) -> AdmissionDecision:
+    return AdmissionDecision(
+        workload=wl.key,
+        cluster_queue=wl.cq or "",
+        pod_sets=tuple(wl.assignment),
+        borrowing=wl.borrowing,
+        pending_checks=wl.pending_checks,
+        message=msg.quota_reserved(wl.cq or ""),
+    )
+
+
+def _preview(engine: Engine, wl: _Wl, cq: _CQ, assignment: _Assignment) -> AdmissionDecision:
+    nodes = engine._placement_ok(wl, cq, assignment) if engine.pool.enabled else None
+    pod_sets = []
+    for idx, (ps, psa) in enumerate(zip(wl.pod_sets, assignment.pod_sets, strict=False)):
+        ns = tuple(nodes[idx]) if nodes is not None else ()
+        pod_sets.append(PodSetAssignment(ps.name, ps.count, dict(psa.flavors), dict(psa.usage), ns))
+    return AdmissionDecision(
+        workload=wl.key,
+        cluster_queue=cq.name,
+        pod_sets=tuple(pod_sets),
+        borrowing=assignment.borrow > 0,
+        pending_checks=engine._pending_checks(cq, wl, pod_sets),
+        message=msg.quota_reserved(cq.name),
+    )
+
+
+# ------------------------------------------------------------------------------------------ entry point
+
+
+def explain_wl(engine: Engine, wl: _Wl) -> Explanation:
+    """Explain one workload of ``engine`` (see module docstring for the decision order)."""
+    key = wl.key
+    if wl.state == ADMITTED:
+        return Explanation(key, admissible=True, assignment=_decision(wl))
+    if wl.state in (FINISHED, EVICTING):
+        return Explanation(key, admissible=False)
+    blocked = engine.blocker(wl)
+    if blocked is not None:
+        return Explanation(key, admissible=False, reason=_misconfigured(engine, wl, blocked))
+    cq = engine.cqs[wl.cq]  # type: ignore[index]
+    if wl.state == RESERVED:
+        return Explanation(key, admissible=False, reason=_awaiting(engine, wl, cq), assignment=_decision(wl))
+    assert wl.state == PENDING
+    assignment = engine.assign(wl, cq)
+    never = _never(engine, wl, cq, assignment)
+    if never is not None:
+        return Explanation(key, admissible=False, reason=never)
+    victims = sorted(w.key for w in engine.workloads.values() if w.state == EVICTING and w.preempted_by == key)
+    if victims:
+        base = assignment.message() or (wl.note or {}).get("message", "")
+        reason = WaitReason(
+            code="preemption_in_progress",
+            message=(
+                f"Room is being made for this job: {len(victims)} job(s) ({_names(victims)}) are being preempted "
+                "and must exit before it starts."
+            ),
+            kueue_message=base + msg.pending_preemption_suffix(len(victims)),
+            kueue_reason="WaitingForPreemptedWorkloads",
+            details={"clusterQueue": cq.name, "victims": victims},
+        )
+        return Explanation(key, admissible=False, reason=reason, preemption_targets=tuple(victims))
+    if cq.strict:
+        head = engine.queue_head(cq.name)
+        if head is not None and head is not wl:
+            return Explanation(key, admissible=False, reason=_strict_behind(engine, wl, cq, head, assignment))
+    note = wl.note or {}
+    if note.get("kind") in ("no_longer_fits", "overlap"):
+        # The last cycle's outcome stands until the workload is evaluated again.
+        return Explanation(key, admissible=False, reason=_taken_in_cycle(engine, wl, cq, note))
+    mode = assignment.mode
+    if mode == PS_FIT:
+        earmarked = _earmarked(engine, wl, cq)
+        if earmarked is not None:
+            return Explanation(key, admissible=False, reason=earmarked)
+        return Explanation(key, admissible=True, assignment=_preview(engine, wl, cq, assignment))
+    targets: list = []
+    if mode == PS_PREEMPT:
+        targets = engine.preemption_targets(wl, cq, assignment)
+    if targets:
+        names = sorted(t.key for t, _ in targets)
+        reason = WaitReason(
+            code="preemption_in_progress",
+            message=(
+                f"This job can start by preempting {len(names)} job(s) ({_names(names)}); "
+                "the next scheduling cycle evicts them."
+            ),
+            kueue_message=assignment.message() + msg.pending_preemption_suffix(len(names)),
+            kueue_reason="WaitingForPreemptedWorkloads",
+            details={"clusterQueue": cq.name, "victims": names, "reasons": sorted({r for _, r in targets})},
+        )
+        return Explanation(key, admissible=False, reason=reason, preemption_targets=tuple(names))
+    quota = _quota(engine, wl, cq, assignment)
+    if quota is not None:
+        return Explanation(key, admissible=False, reason=quota)
+    return Explanation(key, admissible=False, reason=_placement(engine, wl, cq, assignment))
+
+
+# ------------------------------------------------------------------------------------------ misconfigured
+
+
+def _misconfigured(engine: Engine, wl: _Wl, blocked: tuple[str, str, str]) -> WaitReason:
+    kueue_message, kueue_reason, cause = blocked
+    spec = wl.spec
+    cq_name = wl.cq or ""
+    if cause == "deactivated":
+        text = "This job is deactivated (spec.active is false); reactivate it to queue it again."
+        code = "misconfigured"
+    elif cause == "local_queue_missing":
+        text = (
+            f"The queue '{spec.queue_name}' does not exist in namespace {spec.namespace}; "
+            "an admin must create the LocalQueue (or the job must name an existing one)."
+        )
+        code = "misconfigured"
+    elif cause == "local_queue_stopped":
+        text = f"The queue {spec.namespace}/{spec.queue_name} is stopped by an admin; no job in it is admitted."
+        code = "misconfigured"
+    elif cause == "cluster_queue_missing":
+        text = f"The queue {spec.namespace}/{spec.queue_name} points at ClusterQueue {cq_name}, which does not exist."
+        code = "misconfigured"
+    elif cause == "cluster_queue_inactive":
+        cq = engine.cqs[cq_name]
+        text = f"Your team's ClusterQueue {cq_name} cannot admit jobs: it {cq.inactive}."
+        code = "misconfigured"
+    elif cause == "namespace_mismatch":
+        text = f"ClusterQueue {cq_name} does not accept jobs from namespace {spec.namespace} (namespaceSelector)."
+        code = "misconfigured"
+    else:
+        text = "An admission check of this job failed (Retry or Rejected); it is evicted or deactivated."
+        code = "awaiting_provisioning"
+    return WaitReason(
+        code=code,  # type: ignore[arg-type]
+        message=text,
+        kueue_message=kueue_message,
+        kueue_reason=kueue_reason,
+        details={"cause": cause, "clusterQueue": cq_name, "localQueue": spec.queue_name},
+    )
+
+
+def _awaiting(engine: Engine, wl: _Wl, cq: _CQ) -> WaitReason:
+    checks = list(wl.pending_checks)
+    return WaitReason(
+        code="awaiting_provisioning",
+        message=(
+            f"Quota is reserved in {cq.name}; the job starts once admission check(s) {_names(checks)} pass "
+            "(capacity is being provisioned)."
+        ),
+        kueue_message=msg.NOT_ALL_CHECKS_READY,
+        kueue_reason="UnsatisfiedAdmissionChecks",
+        details={"clusterQueue": cq.name, "pendingChecks": checks},
+    )
+
+
+# ------------------------------------------------------------------------------------------ never fits
+
+
+def _flavor_phrase(engine: Engine, att: dict) -> str:
+    why = att.get("why", "")
+    flavor = att.get("flavor", "")
+    if why == "undeclared":
+        return f"the queue offers no {att.get('resource')} at all"
+    if why == "not_found":
+        return f"flavor {flavor} does not exist"
+    if why == "tas_not_supported":
+        return f"flavor {flavor} has no topology (spec.topologyName), so a topology request cannot be honoured"
+    if why == "tas_only":
+        return f"flavor {flavor} is topology-aware only and the job has no topology request"
+    if why == "tas_level_missing":
+        return f"flavor {flavor}'s topology has no level the job asks for"
+    if why == "tas_cache_missing":
+        return f"flavor {flavor}'s Topology does not exist"
+    if why == "taint":
+        return f"flavor {flavor} is tainted and the job does not tolerate it"
+    if why == "affinity":
+        return f"the job's node selector/affinity excludes flavor {flavor}"
+    if why == "no_nodes":
+        return f"no node carries flavor {flavor}'s labels"
+    if why == "nodes_excluded":
+        return f"every node of flavor {flavor} is excluded by the job's node selector, affinity or tolerations"
+    return att.get("reason", "")
+
+
+def _never(engine: Engine, wl: _Wl, cq: _CQ, assignment: _Assignment) -> WaitReason | None:
+    """exceeds_maximum or no_matching_flavor: waiting alone will never admit this workload."""
+    exceeds: list[dict] = []
+    nomatch: list[dict] = []
+    for psa in assignment.pod_sets:
+        if psa.mode != PS_NOFIT and not psa.failed:
+            continue
+        for attempts in psa.group_attempts:
+            if not attempts:
+                continue
+            if any(
+                a.get("mode") == FIT or a.get("kind") in (WAITING_FOR_QUOTA, "")
+                for a in attempts
+                if a.get("kind") != NO_MATCHING_FLAVOR and a.get("kind") != EXCEEDS_MAX_QUOTA
+            ):
+                continue
+            group_min = min(attempts, key=lambda a: SEVERITY[a["kind"]])
+            if group_min["kind"] == EXCEEDS_MAX_QUOTA:
+                exceeds.append(group_min)
+            elif group_min["kind"] == NO_MATCHING_FLAVOR:
+                nomatch.extend(attempts)
+    kueue_message = assignment.message()
+    if exceeds:
+        att = exceeds[0]
+        info = next(i for i in att["resources"] if i["kind"] == EXCEEDS_MAX_QUOTA)
+        res, flavor = info["resource"], info["flavor"]
+        fr = (flavor, res)
+        quota = cq.quotas.get(fr)
+        limit = quota.borrowing_limit if quota is not None else None
+        text = (
+            f"This job needs {msg.noun(res, info['request'], _label(engine, flavor))} but your team can get at most "
+            f"{msg.qty(res, info['maximum'])} of them even with every other job gone "
+            f"(nominal quota {msg.qty(res, quota.nominal if quota else 0)}"
+            + (f", borrowing limit {msg.qty(res, limit)}" if limit is not None else "")
+            + "). Ask for fewer, or ask an admin for more quota."
+        )
+        return WaitReason(
+            code="exceeds_maximum",
+            message=text,
+            kueue_message=kueue_message,
+            kueue_reason=_kueue_reason(assignment),
+            details={
+                "clusterQueue": cq.name,
+                "flavor": flavor,
+                "resource": res,
+                "requested": info["request"],
+                "maximum": info["maximum"],
+                "nominal": quota.nominal if quota else 0,
+                "borrowingLimit": limit,
+            },
+        )
+    if nomatch:
+        phrases = sorted({_flavor_phrase(engine, a) for a in nomatch})
+        return WaitReason(
+            code="no_matching_flavor",
+            message="No hardware in your team's queue matches this job: " + "; ".join(phrases) + ".",
+            kueue_message=kueue_message,
+            kueue_reason=NO_MATCHING_FLAVOR,
+            details={
+                "clusterQueue": cq.name,
+                "flavors": [{k: v for k, v in a.items() if k != "resources"} for a in nomatch],
+            },
+        )
+    if not engine.pool.enabled:
+        return None
+    return _never_placed(engine, wl, cq, assignment, kueue_message)
+
+
+def _preferred_flavors(psa: _PSA) -> dict[str, str]:
+    flavors = dict(psa.flavors)
+    if flavors:
+        return flavors
+    for attempts in psa.group_attempts:
+        for att in attempts:
+            if att.get("kind") != NO_MATCHING_FLAVOR and att.get("resources"):
+                for info in att["resources"]:
+                    flavors.setdefault(info["resource"], att["flavor"])
+                break
+    return flavors
+
+
+def _never_placed(engine: Engine, wl: _Wl, cq: _CQ, assignment: _Assignment, kueue_message: str) -> WaitReason | None:
+    for ps, psa in zip(wl.pod_sets, assignment.pod_sets, strict=False):
+        if not ps.per_pod or ps.count == 0:
+            continue
+        flavors = _preferred_flavors(psa)
+        if not flavors:
+            continue
+        req, topo = engine._podset_request(cq, ps, flavors)
+        res = engine.pool.place(req, empty=True, healthy=True)
+        if res.ok:
+            continue
+        flavor_names = sorted(set(flavors.values()))
+        fname = flavor_names[0] if len(flavor_names) == 1 else ", ".join(flavor_names)
+        if res.total_nodes == 0 or not res.free_units:
+            why = "no_nodes" if res.total_nodes == 0 else "nodes_excluded"
+            phrase = _flavor_phrase(engine, {"why": why, "flavor": fname})
+            return WaitReason(
+                code="no_matching_flavor",
+                message=f"No hardware matches this job: {phrase}.",
+                kueue_message=kueue_message,
+                kueue_reason=TOPOLOGY_PLACEMENT_FAILED if topo else NO_MATCHING_FLAVOR,
+                details={
+                    "clusterQueue": cq.name,
+                    "podSet": ps.name,
+                    "flavor": fname,
+                    "totalNodes": res.total_nodes,
+                    "excluded": dict(res.exclusions),
+                },
+            )
+        main = _main_resource(ps.per_pod)
+        per = ps.per_pod.get(main, 0)
+        biggest = max((n.capacity.get(main, 0) for n in engine.pool.flavor_nodes(req.node_labels)), default=0)
+        label = _label(engine, flavors.get(main, fname))
+        if per > biggest:
+            text = (
+                f"Each pod of this job needs {msg.noun(main, per, label)} but the largest node of flavor {fname} "
+                f"has {msg.qty(main, biggest)}. Split the job into more, smaller pods."
+            )
+        elif req.required:
+            text = (
+                f"This job needs {ps.count} pod(s) of {msg.noun(main, per, label)} in one {req.required}, "
+                f"but no {req.required} can ever hold more than {res.fit} of them. Relax the topology rule or "
+                "ask for fewer pods."
+            )
+        else:
+            total_units = sum(n.capacity.get(main, 0) for n in engine.pool.flavor_nodes(req.node_labels))
+            text = (
+                f"This job needs {msg.noun(main, per * ps.count, label)} in total, more than the "
+                f"{msg.qty(main, total_units)} that all nodes of flavor {fname} have."
+            )
+        return WaitReason(
+            code="exceeds_maximum",
+            message=text,
+            kueue_message=kueue_message,
+            kueue_reason=TOPOLOGY_PLACEMENT_FAILED if topo else EXCEEDS_MAX_QUOTA,
+            details={
+                "clusterQueue": cq.name,
+                "podSet": ps.name,
+                "flavor": fname,
+                "resource": main,
+                "perPod": per,
+                "count": ps.count,
+                "largestNode": biggest,
+                "fitEver": res.fit,
+            },
+        )
+    return None
+
+
+def _main_resource(per_pod: dict[str, int]) -> str:
+    devices = [r for r in per_pod if is_device_resource(r)]
+    if devices:
+        return devices[0]
+    return next(iter(per_pod), "")
+
+
+def _kueue_reason(assignment: _Assignment) -> str:
+    overall = ""
+    for psa in assignment.pod_sets:
+        if psa.mode != PS_NOFIT:
+            continue
+        reason = psa.no_fit_reason
+        for attempts in psa.group_attempts:
+            if not attempts:
+                continue
+            group_min = min((a["kind"] for a in attempts), key=lambda k: SEVERITY[k])
+            if SEVERITY[group_min] > SEVERITY[reason]:
+                reason = group_min
+        if SEVERITY[reason] > SEVERITY[overall]:
+            overall = reason
+    return overall or WAITING_FOR_QUOTA
+
+
+# ------------------------------------------------------------------------------------------ queue order
+
+
+def _strict_behind(engine: Engine, wl: _Wl, cq: _CQ, head: _Wl, assignment: _Assignment) -> WaitReason:
+    return WaitReason(
+        code="higher_priority_ahead",
+        message=(
+            f"Your team's queue {cq.name} is strictly first-in-first-out (StrictFIFO) and {head.key} "
+            f"(priority {head.priority}) is first in line; this job is considered only after it is admitted."
+        ),
+        kueue_message="",
+        kueue_reason="",
+        details={
+            "clusterQueue": cq.name,
+            "ahead": head.key,
+            "aheadPriority": head.priority,
+            "ownFit": assignment.mode == PS_FIT,
+        },
+    )
+
+
+def _taken_in_cycle(engine: Engine, wl: _Wl, cq: _CQ, note: dict) -> WaitReason:
+    overlap = note.get("kind") == "overlap"
+    text = (
+        "Another job ahead of this one in the same scheduling cycle is already preempting the jobs this one "
+        "would need to preempt; it is retried in the next cycle."
+        if overlap
+        else "The capacity this job fits in was taken in the last scheduling cycle by a job ahead of it "
+        "(higher priority, within its nominal quota, or older); it is retried in the next cycle."
+    )
+    return WaitReason(
+        code="preemption_in_progress" if overlap else "higher_priority_ahead",
+        message=text,
+        kueue_message=note["message"],
+        kueue_reason=WAITING_FOR_QUOTA,
+        details={"clusterQueue": cq.name, "cycleOutcome": note.get("kind")},
+    )
+
+
+def _earmarked(engine: Engine, wl: _Wl, cq: _CQ) -> WaitReason | None:
+    cohort = {c.name for c in cq.cohort_cqs}
+    preemptors = sorted(
+        {
+            w.preempted_by
+            for w in engine.workloads.values()
+            if w.state == EVICTING and w.preempted_by and w.preempted_by != wl.key and w.cq in cohort
+        }
+    )
+    ahead = [engine.workloads[k] for k in preemptors if k in engine.workloads and engine.workloads[k].state == PENDING]
+    if not ahead:
+        return None
+    first = min(ahead, key=lambda w: w.sort_key())
+    return WaitReason(
+        code="higher_priority_ahead",
+        message=(
+            f"Capacity is being freed for {first.key} (priority {first.priority}), which preempted jobs to get it "
+            "and is first in line; this job is considered after it."
+        ),
+        kueue_message="",
+        kueue_reason=WAITING_FOR_QUOTA,
+        details={"clusterQueue": cq.name, "ahead": first.key, "aheadPriority": first.priority},
+    )
+
+
+# ------------------------------------------------------------------------------------------ quota
+
+
+def _quota(engine: Engine, wl: _Wl, cq: _CQ, assignment: _Assignment) -> WaitReason | None:
+    info = None
+    for psa in assignment.pod_sets:
+        if psa.mode == PS_FIT:
+            continue
+        for attempts in psa.group_attempts:
+            if any(a.get("mode") == FIT for a in attempts):
+                continue
+            for att in attempts:
+                if att.get("kind") != WAITING_FOR_QUOTA:
+                    continue
+                info = next((i for i in att.get("resources", ()) if i["kind"] == WAITING_FOR_QUOTA), None)
+                if info is not None:
+                    break
+            if info is not None:
+                break
+        if info is not None:
+            break
+    if info is None:
+        return None
+    res, flavor = info["resource"], info["flavor"]
+    fr = (flavor, res)
+    node = cq.node
+    quota = cq.quotas.get(fr)
+    nominal = quota.nominal if quota is not None else 0
+    limit = quota.borrowing_limit if quota is not None else None
+    used = node.usage.get(fr, 0)
+    request = info["request"]
+    available = max(0, info["available"])
+    label = _label(engine, flavor)
+    details: dict[str, object] = {
+        "clusterQueue": cq.name,
+        "flavor": flavor,
+        "resource": res,
+        "requested": request,
+        "used": used,
+        "nominal": nominal,
+        "borrowingLimit": limit,
+        "available": available,
+        "missing": request - available,
+    }
+    head = (
+        f"Your team uses {msg.qty(res, used)} of its {msg.noun(res, nominal, label)} "
+        f"and this job needs {msg.qty(res, request)}."
+    )
+    kueue_message = assignment.message()
+    if node.parent is None:
+        return WaitReason(
+            code="quota_exhausted",
+            message=head + f" The queue {cq.name} is in no cohort, so it cannot borrow; "
+            f"{msg.qty(res, request - available)} more must free up in your own quota.",
+            kueue_message=kueue_message,
+            kueue_reason=WAITING_FOR_QUOTA,
+            details=details,
+        )
+    root = node.root()
+    unlimited = max(0, QuotaTree.available_ignoring_borrowing_limits(node, fr))
+    local_free = max(0, nominal - used)
+    cohort_idle = _cohort_idle(cq, fr)
+    borrowable = max(0, available - local_free)
+    details.update({"cohort": root.name, "cohortIdle": cohort_idle, "borrowable": borrowable})
+    if request <= unlimited:
+        binding = _binding_limit(node, fr)
+        details["bindingLimit"] = binding
+        who = "your borrowing limit" if binding == cq.name else f"the borrowing limit of cohort {binding}"
+        limit_value = node.borrowing_limit.get(fr) if binding == cq.name else None
+        limit_text = f" of {msg.qty(res, limit_value)}" if limit_value is not None else ""
+        return WaitReason(
+            code="borrow_limit",
+            message=head + f" The cohort has {msg.qty(res, cohort_idle)} idle, but {who}{limit_text} is reached.",
+            kueue_message=kueue_message,
+            kueue_reason=WAITING_FOR_QUOTA,
+            details=details,
+        )
+    split = (
+        f" ({msg.qty(res, local_free)} of its own quota, {msg.qty(res, borrowable)} borrowed)"
+        if local_free and borrowable
+        else ""
+    )
+    held = " (the rest is held back by borrowing or lending limits)" if available < cohort_idle else ""
+    return WaitReason(
+        code="quota_exhausted",
+        message=head
+        + (
+            f" The cohort {root.name} has {msg.qty(res, cohort_idle)} idle; your team can use "
+            f"{msg.qty(res, available)} of it now{split}{held}; {msg.qty(res, request - available)} more must free up."
+        ),
+        kueue_message=kueue_message,
+        kueue_reason=WAITING_FOR_QUOTA,
+        details=details,
+    )
+
+
+def _cohort_idle(cq: _CQ, fr: tuple[str, str]) -> int:
+    """Quota of ``fr`` not in use anywhere in the cohort tree (member queues plus Cohort objects)."""
+    root = cq.node.root()
+    total = 0
+    used = 0
+    stack = [root]
+    while stack:
+        cur = stack.pop()
+        total += cur.nominal.get(fr, 0)
+        if cur.is_cq:
+            used += cur.usage.get(fr, 0)
+        stack.extend(cur.child_cqs)
+        stack.extend(cur.child_cohorts)
+    return max(0, total - used)
+
+
+def _binding_limit(node, fr) -> str:  # type: ignore[no-untyped-def]
+    """The queue or cohort whose borrowingLimit caps the available quota the most."""
+    cur = node
+    while cur is not None:
+        if fr in cur.borrowing_limit:
+            return cur.name
+        cur = cur.parent
+    return node.name
+
+
+# ------------------------------------------------------------------------------------------ placement
+
+
+def _placement(engine: Engine, wl: _Wl, cq: _CQ, assignment: _Assignment) -> WaitReason:
+    kueue_message = assignment.message()
+    failed = next(
+        (p for p in assignment.pod_sets if p.placement is not None and not p.placement.ok),
+        None,
+    )
+    if failed is None:
+        # Quota fits and nodes fit but no preemption path: report the queue state.
+        return WaitReason(
+            code="quota_exhausted",
+            message="This job cannot be admitted now and no lower-priority job can be preempted for it.",
+            kueue_message=kueue_message,
+            kueue_reason=WAITING_FOR_QUOTA,
+            details={"clusterQueue": cq.name},
+        )
+    ps = next(p for p in wl.pod_sets if p.name == failed.name)
+    req, topo = engine._podset_request(cq, ps, failed.flavors)
+    actual = engine.pool.place(req)
+    main = _main_resource(ps.per_pod)
+    per = ps.per_pod.get(main, 0)
+    need = per * ps.count
+    flavor = failed.flavors.get(main) or next(iter(failed.flavors.values()), "")
+    label = _label(engine, flavor)
+    kueue_reason = TOPOLOGY_PLACEMENT_FAILED if topo else ""
+    healthy = engine.pool.place(req, healthy=True)
+    details: dict[str, object] = {
+        "clusterQueue": cq.name,
+        "podSet": ps.name,
+        "flavor": flavor,
+        "resource": main,
+        "perPod": per,
+        "count": ps.count,
+        "needed": need,
+        "free": actual.free_units.get(main, 0),
+        "fit": actual.fit,
+        "totalNodes": actual.total_nodes,
+        "excluded": dict(actual.exclusions),
+    }
+    if healthy.ok:
+        sick = [n for n in engine.pool.flavor_nodes(req.node_labels) if n.health_excluded]
+        names = [n.name for n in sick]
+        excluded_units = sum(n.health_excluded_units(main) for n in sick)
+        notes = sorted({f"{n.name}: {n.health_note()}" for n in sick})
+        details.update({"unhealthyNodes": names, "excludedForHealth": excluded_units, "healthNotes": notes})
+        return WaitReason(
+            code="health_blocked",
+            message=(
+                f"The capacity this job needs exists but {msg.noun(main, excluded_units, label)} sit on node(s) "
+                f"excluded for health ({'; '.join(notes)}); once repaired this job can start. "
+                f"Free now: {msg.qty(main, actual.free_units.get(main, 0))}, needed: {msg.qty(main, need)}."
+            ),
+            kueue_message=kueue_message,
+            kueue_reason=kueue_reason,
+            details=details,
+        )
+    free = actual.free_units.get(main, 0)
+    if free >= need:
+        where = f"one {req.required}" if req.required else "the nodes"
+        text = (
+            f"{msg.noun(main, free, label)} are free in total, enough for this job's {msg.qty(main, need)}, "
+            f"but not together: no {req.required or 'set of nodes'} has room for all {ps.count} pod(s) of "
+            f"{msg.qty(main, per)} (at most {actual.fit} fit in {where})."
+        )
+        return WaitReason(
+            code="topology_fragmented",
+            message=text,
+            kueue_message=kueue_message,
+            kueue_reason=kueue_reason,
+            details=details,
+        )
+    total = sum(
+        n.allocatable.get(main, 0) for n in engine.pool.flavor_nodes(req.node_labels) if n.ready and not n.unschedulable
+    )
+    return WaitReason(
+        code="class_exhausted",
+        message=(
+            f"The {msg.noun(main, total, label)} on the nodes of flavor {flavor} are in use: "
+            f"{msg.qty(main, free)} free, this job needs {msg.qty(main, need)} "
+            f"({ps.count} pod(s) × {msg.qty(main, per)})."
+        ),
+        kueue_message=kueue_message,
+        kueue_reason=kueue_reason,
+        details=details,
+    )

@@ -1,0 +1,283 @@
+"""Event-driven replay over simulated time: submissions, runtimes, admission checks, preemption requeues."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from itertools import count
+
+from .model import Workload
+from .quantity import is_device_resource
+from .scheduler import ADMITTED, EVICTING, FINISHED, PENDING, RESERVED, CycleOutcome, Engine
+
+_FINISH, _CHECKS, _SUBMIT = 0, 1, 2
+
+
+@dataclass(slots=True)
+class WorkloadRecord:
+    """What happened to one workload during a replay (times in the engine's clock)."""
+
+    submitted_at: float
+    first_admitted_at: float | None = None
+    admitted_at: float | None = None
+    finished_at: float | None = None
+    preempted_by: str | None = None
+    admissions: int = 0
+    evictions: int = 0
+
+
+@dataclass(slots=True)
+class QueueStats:
+    """Time-integrated usage of a ClusterQueue's primary resource."""
+
+    resource: str
+    nominal: int
+    integral: float = 0.0
+    last_value: int = 0
+    last_time: float = 0.0
+    admissions: int = 0
+    preempted: int = 0
+    finished: int = 0
+
+
+@dataclass(slots=True)
+class ReplayResult:
+    """Outcome of a replay: records per workload, usage integrals per queue, and the window."""
+
+    records: dict[str, WorkloadRecord]
+    queues: dict[str, QueueStats]
+    start: float
+    end: float
+    cycles: int = 0
+    outcomes: list[CycleOutcome] = field(default_factory=list)
+
+
+def primary_resource(engine: Engine, cq_name: str) -> tuple[str, int]:
+    """The resource a queue's utilisation is measured in (first device resource, else first covered) and its nominal."""
+    cq = engine.cqs[cq_name]
+    covered = [r for rg in cq.spec.resource_groups for r in rg.covered_resources]
+    resource = next((r for r in covered if is_device_resource(r)), covered[0] if covered else "")
+    nominal = sum(q.nominal for (f, r), q in cq.quotas.items() if r == resource)
+    return resource, nominal
+
+
+class Replay:
+    """Drives an ``Engine`` through time: at each instant apply events, then run cycles until stable."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        start: float,
+        runtimes: Mapping[str, float | None] | None = None,
+        end_times: Mapping[str, float] | None = None,
+        checks_delay: Mapping[str, float] | None = None,
+        default_runtime: float | None = None,
+        record_outcomes: bool = False,
+        max_cycles_per_instant: int = 100_000,
+    ) -> None:
+        self.engine = engine
+        self.start = start
+        self.now = start
+        self.runtimes = dict(runtimes or {})
+        self.checks_delay = dict(checks_delay or {})
+        self.default_runtime = default_runtime
+        self.record_outcomes = record_outcomes
+        self.max_cycles = max_cycles_per_instant
+        self._events: list[tuple[float, int, int, str, object]] = []
+        self._seq = count()
+        self._generation: dict[str, int] = {}
+        self.records: dict[str, WorkloadRecord] = {}
+        self.queues: dict[str, QueueStats] = {}
+        self.cycles = 0
+        self.outcomes: list[CycleOutcome] = []
+        self.on_admit: Callable[[str, float], None] | None = None
+        for name in engine.cqs:
+            resource, nominal = primary_resource(engine, name)
+            stats = QueueStats(resource=resource, nominal=nominal, last_time=start)
+            stats.last_value = self._usage(name, resource)
+            self.queues[name] = stats
+        end_times = dict(end_times or {})
+        for key, wl in engine.workloads.items():
+            self.records[key] = WorkloadRecord(submitted_at=min(start, wl.created))
+            if wl.state in (ADMITTED, EVICTING):
+                self.records[key].admitted_at = wl.admitted_at
+                if key in end_times:
+                    self._schedule_finish(key, end_times[key])
+                else:
+                    runtime = self._runtime(key, wl.spec)
+                    if runtime is not None:
+                        self._schedule_finish(key, (wl.admitted_at or start) + runtime)
+            if wl.state == RESERVED and key in self.checks_delay:
+                self._push(max(start, (wl.admitted_at or start) + self.checks_delay[key]), _CHECKS, key, None)
+
+    # ------------------------------------------------------------------ events
+
+    def _push(self, when: float, kind: int, key: str, payload: object) -> None:
+        heapq.heappush(self._events, (when, kind, next(self._seq), key, payload))
+
+    def _runtime(self, key: str, spec: Workload) -> float | None:
+        if key in self.runtimes and self.runtimes[key] is not None:
+            return self.runtimes[key]
+        if spec.runtime is not None:
+            return spec.runtime
+        return self.default_runtime
+
+    def _schedule_finish(self, key: str, when: float) -> None:
+        gen = self._generation.get(key, 0) + 1
+        self._generation[key] = gen
+        self._push(when, _FINISH, key, gen)
+
+    def submit_at(self, spec: Workload, when: float) -> None:
+        """Schedule a workload's submission."""
+        self.records[spec.key] = WorkloadRecord(submitted_at=when)
+        self._push(when, _SUBMIT, spec.key, spec)
+
+    # ------------------------------------------------------------------ accounting
+
+    def _usage(self, cq_name: str, resource: str) -> int:
+        node = self.engine.cqs[cq_name].node
+        return sum(v for (f, r), v in node.usage.items() if r == resource)
+
+    def _integrate(self, now: float, names: list[str] | None = None) -> None:
+        if names is None:
+            names = list(self.engine.dirty)
+            self.engine.dirty.clear()
+        for name in names:
+            stats = self.queues.get(name)
+            if stats is None:
+                continue
+            stats.integral += stats.last_value * (now - stats.last_time)
+            stats.last_time = now
+            stats.last_value = self._usage(name, stats.resource)
+
+    # ------------------------------------------------------------------ running
+
+    def _settle(self, now: float) -> set[str]:
+        engine = self.engine
+        touched: set[str] = set()
+        for _ in range(self.max_cycles):
+            heads = engine.heads()
+            if not heads:
+                break
+            outcome = engine.cycle(now, heads)
+            self.cycles += 1
+            if self.record_outcomes:
+                self.outcomes.append(outcome)
+            for decision in outcome.admitted:
+                key = decision.workload
+                touched.add(decision.cluster_queue)
+                if decision.pending_checks:
+                    # Quota reserved: it runs (and its runtime starts) once its admission checks are Ready.
+                    self.records.setdefault(key, WorkloadRecord(submitted_at=now))
+                    if key in self.checks_delay:
+                        self._push(now + self.checks_delay[key], _CHECKS, key, None)
+                    continue
+                self._admitted(key, decision.cluster_queue, now)
+            for pre in outcome.preemptions:
+                rec = self.records.setdefault(pre.victim, WorkloadRecord(submitted_at=now))
+                rec.preempted_by = pre.preemptor
+                rec.evictions += 1
+                self.queues[pre.victim_cluster_queue].preempted += 1
+                touched.add(pre.victim_cluster_queue)
+                self._generation[pre.victim] = self._generation.get(pre.victim, 0) + 1
+            evicted = engine.complete_evictions(now)
+            if not outcome.changed and not outcome.parked and not evicted:
+                break
+        return touched
+
+    def _admitted(self, key: str, cq_name: str, now: float) -> None:
+        rec = self.records.setdefault(key, WorkloadRecord(submitted_at=now))
+        rec.admitted_at = now
+        rec.admissions += 1
+        if rec.first_admitted_at is None:
+            rec.first_admitted_at = now
+        if cq_name in self.queues:
+            self.queues[cq_name].admissions += 1
+        runtime = self._runtime(key, self.engine.workloads[key].spec)
+        if runtime is not None:
+            self._schedule_finish(key, now + runtime)
+        if self.on_admit is not None:
+            self.on_admit(key, now)
+
+    def step(self, until: float | None) -> bool:
+        """Process the next instant with events (or the start); False when nothing is left before ``until``."""
+        if not self._events:
+            return False
+        when = self._events[0][0]
+        if until is not None and when > until:
+            return False
+        self._advance(when)
+        return True
+
+    def _advance(self, when: float) -> None:
+        engine = self.engine
+        self.now = when
+        while self._events and self._events[0][0] == when:
+            _, kind, _, key, payload = heapq.heappop(self._events)
+            if kind == _FINISH:
+                if payload != self._generation.get(key):
+                    continue
+                wl = engine.workloads.get(key)
+                if wl is None or wl.state not in (ADMITTED, RESERVED, EVICTING):
+                    continue
+                engine.finish(key)
+                rec = self.records[key]
+                rec.finished_at = when
+                if wl.cq in self.queues:
+                    self.queues[wl.cq].finished += 1
+            elif kind == _CHECKS:
+                wl = engine.workloads.get(key)
+                if wl is not None and engine.checks_ready(key):
+                    self._admitted(key, wl.cq or "", when)
+            else:
+                assert isinstance(payload, Workload)
+                engine.submit(payload)
+        self._settle(when)
+        self._integrate(when)
+
+    def _flush(self, when: float) -> None:
+        """Bring every queue's usage integral up to ``when``."""
+        for name, stats in self.queues.items():
+            stats.integral += stats.last_value * (when - stats.last_time)
+            stats.last_time = when
+            stats.last_value = self._usage(name, stats.resource)
+        self.engine.dirty.clear()
+
+    def run(self, until: float | None = None) -> ReplayResult:
+        """Replay from the start until ``until`` (None = until no event is left)."""
+        self._settle(self.now)
+        self._integrate(self.now)
+        while self.step(until):
+            pass
+        end = self.now if until is None else max(until, self.now)
+        self._flush(end)
+        self.now = end
+        return ReplayResult(self.records, self.queues, self.start, end, self.cycles, self.outcomes)
+
+    def run_until_admitted(self, key: str, horizon: float | None) -> float | None:
+        """Advance until ``key`` holds quota; its time, or None if never / not before ``horizon``."""
+        engine = self.engine
+
+        def holds(k: str) -> bool:
+            wl = engine.workloads.get(k)
+            return wl is not None and wl.state in (ADMITTED, RESERVED)
+
+        self._settle(self.now)
+        if holds(key):
+            return self.now
+        while self._events:
+            when = self._events[0][0]
+            if horizon is not None and when > horizon:
+                return None
+            self._advance(when)
+            if holds(key):
+                return when
+            wl = engine.workloads.get(key)
+            if wl is None or wl.state == FINISHED:
+                return None
+        return None
+
+
+__all__ = ["PENDING", "QueueStats", "Replay", "ReplayResult", "WorkloadRecord", "primary_resource"]

@@ -1,0 +1,291 @@
+"""Forms of the researcher pages (and the API's list filters): parse input into a JobSpec or JobFilters.
+
+Domain validation is not repeated here: ``job_spec_errors`` / ``job_submit`` decide, and their field
+errors are put back on the form fields (``add_service_errors``).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from django import forms
+from django.contrib.auth import get_user_model
+
+from pools.models import ResourceClass
+from portal.errors import ValidationFailed
+from queues import selectors as sel
+from queues.models import Job, PriorityClass, Team
+from queues.services import JobSpec
+
+_DURATION = re.compile(r"^(?:(?P<d>\d+)\s*d)?\s*(?:(?P<h>\d+)\s*h)?\s*(?:(?P<m>\d+)\s*m)?\s*(?:(?P<s>\d+)\s*s)?$")
+
+
+def parse_duration(text: str) -> int | None:
+    """``90m``, ``2h``, ``1h30m``, ``1d``, ``45s`` → seconds; a bare number is minutes; empty → None."""
+    text = (text or "").strip().lower().replace(" ", "")
+    if not text:
+        return None
+    if text.isdigit():
+        return int(text) * 60
+    match = _DURATION.match(text)
+    if not match or not any(match.groupdict().values()):
+        raise forms.ValidationError(f"{text!r} is not a duration such as 90m, 2h, 1h30m or 1d", code="duration")
+    parts = {k: int(v or 0) for k, v in match.groupdict().items()}
+    return parts["d"] * 86400 + parts["h"] * 3600 + parts["m"] * 60 + parts["s"]
+
+
+def format_duration(seconds: int | None) -> str:
+    """Seconds as the form writes them back: 5400 → ``1h30m``, 45 → ``45s``."""
+    if not seconds:
+        return ""
+    out = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size:
+            out.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return "".join(out)
+
+
+class DurationField(forms.CharField):
+    """A duration typed as text (``2h30m``), cleaned to seconds."""
+
+    def to_python(self, value):
+        return parse_duration(super().to_python(value))
+
+    def prepare_value(self, value):
+        return format_duration(value) if isinstance(value, int) else value
+
+
+class ShellWordsField(forms.CharField):
+    """A command line typed as one string, cleaned to a list of words (shell quoting rules)."""
+
+    def to_python(self, value):
+        text = super().to_python(value)
+        if not text:
+            return []
+        try:
+            return shlex.split(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"cannot split into words: {exc}", code="shell") from exc
+
+    def prepare_value(self, value):
+        return shlex.join(value) if isinstance(value, list | tuple) else value
+
+
+class EnvField(forms.CharField):
+    """``KEY=VALUE`` lines, cleaned to a dict."""
+
+    widget = forms.Textarea(attrs={"rows": 3, "spellcheck": "false"})
+
+    def to_python(self, value):
+        text = super().to_python(value) or ""
+        env: dict[str, str] = {}
+        for number, line in enumerate(text.splitlines(), start=1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            if "=" not in line:
+                raise forms.ValidationError(f"line {number} ({line!r}) is not KEY=VALUE", code="env")
+            key, _, val = line.partition("=")
+            env[key.strip()] = val
+        return env
+
+    def prepare_value(self, value):
+        if isinstance(value, dict):
+            return "\n".join(f"{k}={v}" for k, v in value.items())
+        return value
+
+
+#: Service field names → form field names, where they differ.
+SERVICE_FIELDS = {
+    "max_runtime_seconds": "max_runtime",
+    "checkpoint_interval_seconds": "checkpoint_interval",
+    "sim_runtime_seconds": "sim_runtime",
+}
+
+
+class JobSubmitForm(forms.Form):
+    """A submission; ``spec()`` turns it into the JobSpec ``job_submit`` takes."""
+
+    name = forms.CharField(max_length=63, help_text="Lower-case letters, digits and '-' (a DNS-1123 label).")
+    image = forms.CharField(max_length=500, help_text="e.g. registry.example.org/team/train:1.4")
+    command = ShellWordsField(required=False, help_text="The container's command, e.g. python train.py")
+    args = ShellWordsField(required=False, help_text="Arguments, e.g. --epochs 10 --lr 3e-4")
+    env = EnvField(required=False, label="Environment", help_text="One KEY=VALUE per line.")
+    resource_class = forms.ModelChoiceField(
+        queryset=ResourceClass.objects.none(), to_field_name="slug", label="Class", empty_label=None
+    )
+    devices_per_pod = forms.IntegerField(min_value=1, initial=1, label="Devices per pod", widget=forms.Select)
+    pod_count = forms.IntegerField(
+        min_value=1, initial=1, label="Pods", help_text="A gang: all pods start together or none does."
+    )
+    topology_mode = forms.ChoiceField(
+        choices=[("", "Any placement"), ("required", "Required"), ("preferred", "Preferred")],
+        required=False,
+        label="Topology",
+    )
+    topology_level = forms.CharField(required=False, label="Keep pods within one", widget=forms.Select)
+    priority_class = forms.ModelChoiceField(
+        queryset=PriorityClass.objects.none(), to_field_name="name", required=False, label="Priority"
+    )
+    max_runtime = DurationField(
+        required=False, label="Maximum runtime", help_text="e.g. 8h or 2d; a number is minutes."
+    )
+    checkpoint_path = forms.CharField(max_length=500, required=False, help_text="Where checkpoints are written.")
+    checkpoint_signal = forms.CharField(max_length=20, required=False, help_text="e.g. SIGUSR1")
+    checkpoint_command = ShellWordsField(required=False, help_text="Or a command that writes a checkpoint.")
+    checkpoint_interval = DurationField(required=False, help_text="e.g. 30m")
+    sim_runtime = DurationField(
+        required=False, label="Simulated runtime", help_text="Simulated cluster only: how long the job runs, e.g. 5m."
+    )
+
+    def __init__(self, *args, team: Team | None, simulated: bool = True, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.team = team
+        self.fields["resource_class"].queryset = sel.active_classes()
+        if team is not None:
+            self.fields["priority_class"].queryset = sel.priority_classes_for(team)
+        default = PriorityClass.objects.filter(is_default=True).first()
+        self.fields["priority_class"].empty_label = f"Default ({default.name})" if default else "Default"
+        if not simulated:
+            del self.fields["sim_runtime"]
+        self.selected_class = self._selected_class()
+        self._set_class_choices()
+
+    def _selected_class(self) -> ResourceClass | None:
+        """The class the form shows counts and levels for: the submitted one, else the initial, else the first."""
+        queryset = self.fields["resource_class"].queryset
+        raw = self.data.get("resource_class") if self.is_bound else None
+        raw = raw or self.initial.get("resource_class")
+        if isinstance(raw, ResourceClass):
+            return raw
+        choice = queryset.filter(slug=raw).first() if raw else None
+        return choice or queryset.first()
+
+    def _set_class_choices(self) -> None:
+        """Devices-per-pod and topology-level options of the selected class."""
+        rc = self.selected_class
+        counts = sorted(rc.allowed_counts or [1]) if rc else [1]
+        self.fields["devices_per_pod"].widget.choices = [(c, str(c)) for c in counts]
+        self.fields["devices_per_pod"].initial = counts[0]
+        levels = sel.allowed_topology_levels(rc) if rc else []
+        self.topology_levels = levels
+        self.fields["topology_level"].widget.choices = [("", "—")] + [(lv, sel.level_label(lv)) for lv in levels]
+        if rc and rc.topology_mode and rc.topology_level:
+            self.fields["topology_mode"].initial = rc.topology_mode
+            self.fields["topology_level"].initial = rc.topology_level
+        if rc and rc.topology_mode == ResourceClass.TopologyMode.REQUIRED:
+            # The class keeps its pods together; the service refuses anything else, so offer nothing else.
+            self.fields["topology_mode"].choices = [("required", "Required")]
+
+    def spec(self) -> JobSpec:
+        """The cleaned form as a JobSpec (call after ``is_valid()``)."""
+        d = self.cleaned_data
+        return JobSpec(
+            name=d["name"],
+            image=d["image"],
+            resource_class=d["resource_class"],
+            devices_per_pod=d["devices_per_pod"],
+            pod_count=d["pod_count"],
+            command=d["command"],
+            args=d["args"],
+            env=d["env"],
+            topology_mode=d["topology_mode"],
+            topology_level=d["topology_level"],
+            priority_class=d["priority_class"],
+            max_runtime_seconds=d["max_runtime"],
+            checkpoint_path=d["checkpoint_path"],
+            checkpoint_signal=d["checkpoint_signal"],
+            checkpoint_command=d["checkpoint_command"],
+            checkpoint_interval_seconds=d["checkpoint_interval"],
+            sim_runtime_seconds=d.get("sim_runtime"),
+        )
+
+    def add_service_errors(self, error: ValidationFailed | dict[str, list[str]]) -> None:
+        """Put a service's field errors on the matching fields (unknown fields become form errors)."""
+        errors = error.errors if isinstance(error, ValidationFailed) else error
+        for service_field, messages in errors.items():
+            name = SERVICE_FIELDS.get(service_field, service_field)
+            for message in messages:
+                self.add_error(name if name in self.fields else None, message)
+
+
+def job_initial(job: Job) -> dict:
+    """Form values that resubmit ``job`` as it was."""
+    return {
+        "name": job.name,
+        "image": job.image,
+        "command": list(job.command or []),
+        "args": list(job.args or []),
+        "env": dict(job.env or {}),
+        "resource_class": job.resource_class.slug,
+        "devices_per_pod": job.devices_per_pod,
+        "pod_count": job.pod_count,
+        "topology_mode": job.topology_mode,
+        "topology_level": job.topology_level,
+        "priority_class": job.priority_class.name if job.priority_class_id else "",
+        "max_runtime": job.max_runtime_seconds,
+        "checkpoint_path": job.checkpoint_path,
+        "checkpoint_signal": job.checkpoint_signal,
+        "checkpoint_command": list(job.checkpoint_command or []),
+        "checkpoint_interval": job.checkpoint_interval_seconds,
+        "sim_runtime": job.sim_runtime_seconds,
+    }
+
+
+class JobFilterForm(forms.Form):
+    """Filters of the job list, shared by the page and the API (unknown values are reported and ignored)."""
+
+    scope = forms.ChoiceField(choices=[("team", "Team's jobs"), ("mine", "My jobs")], required=False, label="Show")
+    state = forms.ChoiceField(choices=[("", "Any state"), *Job.State.choices], required=False)
+    resource_class = forms.ModelChoiceField(
+        queryset=ResourceClass.objects.all(),
+        to_field_name="slug",
+        required=False,
+        label="Class",
+        empty_label="Any class",
+    )
+    owner = forms.ModelChoiceField(
+        queryset=get_user_model().objects.none(),
+        to_field_name="username",
+        required=False,
+        label="User",
+        empty_label="Anyone",
+    )
+    submitted_from = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
+    submitted_to = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
+
+    def __init__(self, *args, team: Team | None, user=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        users = get_user_model().objects.order_by("username")
+        if team is not None:
+            users = users.filter(memberships__team=team)
+        elif user is not None:
+            users = users.filter(memberships__team__in=sel.teams_of(user)).distinct()
+        else:
+            users = users.none()
+        self.fields["owner"].queryset = users
+
+    def filters(self) -> sel.JobFilters:
+        """The valid filters; invalid ones are dropped (the template says so next to the field)."""
+        self.is_valid()
+        d = {k: v for k, v in getattr(self, "cleaned_data", {}).items() if k not in self.errors}
+        return sel.JobFilters(
+            mine=d.get("scope") == "mine",
+            state=d.get("state") or "",
+            resource_class=d.get("resource_class"),
+            owner=d.get("owner"),
+            submitted_from=d.get("submitted_from"),
+            submitted_to=d.get("submitted_to"),
+        )
+
+    def page_cursor(self) -> sel.Cursor | None:
+        """The page position asked for."""
+        return sel.Cursor.decode(self.data.get("cursor"))
+
+    @property
+    def filtered(self) -> bool:
+        """Whether any filter other than the scope is set."""
+        f = self.filters()
+        return bool(f.state or f.resource_class or f.owner or f.submitted_from or f.submitted_to)

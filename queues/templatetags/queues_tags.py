@@ -1,0 +1,99 @@
+"""Template helpers of the researcher pages: durations, ETAs, state badges, topology level names."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django import template
+from django.utils import timezone
+
+from queues import selectors as sel
+
+register = template.Library()
+
+#: Badge colour (a portal.css badge class) per job state.
+STATE_BADGES = {
+    "pending": "degraded",
+    "admitted": "validating",
+    "running": "in-use",
+    "preempting": "quarantined",
+    "suspended": "cordoned",
+    "succeeded": "free",
+    "failed": "unhealthy",
+    "cancelled": "retired",
+    "timed-out": "unhealthy",
+}
+
+
+@register.filter
+def state_badge(state: str) -> str:
+    """The badge class of a job state."""
+    return f"badge-{STATE_BADGES.get(state, 'cordoned')}"
+
+
+def _human(seconds: float) -> str:
+    seconds = round(max(seconds, 0))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, _ = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+@register.filter
+def duration(value: timedelta | float | int | None) -> str:
+    """A length of time for people: ``42 s``, ``25 min``, ``3 h 5 min``, ``2 d 4 h``."""
+    if value is None or value == "":
+        return ""
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    return _human(seconds)
+
+
+@register.filter
+def until(when: datetime | None) -> str:
+    """Time from now to ``when``: ``in 25 min``; ``now`` when past."""
+    if when is None:
+        return ""
+    seconds = (when - timezone.now()).total_seconds()
+    return "now" if seconds < 30 else f"in {_human(seconds)}"
+
+
+@register.filter
+def since(when: datetime | None) -> str:
+    """Time from ``when`` to now: ``12 min``."""
+    if when is None:
+        return ""
+    return _human((timezone.now() - when).total_seconds())
+
+
+@register.filter
+def level_label(level: str) -> str:
+    """``cloud.provider.com/topology-rack`` → ``rack``; hostname → ``node``."""
+    return sel.level_label(level) if level else ""
+
+
+@register.simple_tag
+def units(resource_name: str, n: int) -> str:
+    """``8 GPUs``, ``1 MIG slice``."""
+    return sel.unit_noun(resource_name, int(n or 0))
+
+
+@register.filter
+def percent(part: int, whole: int) -> int:
+    """``part`` as a whole percentage of ``whole`` (0 when whole is 0), capped at 100."""
+    if not whole:
+        return 0
+    return min(round(100 * part / whole), 100)
+
+
+@register.filter
+def counts_label(rc) -> str:
+    """The counts a class allows per pod with their unit: ``1, 2, 4, 8 GPUs``, ``1 time-shared GPU``."""
+    counts = sorted(rc.allowed_counts or [1])
+    unit = sel.unit_noun(rc.resource_name, 2 if counts != [1] else 1).split(" ", 1)[1]
+    return f"{', '.join(map(str, counts))} {unit}"

@@ -1,0 +1,16 @@
+"""URLs of the researcher pages."""
+
+from django.urls import path
+
+from queues import views
+
+app_name = "queues"
+urlpatterns = [
+    path("classes/", views.class_catalogue, name="classes"),
+    path("jobs/", views.job_list, name="jobs"),
+    path("submit/", views.job_submit, name="job_submit"),
+    path("submit/check/", views.job_feasibility, name="job_feasibility"),
+    path("jobs/<int:pk>/", views.job_detail, name="job_detail"),
+    path("jobs/<int:pk>/cancel/", views.job_cancel, name="job_cancel"),
+    path("team/", views.team_switch, name="team_switch"),
+]

@@ -1,0 +1,273 @@
+"""Researcher pages: class catalogue, submit (with a feasibility check), job list and live job page.
+
+Thin views: parse, authorize through ``jobs_visible_to`` / the user's teams, call one service or selector,
+render the page — or, for an HTMX request, only its fragment (``Vary: HX-Request``). Polling fragments
+answer HTTP 286 once nothing on them can change any more.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
+
+from pools.models import Cluster
+from portal.errors import Conflict, ValidationFailed
+from portal.views import htmx_login_required
+from queues import diagnosis, services
+from queues import selectors as sel
+from queues.forms import JobFilterForm, JobSubmitForm, job_initial
+from queues.models import Job, Team
+
+#: Session key of the team the researcher is working as.
+SESSION_TEAM = "queues.current_team"
+JOBS_PER_PAGE = 50
+#: HTTP status that tells htmx to stop polling.
+STOP_POLLING = 286
+
+
+def current_team(request: HttpRequest) -> tuple[Team | None, list[Team]]:
+    """The team kept in the session (if the user still belongs to it), else their first team; and all their teams."""
+    teams = list(sel.teams_of(request.user))
+    chosen = request.session.get(SESSION_TEAM)
+    team = next((t for t in teams if t.pk == chosen), teams[0] if teams else None)
+    return team, teams
+
+
+def _base_context(request: HttpRequest) -> dict:
+    team, teams = current_team(request)
+    cluster = sel.team_cluster(team) if team else None
+    return {
+        "team": team,
+        "teams": teams,
+        "cluster": cluster,
+        "simulated": cluster is None or cluster.backend == Cluster.Backend.SIMULATED,
+    }
+
+
+def _is_fragment(request: HttpRequest) -> bool:
+    return bool(request.htmx) and not request.htmx.history_restore_request
+
+
+@require_POST
+@htmx_login_required
+def team_switch(request: HttpRequest) -> HttpResponse:
+    """Work as another of one's teams (kept in the session); back to the page the switcher was on."""
+    team = sel.team_for(request.user, slug=request.POST.get("team", ""))
+    if team is None:
+        messages.error(request, "You are not a member of that team.")
+    else:
+        request.session[SESSION_TEAM] = team.pk
+    target = request.POST.get("next") or reverse("queues:classes")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        target = reverse("queues:classes")
+    return HttpResponseRedirect(target)
+
+
+# --------------------------------------------------------------------------- catalogue
+
+
+@require_GET
+@htmx_login_required
+@vary_on_headers("HX-Request")
+def class_catalogue(request: HttpRequest) -> HttpResponse:
+    """A card per active class: what it is for, hardware, available now, the team's quota and use, expected wait."""
+    context = _base_context(request)
+    team = context["team"]
+    cards = sel.class_catalogue(team=team, cluster=context["cluster"])
+    if team is not None:
+        diagnosis.catalogue_wait_estimates(team=team, cards=cards, owner=request.user)
+    context.update(cards=cards, rendered_at=timezone.now())
+    if _is_fragment(request):
+        return render(request, "queues/partials/class_cards.html", context)
+    return render(request, "queues/class_catalogue.html", context)
+
+
+# --------------------------------------------------------------------------- submit
+
+
+def _suggestion_links(request: HttpRequest, feasibility) -> list[tuple[diagnosis.Suggestion, str]]:
+    """Each suggestion with the URL of the form filled in as now, plus the suggested change."""
+    if feasibility is None:
+        return []
+    base = {k: v for k, v in request.POST.items() if k not in ("csrfmiddlewaretoken", "action")}
+    url = reverse("queues:job_submit")
+    return [
+        (sug, f"{url}?{urlencode({**base, **{k: '' if v is None else v for k, v in sug.changes.items()}})}")
+        for sug in feasibility.suggestions
+    ]
+
+
+def _form_initial(request: HttpRequest) -> dict:
+    """Initial values: a job to resubmit (``from``), then any field given in the query string."""
+    initial: dict = {}
+    source = request.GET.get("from")
+    if source and source.isdigit():
+        job = get_object_or_404(
+            sel.jobs_visible_to(request.user).select_related("resource_class", "priority_class"), pk=source
+        )
+        initial.update(job_initial(job))
+    for name in JobSubmitForm.base_fields:
+        if name in request.GET:
+            initial[name] = request.GET[name]
+    return initial
+
+
+@require_http_methods(["GET", "POST"])
+@htmx_login_required
+@vary_on_headers("HX-Request")
+def job_submit(request: HttpRequest) -> HttpResponse:
+    """The submit form. POST submits (or, with ``action=check`` and no JavaScript, runs the feasibility check)."""
+    context = _base_context(request)
+    team = context["team"]
+    if team is None:
+        return render(request, "queues/no_team.html", context, status=403)
+    feasibility = None
+    if request.method == "POST":
+        form = JobSubmitForm(request.POST, team=team, simulated=context["simulated"])
+        if form.is_valid():
+            spec = form.spec()
+            if request.POST.get("action") == "check":
+                errors = services.job_spec_errors(spec, team=team)
+                if errors:
+                    form.add_service_errors(errors)
+                else:
+                    feasibility = diagnosis.spec_feasibility(owner=request.user, team=team, spec=spec)
+            else:
+                try:
+                    job = services.job_submit(owner=request.user, team=team, spec=spec)
+                except ValidationFailed as exc:
+                    form.add_service_errors(exc)
+                else:
+                    messages.success(request, f"Submitted {job.name}.")
+                    return redirect("queues:job_detail", pk=job.pk)
+    else:
+        form = JobSubmitForm(initial=_form_initial(request), team=team, simulated=context["simulated"])
+    context.update(
+        form=form,
+        feasibility=feasibility,
+        checked=feasibility is not None,
+        suggestion_links=_suggestion_links(request, feasibility),
+    )
+    if _is_fragment(request) and request.method == "GET":
+        # The class changed: the counts and topology levels follow it, typed values are kept.
+        return render(request, "queues/partials/job_form_fields.html", context)
+    return render(request, "queues/job_submit.html", context)
+
+
+@require_POST
+@htmx_login_required
+def job_feasibility(request: HttpRequest) -> HttpResponse:
+    """The feasibility fragment: would the form's job start now, and if not why, when, and what would help."""
+    context = _base_context(request)
+    team = context["team"]
+    if team is None:
+        return render(request, "queues/no_team.html", context, status=403)
+    form = JobSubmitForm(request.POST, team=team, simulated=context["simulated"])
+    feasibility = None
+    if form.is_valid():
+        spec = form.spec()
+        errors = services.job_spec_errors(spec, team=team)
+        if errors:
+            form.add_service_errors(errors)
+        else:
+            feasibility = diagnosis.spec_feasibility(owner=request.user, team=team, spec=spec)
+    context.update(
+        form=form, feasibility=feasibility, checked=True, suggestion_links=_suggestion_links(request, feasibility)
+    )
+    return render(request, "queues/partials/job_feasibility.html", context)
+
+
+# --------------------------------------------------------------------------- list
+
+
+@require_GET
+@htmx_login_required
+@vary_on_headers("HX-Request")
+def job_list(request: HttpRequest) -> HttpResponse:
+    """The team's (or my) jobs, filtered, newest first, keyset-paginated; the first page polls while jobs move."""
+    context = _base_context(request)
+    team = context["team"]
+    form = JobFilterForm(request.GET, team=team)
+    qs = sel.filter_jobs(sel.jobs_visible_to(request.user, team=team), form.filters(), user=request.user)
+    page = sel.job_list_page(qs if team else Job.objects.none(), cursor=form.page_cursor(), per_page=JOBS_PER_PAGE)
+    live = page.is_first and any(not j.is_final for j in page.jobs)
+    params = {k: v for k, v in request.GET.items() if k != "cursor" and v}
+    context.update(
+        form=form,
+        page=page,
+        live=live,
+        filtered=form.filtered,
+        next_url=f"?{urlencode({**params, 'cursor': page.next_cursor})}" if page.next_cursor else "",
+        prev_url=f"?{urlencode({**params, 'cursor': page.prev_cursor})}" if page.prev_cursor else "",
+        first_url=f"?{urlencode(params)}" if params else "?",
+        rendered_at=timezone.now(),
+    )
+    if _is_fragment(request):
+        response = render(request, "queues/partials/job_list_table.html", context)
+        if request.htmx.trigger == "queues-job-list-table" and not live:
+            response.status_code = STOP_POLLING
+        return response
+    return render(request, "queues/job_list.html", context)
+
+
+# --------------------------------------------------------------------------- one job
+
+
+def _visible_job(request: HttpRequest, pk: int) -> Job:
+    """The job if the user may see it; 404 otherwise (another team's job does not exist for them)."""
+    return get_object_or_404(
+        sel.jobs_visible_to(request.user).select_related(
+            "team", "owner", "cluster", "resource_class", "priority_class", "assigned_flavor"
+        ),
+        pk=pk,
+    )
+
+
+@require_GET
+@htmx_login_required
+@vary_on_headers("HX-Request")
+def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """The job page: live state, the wait-reason box (reason, since, position, ETA, suggestions), the timeline."""
+    job = _visible_job(request, pk)
+    now = timezone.now()
+    context = _base_context(request)
+    context.update(
+        job=job,
+        diagnosis=diagnosis.job_diagnosis(job, now=now),
+        timeline=sel.job_timeline(job, now=now),
+        rendered_at=now,
+    )
+    if _is_fragment(request):
+        response = render(request, "queues/partials/job_live.html", context)
+        if job.is_final:
+            response.status_code = STOP_POLLING
+        return response
+    return render(request, "queues/job_detail.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+@htmx_login_required
+def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    """Confirm (GET) and cancel (POST) a job."""
+    job = _visible_job(request, pk)
+    if request.method == "POST":
+        try:
+            services.job_cancel(job=job, user=request.user)
+        except Conflict as exc:
+            messages.error(request, f"Not cancelled: {exc.message}.")
+        except ValidationFailed as exc:
+            messages.error(request, f"Not cancelled: {exc.message}.")
+        else:
+            messages.success(request, f"Cancelled {job.name}.")
+        return redirect("queues:job_detail", pk=job.pk)
+    context = _base_context(request)
+    context["job"] = job
+    return render(request, "queues/job_cancel.html", context)

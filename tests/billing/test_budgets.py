@@ -1,0 +1,118 @@
+"""Budgets: thresholds notified once per period, mail to the leads after commit, reversible demotion at 100 %."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from django.core import mail
+
+from billing import selectors, services
+from billing.models import Budget, Notification, TeamDemotion
+from portal.errors import ValidationFailed
+from tests.billing.conftest import T0, H, run_job
+from tests.factories import PriorityClassFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def spent_60(world):
+    """Vision spent 60 EUR in March 2026 (30 device-hours at 2 EUR)."""
+    run_job(world, devices=3, start=T0, end=T0 + 10 * H)
+    services.metering_sync(now=T0 + 11 * H)
+    return world
+
+
+def test_period_bounds_month_and_quarter():
+    assert services.period_bounds("month", date(2026, 12, 15)) == (date(2026, 12, 1), date(2027, 1, 1))
+    assert services.period_bounds("quarter", date(2026, 5, 31)) == (date(2026, 4, 1), date(2026, 7, 1))
+    assert services.period_bounds("quarter", date(2026, 11, 1)) == (date(2026, 10, 1), date(2027, 1, 1))
+
+
+def test_budget_check_notifies_each_threshold_once_and_mails_the_leads(spent_60, django_capture_on_commit_callbacks):
+    world = spent_60
+    services.budget_set(team=world.team, amount="100", thresholds=[50, 80, 100])
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        [check] = services.budget_check(now=T0 + 12 * H)
+    assert check.spent == Decimal("60")
+    assert check.notified == [50]
+    assert len(callbacks) == 1
+    assert len(mail.outbox) == 1
+    assert mail.outbox[0].to == ["lead@example.org"]
+    assert "50 %" in mail.outbox[0].subject
+    with django_capture_on_commit_callbacks(execute=True):
+        assert services.budget_check(now=T0 + 13 * H)[0].notified == []
+    assert len(mail.outbox) == 1
+    assert Notification.objects.filter(kind="budget_threshold").count() == 1
+
+
+def test_budget_check_notifies_again_in_the_next_period(spent_60, django_capture_on_commit_callbacks):
+    world = spent_60
+    services.budget_set(team=world.team, amount="100", thresholds=[50])
+    services.budget_check(now=T0 + 12 * H)
+    april = datetime(2026, 4, 2, tzinfo=UTC)
+    run_job(world, devices=3, start=april, end=april + 10 * H)
+    services.metering_sync(now=april + 11 * H)
+    with django_capture_on_commit_callbacks(execute=True):
+        [check] = services.budget_check(now=april + 12 * H)
+    assert check.notified == [50]
+    assert list(Notification.objects.values_list("period_start", flat=True).order_by("period_start")) == [
+        date(2026, 3, 1),
+        date(2026, 4, 1),
+    ]
+
+
+def test_budget_at_100_percent_demotes_the_team_reversibly(spent_60):
+    world = spent_60
+    PriorityClassFactory(name="batch-low", value=10, may_preempt=False)
+    PriorityClassFactory(name="scavenger", value=1, may_preempt=False)
+    PriorityClassFactory(name="urgent", value=1000, may_preempt=True)
+    services.budget_set(team=world.team, amount="50", action_at_limit=Budget.Action.DEMOTE)
+    [check] = services.budget_check(now=T0 + 12 * H)
+    assert check.notified == [50, 80, 100]
+    demotion = TeamDemotion.objects.get(team=world.team)
+    assert demotion.priority_class.name == "scavenger"
+    assert selectors.team_priority_override(world.team).name == "scavenger"
+    assert selectors.team_priority_override(world.other) is None
+    services.budget_check(now=T0 + 13 * H)
+    assert TeamDemotion.objects.count() == 1
+    services.team_demotion_lift(team=world.team, now=T0 + 14 * H, user=world.lead, reason="budget raised")
+    assert selectors.team_priority_override(world.team) is None
+    assert Notification.objects.filter(kind=Notification.Kind.DEMOTION_LIFTED).exists()
+    with pytest.raises(ValidationFailed):
+        services.team_demotion_lift(team=world.team, now=T0 + 15 * H)
+    services.budget_check(now=T0 + 16 * H)  # the 100 % of this period was already acted upon
+    assert selectors.team_priority_override(world.team) is None
+
+
+def test_demotion_without_a_non_preempting_class_is_reported_not_applied(spent_60):
+    world = spent_60
+    services.budget_set(team=world.team, amount="50", action_at_limit=Budget.Action.DEMOTE)
+    services.budget_check(now=T0 + 12 * H)
+    assert not TeamDemotion.objects.exists()
+    assert Notification.objects.filter(kind=Notification.Kind.DEMOTION_FAILED).exists()
+
+
+def test_budget_counts_only_its_currency_and_period(spent_60):
+    world = spent_60
+    budget = services.budget_set(team=world.team, amount="1000", currency="USD")
+    assert services.budget_spent(budget, start=date(2026, 3, 1), end=date(2026, 4, 1)) == 0
+    eur = services.budget_set(team=world.team, amount="1000")
+    assert services.budget_spent(eur, start=date(2026, 3, 1), end=date(2026, 4, 1)) == Decimal("60")
+    assert services.budget_spent(eur, start=date(2026, 4, 1), end=date(2026, 5, 1)) == 0
+
+
+def test_budget_set_validates(world):
+    with pytest.raises(ValidationFailed) as exc:
+        services.budget_set(team=world.team, amount="0", thresholds=[0], period="week")
+    assert set(exc.value.errors) == {"amount", "thresholds", "period"}
+
+
+def test_budget_statuses_for_the_page(spent_60):
+    world = spent_60
+    services.budget_set(team=world.team, amount="80")
+    [status] = selectors.budget_statuses(teams=[world.team], now=T0 + timedelta(hours=12))
+    assert status.percent == Decimal("75.0")
+    assert status.level == "warning"

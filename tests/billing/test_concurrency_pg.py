@@ -1,0 +1,126 @@
+"""Concurrency on PostgreSQL: workers metering, rolling up and checking budgets at the same time count once.
+
+Each thread has its own database connection (Django's are per thread), so these are real concurrent
+transactions: the lock row and the unique keys are what keep the totals exact.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.core import mail
+from django.db import connection
+from django.db.models import Count, Sum
+
+from billing import services
+from billing.models import Notification, UsageDaily, UsageRecord
+from billing.services import metering
+from queues.models import Allocation
+from tests.billing.conftest import T0, H, allocation_us, make_world, run_job
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+WORKERS = 6
+
+
+def in_threads(*targets) -> list[BaseException]:
+    """Start every target at the same instant, each in its own thread and connection; return their errors."""
+    barrier = threading.Barrier(len(targets))
+    errors: list[BaseException] = []
+
+    def run(target):
+        try:
+            barrier.wait()
+            target()
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return errors
+
+
+def build_usage():
+    world = make_world()
+    for i in range(6):
+        run_job(world, devices=1, start=T0 + i * timedelta(minutes=7), end=T0 + 3 * H + timedelta(seconds=i))
+    run_job(world, team=world.other, owner=world.carol, devices=2, start=T0 + H)  # still running
+    return world
+
+
+def assert_exact(now) -> None:
+    assert UsageRecord.objects.aggregate(t=Sum("duration_us"))["t"] == allocation_us(Allocation.objects.all(), T0, now)
+    duplicates = UsageRecord.objects.values("allocation_id", "start").annotate(n=Count("pk")).filter(n__gt=1)
+    assert not duplicates.exists()
+
+
+def test_concurrent_metering_workers_count_every_second_once():
+    build_usage()
+    now = T0 + 4 * H
+    errors = in_threads(*[lambda: services.metering_sync(now=now)] * WORKERS)
+    assert errors == []
+    assert_exact(now)
+    assert UsageRecord.objects.count() == Allocation.objects.count()
+
+
+def test_concurrent_metering_with_a_worker_that_dies_mid_run():
+    build_usage()
+    now = T0 + 4 * H
+    real = metering._meter_batch
+    dying_thread = {}
+
+    def dying(*args, **kwargs):
+        real(*args, **kwargs)  # writes, then dies before commit
+        if threading.get_ident() == dying_thread.get("id"):
+            raise RuntimeError("worker killed")
+
+    def doomed():
+        dying_thread["id"] = threading.get_ident()
+        services.metering_sync(now=now)
+
+    metering._meter_batch = dying
+    try:
+        errors = in_threads(doomed, *[lambda: services.metering_sync(now=now)] * (WORKERS - 1))
+    finally:
+        metering._meter_batch = real
+    assert len(errors) == 1
+    assert "worker killed" in str(errors[0])
+    assert_exact(now)
+    services.metering_sync(now=now)  # the rerun after the crash changes nothing
+    assert_exact(now)
+
+
+def test_concurrent_rollups_and_metering_do_not_double_count():
+    build_usage()
+    now = T0 + 5 * H
+    services.metering_sync(now=now)
+    errors = in_threads(
+        *[lambda: services.usage_rollup(day=T0.date(), now=now)] * 3,
+        *[lambda: services.metering_sync(now=now)] * 3,
+    )
+    assert errors == []
+    services.usage_rollup(day=T0.date(), now=now)
+    rolled = UsageDaily.objects.aggregate(t=Sum("owned_us") + Sum("borrowed_us"))["t"]
+    assert rolled == allocation_us(Allocation.objects.all(), T0, now)
+
+
+def test_concurrent_budget_checks_notify_each_threshold_once():
+    world = build_usage()
+    services.metering_sync(now=T0 + 4 * H)
+    services.budget_set(team=world.team, amount="20", thresholds=[50, 80, 100])  # spent: ~36 EUR
+    mail.outbox = []
+    errors = in_threads(*[lambda: services.budget_check(now=T0 + 4 * H)] * WORKERS)
+    assert errors == []
+    assert sorted(Notification.objects.filter(kind="budget_threshold").values_list("threshold", flat=True)) == [
+        50,
+        80,
+        100,
+    ]
+    assert len(mail.outbox) == 3

@@ -1,0 +1,33 @@
+"""Billing tasks: explicitly named, thin (each calls one service), runnable eagerly."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from billing import tasks
+from billing.models import RollupDay, UsageRecord
+from tests.billing.conftest import run_job
+
+pytestmark = pytest.mark.django_db
+
+
+def test_task_names_are_explicit():
+    assert tasks.metering_sync.name == "billing.metering_sync"
+    assert tasks.usage_rollup_pending.name == "billing.usage_rollup_pending"
+    assert tasks.usage_rollup_day.name == "billing.usage_rollup_day"
+    assert tasks.budgets_check.name == "billing.budgets_check"
+
+
+def test_tasks_run_the_services(world):
+    now = timezone.now()
+    run_job(world, devices=1, start=now - timedelta(hours=2), end=now - timedelta(hours=1))
+    tasks.metering_sync.delay()
+    assert UsageRecord.objects.count() == 1
+    tasks.usage_rollup_pending.delay()
+    assert not RollupDay.objects.filter(dirty=True).exists()
+    tasks.usage_rollup_day.delay((now - timedelta(days=2)).date().isoformat())
+    assert RollupDay.objects.filter(day=(now - timedelta(days=2)).date(), complete=True).exists()
+    tasks.budgets_check.delay()

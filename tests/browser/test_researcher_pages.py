@@ -1,0 +1,227 @@
+"""Browser tests of the researcher pages: Playwright (sync API) driving Debian's /usr/bin/chromium headless.
+
+The simulated clock is driven from the test (``simulated_cluster_tick_run(now=...)``) between page checks.
+Requests of the live server and the test's own ticks share one in-memory SQLite connection, so both are
+serialised by a lock. Screenshots go to docs/screenshots/ when SAVE_SCREENSHOTS=1, else to a temp folder.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.core.handlers.wsgi import WSGIHandler
+from django.utils import timezone
+
+from pools.backends.simulated import simulated_cluster_tick_run
+from queues.models import Job
+from tests.browser.scenarios import PASSWORD, RACK, add_catalogue_classes, occupy, research_pool
+
+CHROMIUM = Path("/usr/bin/chromium")
+if not CHROMIUM.exists():
+    pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
+
+from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+_db_lock = threading.RLock()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    # Playwright's sync API runs an event loop in this thread; the ORM calls between page steps are safe.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=LAUNCH_ARGS)
+        yield chromium
+        chromium.close()
+    if previous is None:
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    else:
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture
+def serialised(monkeypatch):
+    """Run each live-server request under the lock the test's ticks take."""
+    original = WSGIHandler.__call__
+
+    def locked(self, environ, start_response):
+        with _db_lock:
+            return original(self, environ, start_response)
+
+    monkeypatch.setattr(WSGIHandler, "__call__", locked)
+
+
+@pytest.fixture
+def page(browser, live_server, serialised):
+    context = browser.new_context(viewport={"width": 1360, "height": 1000}, base_url=live_server.url)
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def shots(tmp_path) -> Path:
+    if os.environ.get("SAVE_SCREENSHOTS") == "1":
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        return SCREENSHOTS
+    return tmp_path
+
+
+def tick(pool, now):
+    """One tick of the simulated cluster at ``now`` (no request is served meanwhile)."""
+    with _db_lock:
+        return simulated_cluster_tick_run(cluster_id=pool.cluster.pk, now=now)
+
+
+def login(page: Page, username: str) -> None:
+    page.goto("/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r"/classes/$"))
+
+
+def fill_job(page: Page, *, name: str, devices: str, pods: str = "1", runtime: str = "") -> None:
+    page.fill("#id_name", name)
+    page.fill("#id_image", "registry.example.org/vision/train:1.2")
+    page.fill("#id_command", "python train.py")
+    page.fill("#id_args", "--epochs 3")
+    page.fill("#id_env", "WANDB_MODE=offline")
+    page.select_option("#id_devices_per_pod", devices)
+    page.fill("#id_pod_count", pods)
+    if runtime:
+        page.fill("#id_sim_runtime", runtime)
+
+
+def state_badge(page: Page):
+    return page.locator(".job-head [data-state]")
+
+
+def test_submit_wait_admit_run_finish(page, live_server):
+    pool = research_pool(racks={"rack-a": [4]})
+    start = timezone.now()
+    blocker = occupy(pool, node=pool.nodes[0], count=4, team=pool.other_team, started=start, runtime=60)
+    login(page, "alice")
+    page.goto("/submit/")
+    fill_job(page, name="e2e-train", devices="2", runtime="30s")
+    page.click("button[value=submit]")
+    page.wait_for_url(re.compile(r"/jobs/\d+/$"))
+    job = Job.objects.get(name="e2e-train")
+    # The tick run at submission found every H100 in use by the other team.
+    expect(state_badge(page)).to_have_attribute("data-state", "pending")
+    expect(page.locator("[data-code]")).to_have_text("class_exhausted")
+    expect(page.get_by_text("Likely start (p50)")).to_be_visible()
+    expect(page.get_by_text("Place in queue")).to_be_visible()
+
+    end_of_blocker = blocker.state_changed_at + timedelta(seconds=60)
+    report = tick(pool, end_of_blocker + timedelta(seconds=1))
+    assert blocker.pk in report.finished
+    assert job.pk in report.admitted
+    # The page polls: it shows the admission without a reload.
+    expect(state_badge(page)).to_have_attribute("data-state", "admitted", timeout=12_000)
+    tick(pool, end_of_blocker + timedelta(seconds=2))
+    expect(state_badge(page)).to_have_attribute("data-state", "running", timeout=12_000)
+    tick(pool, end_of_blocker + timedelta(seconds=40))
+    expect(state_badge(page)).to_have_attribute("data-state", "succeeded", timeout=12_000)
+    timeline = page.locator(".timeline")
+    for text in ("Submitted", "Wait reason changed", "Admitted", "Started", "Succeeded"):
+        expect(timeline).to_contain_text(text)
+    # A final state stops the polling.
+    assert page.locator(f"#queues-job-live-{job.pk}").get_attribute("hx-trigger") is None
+    job.refresh_from_db()
+    assert job.state == Job.State.SUCCEEDED
+
+
+def test_fragmented_topology_is_explained(page, live_server, shots):
+    pool = research_pool()
+    occupy(pool, node=pool.nodes[0], count=4, name="vit-a", runtime=1800)
+    occupy(pool, node=pool.nodes[2], count=4, name="asr-b", team=pool.other_team, runtime=3600)
+    login(page, "alice")
+    page.goto("/submit/")
+    fill_job(page, name="llm-finetune", devices="4", pods="2", runtime="20m")
+    page.select_option("#id_topology_mode", "required")
+    page.select_option("#id_topology_level", RACK)
+    page.click("button[value=check]")
+    box = page.locator("#queues-job-feasibility")
+    expect(box).to_contain_text("topology_fragmented")
+    expect(box).to_contain_text("Likely start (p50)")
+    expect(box).to_contain_text("It would start now if")
+    assert not Job.objects.filter(name="llm-finetune").exists()
+    page.screenshot(path=str(shots / "submit-form.png"), full_page=True)
+
+    # Applying a suggestion fills the form in and checks again: now it would start.
+    page.locator(".apply-suggestion").first.click()
+    expect(page.locator("#id_topology_mode")).to_have_value("preferred")
+    expect(box).to_contain_text("Yes — it would start now")
+    # Changing the request back re-checks it live.
+    page.select_option("#id_topology_mode", "required")
+    expect(box).to_contain_text("topology_fragmented")
+    page.click("button[value=submit]")
+    page.wait_for_url(re.compile(r"/jobs/\d+/$"))
+    expect(page.locator("[data-code]")).to_have_text("topology_fragmented")
+    expect(page.locator("#main")).to_contain_text("not together")
+    expect(page.locator(".suggestions")).to_contain_text("Prefer one rack")
+    page.screenshot(path=str(shots / "job-waiting.png"), full_page=True)
+
+
+def test_validation_errors_are_shown_by_field(page, live_server):
+    research_pool()
+    login(page, "alice")
+    page.goto("/submit/")
+    fill_job(page, name="Bad_Name", devices="8")
+    page.fill("#id_image", "not an image!")
+    page.click("button[value=submit]")
+    expect(page.locator("#id_name_errors")).to_contain_text("DNS-1123")
+    expect(page.locator("#id_image_errors")).to_contain_text("not an image reference")
+    expect(page.locator("#id_devices_per_pod_errors")).to_contain_text(
+        "can never run: asks 8 GPUs per pod, the largest node has 4"
+    )
+    assert not Job.objects.exists()
+
+
+def test_another_teams_job_is_not_found(page, live_server):
+    pool = research_pool()
+    theirs = occupy(pool, node=pool.nodes[0], count=1, team=pool.other_team, name="bobs-job")
+    login(page, "alice")
+    response = page.goto(f"/jobs/{theirs.pk}/")
+    assert response.status == 404
+    assert "bobs-job" not in page.content()
+
+
+def test_catalogue(page, live_server, shots):
+    pool = research_pool()
+    add_catalogue_classes(pool)
+    # Every H100 is busy: the catalogue gives the expected wait of a one-GPU job instead of "starts now".
+    occupy(pool, node=pool.nodes[0], count=4, name="vit-a", runtime=1800)
+    occupy(pool, node=pool.nodes[1], count=4, name="vit-b", runtime=900)
+    occupy(pool, node=pool.nodes[2], count=4, name="asr-a", team=pool.other_team, runtime=3600)
+    occupy(pool, node=pool.nodes[3], count=4, name="asr-b", team=pool.other_team, runtime=2400)
+    login(page, "alice")
+    cards = page.locator("#queues-class-cards .card")
+    expect(cards).to_have_count(3)
+    h100 = page.locator("#class-h100")
+    expect(h100).to_contain_text("0 of 16 available now")
+    expect(h100).to_contain_text("using 8 of 16")
+    # vit-b started 5 minutes ago for 15: a one-GPU job waits about ten minutes.
+    expect(h100.locator(".wait-later")).to_have_text(re.compile(r"~in (9|10) min"))
+    expect(page.locator("#class-mig-1g-10gb")).to_contain_text("14 of 14 available now")
+    expect(page.locator("#class-mig-1g-10gb")).to_contain_text("Starts now")
+    page.screenshot(path=str(shots / "class-catalogue.png"), full_page=True)

@@ -1,0 +1,355 @@
+"""The cluster side of the tests: what Kueue's controllers and the kubelet write, as real objects in the emulator.
+
+The portal only ever talks HTTP to the emulator; these helpers write the objects a real cluster would create
+(Workloads with Kueue's conditions and messages, Pods bound to nodes, Job status), validated like everything
+else (Workloads against Kueue's CRD).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime, timedelta
+
+from tests.kube.emulator import Emulator
+
+T0 = datetime(2026, 9, 1, 8, 0, tzinfo=UTC)
+
+
+def ts(when: datetime) -> str:
+    """RFC 3339."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def at(minutes: float) -> datetime:
+    """T0 + minutes."""
+    return T0 + timedelta(minutes=minutes)
+
+
+def gpu_node(
+    name: str,
+    *,
+    gpus: int = 8,
+    product: str = "NVIDIA-H100-80GB-HBM3",
+    labels: dict | None = None,
+    ready: bool = True,
+    taints: list | None = None,
+) -> dict:
+    """A GPU node as the kubelet and GPU feature discovery publish it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.product": product,
+                "nvidia.com/gpu.count": str(gpus),
+                "nvidia.com/gpu.memory": "81559",
+                "nvidia.com/cuda.driver-version.major": "550",
+                "nvidia.com/cuda.driver-version.full": "550.54.15",
+                "nvidia.com/cuda.runtime-version.full": "12.4",
+                **(labels or {}),
+            },
+        },
+        "spec": {"taints": taints} if taints else {},
+        "status": {
+            "capacity": {"cpu": "128", "memory": "2Ti", "nvidia.com/gpu": str(gpus), "pods": "110"},
+            "allocatable": {"cpu": "127", "memory": "2000Gi", "nvidia.com/gpu": str(gpus), "pods": "110"},
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True" if ready else "False",
+                    "reason": "KubeletReady" if ready else "NodeStatusUnknown",
+                    "message": "kubelet is posting ready status" if ready else "Kubelet stopped posting node status.",
+                    "lastHeartbeatTime": ts(T0),
+                    "lastTransitionTime": ts(T0 - timedelta(days=1)),
+                }
+            ],
+        },
+    }
+
+
+def workload_name(job_name: str) -> str:
+    """Kueue's name for a Job's Workload: job-<name>-<5 hex>."""
+    return f"job-{job_name}-{hashlib.sha1(job_name.encode()).hexdigest()[:5]}"  # noqa: S324 - a name, not security
+
+
+def condition(kind: str, status: str, reason: str, message: str, when: datetime) -> dict:
+    """A metav1.Condition."""
+    return {"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": ts(when)}
+
+
+class FakeKueue:
+    """Kueue and the kubelet, for one emulator: create Workloads for Jobs, admit, run, finish, evict."""
+
+    def __init__(self, emulator: Emulator) -> None:
+        self.emu = emulator
+
+    def job(self, name: str, namespace: str) -> dict:
+        """The stored batch Job."""
+        obj = self.emu.get_obj("Job", name, namespace)
+        assert obj is not None, f"no Job {namespace}/{name}"
+        return obj
+
+    def workload(self, job_name: str, namespace: str) -> dict | None:
+        """The stored Workload of a Job."""
+        return self.emu.get_obj("Workload", workload_name(job_name), namespace)
+
+    def create_workload(
+        self, job_name: str, namespace: str, *, conditions: list | None = None, when: datetime = T0
+    ) -> dict:
+        """What Kueue does when it sees a labelled Job: a Workload owned by it."""
+        job = self.job(job_name, namespace)
+        labels = job["metadata"].get("labels") or {}
+        template = job["spec"]["template"]
+        wl = {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Workload",
+            "metadata": {
+                "name": workload_name(job_name),
+                "namespace": namespace,
+                "creationTimestamp": ts(when),
+                "labels": {"kueue.x-k8s.io/job-uid": job["metadata"]["uid"]},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
+                        "name": job_name,
+                        "uid": job["metadata"]["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": {
+                "queueName": labels.get("kueue.x-k8s.io/queue-name", ""),
+                "podSets": [{"name": "main", "count": job["spec"].get("parallelism", 1), "template": template}],
+                "active": True,
+            },
+            "status": {"conditions": conditions or []},
+        }
+        if labels.get("kueue.x-k8s.io/priority-class"):
+            wl["spec"]["priorityClassRef"] = {
+                "group": "kueue.x-k8s.io",
+                "kind": "WorkloadPriorityClass",
+                "name": labels["kueue.x-k8s.io/priority-class"],
+            }
+        return self.emu.put(wl, manager="kueue")
+
+    def set_status(self, job_name: str, namespace: str, **status) -> dict:
+        """Replace parts of the Workload's status."""
+        wl = self.workload(job_name, namespace)
+        assert wl is not None
+        wl["status"] = {**(wl.get("status") or {}), **status}
+        return self.emu.put(wl)
+
+    def pending(
+        self, job_name: str, namespace: str, message: str, *, reason: str = "Pending", when: datetime = T0
+    ) -> dict:
+        """QuotaReserved=False with Kueue's message."""
+        return self.set_status(
+            job_name, namespace, conditions=[condition("QuotaReserved", "False", reason, message, when)]
+        )
+
+    def admit(
+        self,
+        job_name: str,
+        namespace: str,
+        *,
+        cluster_queue: str,
+        flavor: str,
+        nodes: list[str],
+        gpus_per_pod: int,
+        when: datetime,
+        resource: str = "nvidia.com/gpu",
+    ) -> None:
+        """Reserve quota, admit, unsuspend the Job, create its pods on ``nodes`` (one per pod)."""
+        count = len(nodes)
+        admission = {
+            "clusterQueue": cluster_queue,
+            "podSetAssignments": [
+                {
+                    "name": "main",
+                    "count": count,
+                    "flavors": {resource: flavor, "cpu": flavor, "memory": flavor},
+                    "resourceUsage": {resource: str(gpus_per_pod * count)},
+                }
+            ],
+        }
+        self.set_status(
+            job_name,
+            namespace,
+            admission=admission,
+            conditions=[
+                condition(
+                    "QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue {cluster_queue}", when
+                ),
+                condition("Admitted", "True", "Admitted", "The workload is admitted", when),
+            ],
+        )
+        job = self.job(job_name, namespace)
+        job["spec"]["suspend"] = False
+        job["status"] = {"active": count, "startTime": ts(when)}
+        self.emu.put(job)
+        for i, node in enumerate(nodes):
+            self.pod(job_name, namespace, i, node=node, phase="Pending", when=when)
+
+    def pod(
+        self,
+        job_name: str,
+        namespace: str,
+        index: int,
+        *,
+        node: str = "",
+        phase: str = "Running",
+        when: datetime = T0,
+        unschedulable: str = "",
+        finished: datetime | None = None,
+        exit_code: int = 0,
+    ) -> dict:
+        """A pod of the Job (created, bound, running, finished)."""
+        job = self.job(job_name, namespace)
+        labels = dict(job["spec"]["template"]["metadata"].get("labels") or {})
+        labels["batch.kubernetes.io/job-name"] = job_name
+        name = f"{job_name}-{index}-pod{index:02d}"
+        status: dict = {"phase": phase, "conditions": []}
+        if unschedulable:
+            status["conditions"].append(
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": unschedulable,
+                    "lastTransitionTime": ts(when),
+                }
+            )
+        else:
+            status["conditions"].append({"type": "PodScheduled", "status": "True", "lastTransitionTime": ts(when)})
+        if phase == "Running":
+            status["startTime"] = ts(when)
+            status["conditions"].append({"type": "Ready", "status": "True", "lastTransitionTime": ts(when)})
+            status["containerStatuses"] = [
+                {
+                    "name": "main",
+                    "ready": True,
+                    "restartCount": 0,
+                    "image": "x",
+                    "imageID": "x",
+                    "state": {"running": {"startedAt": ts(when)}},
+                }
+            ]
+        elif phase in ("Succeeded", "Failed"):
+            status["containerStatuses"] = [
+                {
+                    "name": "main",
+                    "ready": False,
+                    "restartCount": 0,
+                    "image": "x",
+                    "imageID": "x",
+                    "state": {
+                        "terminated": {"exitCode": exit_code, "startedAt": ts(when), "finishedAt": ts(finished or when)}
+                    },
+                }
+            ]
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": labels,
+                "annotations": {"batch.kubernetes.io/job-completion-index": str(index)},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
+                        "name": job_name,
+                        "uid": job["metadata"]["uid"],
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {"containers": [{"name": "main", "image": "x"}], **({"nodeName": node} if node else {})},
+            "status": status,
+        }
+        return self.emu.put(pod)
+
+    def run_pods(self, job_name: str, namespace: str, nodes: list[str], *, when: datetime) -> None:
+        """All pods Running; PodsReady=True on the Workload."""
+        for i, node in enumerate(nodes):
+            self.pod(job_name, namespace, i, node=node, phase="Running", when=when)
+        wl = self.workload(job_name, namespace)
+        conditions = [c for c in wl["status"]["conditions"] if c["type"] != "PodsReady"]
+        conditions.append(
+            condition("PodsReady", "True", "Started", "All pods reached readiness and the workload is running", when)
+        )
+        self.set_status(job_name, namespace, conditions=conditions)
+
+    def complete(self, job_name: str, namespace: str, nodes: list[str], *, started: datetime, when: datetime) -> None:
+        """Pods succeeded; the Job is Complete; the Workload Finished."""
+        for i, node in enumerate(nodes):
+            self.pod(job_name, namespace, i, node=node, phase="Succeeded", when=started, finished=when)
+        job = self.job(job_name, namespace)
+        job["status"] = {
+            "succeeded": len(nodes),
+            "startTime": ts(started),
+            "completionTime": ts(when),
+            "conditions": [
+                {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": ts(when)},
+                {"type": "Complete", "status": "True", "lastTransitionTime": ts(when)},
+            ],
+        }
+        self.emu.put(job)
+        wl = self.workload(job_name, namespace)
+        conditions = [
+            *wl["status"]["conditions"],
+            condition("Finished", "True", "Succeeded", "Job finished successfully", when),
+        ]
+        self.set_status(job_name, namespace, conditions=conditions)
+
+    def evict(
+        self, job_name: str, namespace: str, *, reason: str, message: str, when: datetime, preempted_reason: str = ""
+    ) -> None:
+        """Kueue evicts: Evicted=True (+Preempted), quota released, Job suspended, pods deleted."""
+        wl = self.workload(job_name, namespace)
+        conditions = [
+            c for c in wl["status"]["conditions"] if c["type"] not in ("Admitted", "QuotaReserved", "PodsReady")
+        ]
+        conditions.append(condition("Evicted", "True", reason, message, when))
+        if preempted_reason:
+            conditions.append(condition("Preempted", "True", preempted_reason, message, when))
+        conditions.append(condition("QuotaReserved", "False", "Pending", message, when))
+        conditions.append(
+            condition("Requeued", "True" if reason in ("Preempted", "NodeFailures") else "False", reason, message, when)
+        )
+        wl["status"]["conditions"] = conditions
+        wl["status"].pop("admission", None)
+        self.emu.put(wl)
+        job = self.job(job_name, namespace)
+        job["spec"]["suspend"] = True
+        job["status"] = {"active": 0}
+        self.emu.put(job)
+        self.delete_pods(job_name, namespace, when=when)
+
+    def pods_of(self, job_name: str, namespace: str) -> list[dict]:
+        """The Job's pods."""
+        return [
+            p
+            for p in self.emu.all("Pod")
+            if p["metadata"]["namespace"] == namespace
+            and any(o.get("name") == job_name for o in p["metadata"].get("ownerReferences") or [])
+        ]
+
+    def delete_pods(self, job_name: str, namespace: str, *, when: datetime) -> None:
+        """Graceful deletion: a deletionTimestamp first (what the watch sees), then the pod is gone."""
+        for pod in self.pods_of(job_name, namespace):
+            pod["metadata"]["deletionTimestamp"] = ts(when)
+            self.emu.put(pod)
+            self.emu.remove("Pod", pod["metadata"]["name"], namespace)
+
+    def delete_job(self, job_name: str, namespace: str, *, when: datetime) -> None:
+        """``kubectl delete job``: pods terminate at ``when``, the Job and its Workload go."""
+        self.delete_pods(job_name, namespace, when=when)
+        self.emu.remove("Job", job_name, namespace)
+        self.emu.remove("Workload", workload_name(job_name), namespace)

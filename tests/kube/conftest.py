@@ -1,0 +1,84 @@
+"""Fixtures of the kubernetes backend tests: an API emulator over HTTP, a cluster row pointing at it, a portal."""
+
+from __future__ import annotations
+
+import pytest
+
+from pools.backends.k8s.client import KubeClient, forget_client
+from pools.models import Cluster
+from queues.models import Membership, PriorityClass, QuotaLine, TeamQuota
+from tests.factories import ResourceClassFactory, ResourceFlavorFactory, TeamFactory, UserFactory
+from tests.kube.cluster import FakeKueue, gpu_node
+from tests.kube.emulator import Emulator
+from tests.kube.schemas import CRD_DIR, validate
+
+
+@pytest.fixture(autouse=True)
+def _kube_settings(settings):
+    """Fast retries and short watches."""
+    settings.KUBE_API_BACKOFF_BASE = 0.01
+    settings.KUBE_API_BACKOFF_MAX = 0.02
+    settings.KUBE_API_RETRIES = 3
+    settings.KUBE_API_READ_TIMEOUT = 3
+    settings.KUBE_SYNC_WATCH_SECONDS = 1
+    settings.KUBE_RESUBMIT_AFTER_SECONDS = 0
+
+
+@pytest.fixture
+def emulator():
+    """A running emulator that validates what clients send; fails the test if anything was rejected."""
+    if not CRD_DIR.exists():
+        pytest.skip("../shared/reference is not beside this checkout")
+    emu = Emulator(validator=validate, bookmark_interval=0.2)
+    emu.start()
+    yield emu
+    emu.stop()
+
+
+@pytest.fixture
+def kube(emulator):
+    """The cluster side."""
+    return FakeKueue(emulator)
+
+
+@pytest.fixture
+def cluster(db, emulator, tmp_path):
+    """A kubernetes Cluster row whose kubeconfig points at the emulator."""
+    path = emulator.kubeconfig(str(tmp_path / "kubeconfig"))
+    cluster = Cluster.objects.create(
+        name="gpu-east", backend=Cluster.Backend.KUBERNETES, kubeconfig_path=path, kube_context="emulator"
+    )
+    forget_client(cluster)
+    yield cluster
+    forget_client(cluster)
+
+
+@pytest.fixture
+def api(cluster):
+    """The real client, over HTTP."""
+    return KubeClient(cluster)
+
+
+@pytest.fixture
+def portal(db, cluster, emulator):
+    """One team with an H100 quota of 16 in the cluster, a class, a priority class, a member; 2 nodes of 8 GPUs."""
+    flavor = ResourceFlavorFactory(
+        name="h100", display_name="H100", node_labels={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    )
+    rc = ResourceClassFactory(
+        slug="h100", name="H100 80GB", flavors=[flavor], cpu_per_device="8", memory_per_device="64Gi"
+    )
+    team = TeamFactory(slug="vision", namespace="team-vision", local_queue_name="main")
+    quota = TeamQuota.objects.create(team=team, cluster=cluster, cluster_queue_name="vision")
+    QuotaLine.objects.create(team_quota=quota, flavor=flavor, resource_name="nvidia.com/gpu", nominal="16")
+    QuotaLine.objects.create(team_quota=quota, flavor=flavor, resource_name="cpu", nominal="256")
+    QuotaLine.objects.create(team_quota=quota, flavor=flavor, resource_name="memory", nominal="2Ti")
+    priority = PriorityClass.objects.create(name="normal", value=100, is_default=True)
+    user = UserFactory(username="ada")
+    Membership.objects.create(team=team, user=user)
+    for name in ("gpu-a1", "gpu-a2"):
+        emulator.put(gpu_node(name))
+    emulator.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}})
+    return type(
+        "Portal", (), {"flavor": flavor, "rc": rc, "team": team, "quota": quota, "priority": priority, "user": user}
+    )

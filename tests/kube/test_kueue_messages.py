@@ -1,0 +1,403 @@
+"""Every Kueue message of the reference catalogue translates to a wait-reason code, with its numbers."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from queues import kueue_messages as km
+from queues.engine.quantity import parse_quantity
+from tests.kube.schemas import REFERENCE
+
+CATALOGUE = REFERENCE / "kueue" / "messages.yaml"
+
+
+def _entries() -> list[dict]:
+    if not CATALOGUE.exists():
+        return []
+    return yaml.safe_load(CATALOGUE.read_text())["messages"]
+
+
+def _examples() -> list[tuple[str, str, str, dict]]:
+    out = []
+    for entry in _entries():
+        for key in ("example", "example_from_tests"):
+            if key in entry:
+                out.append((entry["id"], key, entry[key], entry))
+    return out
+
+
+#: The code each catalogue example gets without any pool view ("" = informational, not a wait).
+EXPECTED = {
+    "podset_flavor_assignment_failed": km.QUOTA_EXHAUSTED,
+    "podset_flavor_assignment_error": km.MISCONFIGURED,
+    "insufficient_unused_quota": km.QUOTA_EXHAUSTED,
+    "max_capacity_exceeded": km.EXCEEDS_MAXIMUM,
+    "max_capacity_exceeded_legacy": km.EXCEEDS_MAXIMUM,
+    "resource_not_in_clusterqueue": km.NO_MATCHING_FLAVOR,
+    "untolerated_taint": km.NO_MATCHING_FLAVOR,
+    "node_affinity_mismatch": km.NO_MATCHING_FLAVOR,
+    "flavor_not_found": km.MISCONFIGURED,
+    "flavor_considered_missing_resource": km.NO_MATCHING_FLAVOR,
+    "tas_flavor_not_tas": km.NO_MATCHING_FLAVOR,
+    "tas_flavor_only_tas": km.NO_MATCHING_FLAVOR,
+    "tas_level_missing": km.NO_MATCHING_FLAVOR,
+    "tas_cache_missing": km.MISCONFIGURED,
+    "tas_fits_only_some": km.TOPOLOGY_FRAGMENTED,
+    "tas_fits_none": km.CLASS_EXHAUSTED,
+    "tas_exclusion_stats": km.TOPOLOGY_FRAGMENTED,
+    "tas_multilayer_no_fit": km.TOPOLOGY_FRAGMENTED,
+    "tas_no_requested_level": km.NO_MATCHING_FLAVOR,
+    "pending_preemption_suffix": km.PREEMPTION_IN_PROGRESS,
+    "preemption_failed_suffix": km.PREEMPTION_IN_PROGRESS,
+    "no_longer_fits": km.HIGHER_PRIORITY_AHEAD,
+    "overlapping_preemption_targets": km.PREEMPTION_IN_PROGRESS,
+    "overlapping_preemption_targets_deferred": km.PREEMPTION_IN_PROGRESS,
+    "waiting_for_pods_ready_block": km.HIGHER_PRIORITY_AHEAD,
+    "failed_admission_checks_pending": km.AWAITING_PROVISIONING,
+    "preemption_gated": km.PREEMPTION_IN_PROGRESS,
+    "local_queue_missing": km.MISCONFIGURED,
+    "local_queue_inactive": km.MISCONFIGURED,
+    "cluster_queue_missing": km.MISCONFIGURED,
+    "cluster_queue_inactive": km.MISCONFIGURED,
+    "namespace_selector_mismatch": km.MISCONFIGURED,
+    "resources_validation_failed": km.EXCEEDS_MAXIMUM,
+    "limitrange_violation": km.EXCEEDS_MAXIMUM,
+    "admission_gated": km.AWAITING_PROVISIONING,
+    "pending_evaluation": km.HIGHER_PRIORITY_AHEAD,
+    "deactivated": km.MISCONFIGURED,
+    "deactivation_target": km.MISCONFIGURED,
+    "preempted": km.HIGHER_PRIORITY_AHEAD,
+    "pods_ready_timeout": km.CLASS_EXHAUSTED,
+    "admission_check_retry_eviction": km.AWAITING_PROVISIONING,
+    "queue_stopped_eviction": km.MISCONFIGURED,
+    "tas_no_node_replacement": km.HEALTH_BLOCKED,
+    "tas_multiple_node_failures": km.HEALTH_BLOCKED,
+    "requeued_messages": km.HIGHER_PRIORITY_AHEAD,
+    "pods_ready_messages": "starting",
+    "admitted_condition_messages": km.AWAITING_PROVISIONING,
+    "quota_reserved_true": "admitted",
+    "admission_check_state_messages": km.AWAITING_PROVISIONING,
+    "cluster_queue_active_condition": km.MISCONFIGURED,
+    "job_events": "",
+    "on_hold": km.MISCONFIGURED,
+}
+
+
+def _reason(entry: dict) -> str:
+    condition = entry.get("condition") or {}
+    reason = str(condition.get("reason") or "") if isinstance(condition, dict) else ""
+    return reason.split(" ")[0]
+
+
+def test_catalogue_every_entry_has_an_expected_code(reference):
+    ids = [e["id"] for e in _entries()]
+    assert len(ids) == 52
+    assert set(ids) == set(EXPECTED)
+
+
+@pytest.mark.parametrize(
+    ("message_id", "which", "text", "entry"), _examples(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_translate_catalogue_example(reference, message_id, which, text, entry):
+    t = km.translate(text, reason=_reason(entry))
+    assert t.recognised, f"{message_id} {which}: {text!r}"
+    assert message_id in t.ids or (message_id == "podset_flavor_assignment_failed" and t.ids[0] == message_id)
+    assert t.code == EXPECTED[message_id]
+    assert t.kueue_message == text
+    assert t.message
+    if entry.get("regex"):
+        assert re.search(entry["regex"], text), "the catalogue's own regex matches its example"
+    hinted = set(re.findall(r"\b(" + "|".join(km.WAIT_CODES) + r")\b", entry.get("portal_wait_reason_hint") or ""))
+    if hinted and t.code in km.WAIT_CODES:
+        assert t.code in hinted, f"{message_id}: {t.code} not among the catalogue's hints {hinted}"
+
+
+@pytest.mark.parametrize(
+    ("message_id", "which", "text", "entry"), _examples(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_translate_numbers_agree_with_the_catalogue_regex(reference, message_id, which, text, entry):
+    """Every numeric group the catalogue's regex captures is parsed out with the same value."""
+    if not entry.get("regex"):
+        return
+    m = re.search(entry["regex"], text)
+    t = km.translate(text, reason=_reason(entry))
+    flat = dict(t.details)
+    for ps in t.details.get("podSets", []):
+        for reason in ps["reasons"]:
+            flat.update(reason)
+    for key, value in m.groupdict().items():
+        if value is None or not value.isdigit() or key not in flat:
+            continue
+        if key in ("missing", "request", "previous", "max") and flat.get("resource"):
+            assert parse_quantity(value, flat["resource"]) == flat[key], (key, flat)  # canonical units (cpu: m)
+        else:
+            assert int(value) == flat[key], (key, flat)
+
+
+def test_translate_quantities_are_canonical_integers():
+    t = km.translate(
+        "couldn't assign flavors to pod set main: insufficient unused quota for memory in flavor h100, 5Gi more needed"
+    )
+    assert t.details["missing"] == 5 * 1024**3
+    t = km.translate(
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor a, 500m more needed"
+    )
+    assert t.details["missing"] == 500
+
+
+def test_translate_unknown_text_is_visible_never_silent():
+    t = km.translate("Something Kueue v0.30 says that nobody has seen", reason="WaitingForQuota")
+    assert t.code == km.UNRECOGNISED
+    assert not t.recognised
+    assert t.message == "Something Kueue v0.30 says that nobody has seen"
+    assert t.details["unrecognised"] is True
+    assert t.details["reasonHint"] == km.QUOTA_EXHAUSTED
+    assert km.UNRECOGNISED not in km.WAIT_CODES
+
+
+def test_translate_partly_unknown_flavor_list_keeps_what_it_knows():
+    t = km.translate(
+        "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h100, 4 more "
+        "needed, flavor b200 is on fire"
+    )
+    assert t.code == km.QUOTA_EXHAUSTED
+    assert t.details["unrecognisedParts"] == ["flavor b200 is on fire"]
+    assert t.details["unrecognised"] is True
+
+
+def test_translate_legacy_and_old_wordings():
+    assert km.translate("Preempted to accommodate a higher priority Workload").code == km.HIGHER_PRIORITY_AHEAD
+    old = km.translate("Preempted to accommodate a workload (UID: abc) due to prioritization in the ClusterQueue")
+    assert old.code == km.HIGHER_PRIORITY_AHEAD and old.details["why"] == "prioritization in the ClusterQueue"
+    assert (
+        km.translate(
+            "couldn't assign flavors to pod set main: insufficient unused quota in cohort for cpu in flavor a, 2 more needed"
+        ).code
+        == km.QUOTA_EXHAUSTED
+    )
+    assert (
+        km.translate(
+            "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor a in ClusterQueue"
+        ).code
+        == km.EXCEEDS_MAXIMUM
+    )
+    assert km.translate("LocalQueue q is terminating or missing", reason="Inadmissible").code == km.MISCONFIGURED
+    assert km.translate("ClusterQueue cq is stopped", reason="Inadmissible").code == km.MISCONFIGURED
+    assert km.translate("Bypassed scheduling evaluation because an equivalent workload recently failed").recognised
+    truncated = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h, 2 more needed ..."
+    assert km.translate(truncated).code == km.QUOTA_EXHAUSTED
+
+
+def test_translate_preemptor_identity_is_parsed():
+    t = km.translate(
+        "Preempted to accommodate a workload (UID: wl-1, JobUID: job-9) due to reclamation within the cohort; "
+        "preemptor path: /org/b; preemptee path: /org/a"
+    )
+    assert t.details["preemptorJobUid"] == "job-9"
+    assert t.details["preemptor_path"] == "/org/b"
+
+
+def test_translate_several_pod_sets_and_tas_statistics_with_commas():
+    text = (
+        "couldn't assign flavors to pod set main: flavor a100 doesn't match node affinity, insufficient unused quota "
+        'for nvidia.com/gpu in flavor h100, 4 more needed; couldn\'t assign flavors to pod set workers: topology "t" '
+        'allows to fit only 1 out of 2 pod(s). Total nodes: 4; excluded: resource "nvidia.com/gpu": 2, taint '
+        '"nvidia.com/gpu-xid-error=true:NoSchedule": 1, untolerated taint {k v NoSchedule <nil>} in flavor spot'
+    )
+    t = km.translate(text)
+    assert [ps["name"] for ps in t.details["podSets"]] == ["main", "workers"]
+    workers = t.details["podSets"][1]["reasons"]
+    assert [r["id"] for r in workers] == ["tas_fits_only_some", "untolerated_taint"]
+    assert workers[0]["code"] == km.HEALTH_BLOCKED  # a health taint excluded a node the pods needed
+    assert workers[0]["excluded"]["resources"] == {"nvidia.com/gpu": 2}
+
+
+# --- with the pool view -------------------------------------------------------------------------------------------
+
+QUOTA_TEXT = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h100, 4 more needed"
+
+
+def _ctx(**figures) -> km.MessageContext:
+    return km.MessageContext(
+        cluster_queue="vision",
+        quotas={("vision", "h100", "nvidia.com/gpu"): km.QuotaFigures(**figures)},
+        flavor_labels={"h100": "H100"},
+        request={"nvidia.com/gpu": 8},
+        per_pod={"nvidia.com/gpu": 8},
+        class_flavors=("h100",),
+    )
+
+
+def test_quota_exhausted_when_over_nominal_without_cohort():
+    t = km.translate(QUOTA_TEXT, context=_ctx(nominal=16, used=12))
+    assert t.code == km.QUOTA_EXHAUSTED
+    assert "16 GPUs on H100" in t.message and "4 more GPUs needed" in t.message
+
+
+def test_borrow_limit_when_cohort_has_room_but_limit_reached():
+    t = km.translate(
+        QUOTA_TEXT,
+        context=_ctx(nominal=16, used=20, borrowing_limit=4, in_cohort=True, cohort_capacity=64, cohort_used=30),
+    )
+    assert t.code == km.BORROW_LIMIT
+    assert "borrowing limit (4 above its quota of 16)" in t.message
+
+
+def test_class_exhausted_when_the_whole_cohort_is_used():
+    t = km.translate(QUOTA_TEXT, context=_ctx(nominal=16, used=16, in_cohort=True, cohort_capacity=64, cohort_used=62))
+    assert t.code == km.CLASS_EXHAUSTED
+
+
+def test_higher_priority_ahead_when_within_own_quota():
+    t = km.translate(QUOTA_TEXT, context=_ctx(nominal=16, used=4, in_cohort=True, cohort_capacity=64, cohort_used=64))
+    assert t.code == km.HIGHER_PRIORITY_AHEAD
+
+
+def test_class_flavor_preference_ignores_other_flavors():
+    text = (
+        "couldn't assign flavors to pod set main: flavor a100 doesn't match node affinity, insufficient unused quota "
+        "for nvidia.com/gpu in flavor h100, 4 more needed"
+    )
+    ctx = km.MessageContext(class_flavors=("h100",))
+    assert km.translate(text, context=ctx).details["flavor"] == "h100"
+    only_never = (
+        "couldn't assign flavors to pod set main: flavor a100 doesn't match node affinity, flavor h100 not found"
+    )
+    assert km.translate(only_never).code == km.MISCONFIGURED  # the most severe of the never-fits
+
+
+def test_tas_decision_uses_the_pool():
+    text = 'couldn\'t assign flavors to pod set main: topology "gpu" allows to fit only 1 out of 2 pod(s)'
+    ctx = km.MessageContext(
+        topology_flavors={"gpu": ["h100"]},
+        request={"nvidia.com/gpu": 16},
+        per_pod={"nvidia.com/gpu": 8},
+        pool={("h100", "nvidia.com/gpu"): km.PoolFigures(total=32, free=20, health_excluded=0, max_free_per_node=6)},
+    )
+    assert km.translate(text, context=ctx).code == km.TOPOLOGY_FRAGMENTED
+    ctx.pool = {("h100", "nvidia.com/gpu"): km.PoolFigures(total=32, free=8, health_excluded=16)}
+    assert km.translate(text, context=ctx).code == km.HEALTH_BLOCKED
+    ctx.pool = {("h100", "nvidia.com/gpu"): km.PoolFigures(total=32, free=8, health_excluded=0)}
+    assert km.translate(text, context=ctx).code == km.CLASS_EXHAUSTED
+
+
+# --- pods the scheduler cannot place -------------------------------------------------------------------------------
+
+
+def test_pods_unschedulable_for_health():
+    t = km.pods_unschedulable(
+        [
+            "0/16 nodes are available: 2 node(s) had untolerated taint {nvidia.com/gpu-xid-error: 79}, 14 node(s) "
+            "didn't match Pod's node affinity/selector. preemption: 0/16 nodes are available: 16 Preemption is not helpful."
+        ]
+    )
+    assert t.code == km.HEALTH_BLOCKED
+    assert t.details["healthExcludedNodes"] == 2
+    assert t.details["nodes"] == 16
+
+
+def test_pods_unschedulable_for_fragmentation_with_the_pool_view():
+    ctx = km.MessageContext(
+        class_flavors=("h100",),
+        request={"nvidia.com/gpu": 16},
+        per_pod={"nvidia.com/gpu": 8},
+        pool={("h100", "nvidia.com/gpu"): km.PoolFigures(total=32, free=18, max_free_per_node=6)},
+    )
+    t = km.pods_unschedulable(["0/4 nodes are available: 4 Insufficient nvidia.com/gpu."], context=ctx)
+    assert t.code == km.TOPOLOGY_FRAGMENTED
+    assert t.details["insufficient"] == {"nvidia.com/gpu": 4}
+
+
+def test_pods_unschedulable_cordoned_nodes_are_health():
+    t = km.pods_unschedulable(["0/3 nodes are available: 3 node(s) were unschedulable."])
+    assert t.code == km.HEALTH_BLOCKED
+
+
+def test_pods_unschedulable_unknown_text():
+    assert km.pods_unschedulable(["the scheduler is sad"]).code == km.UNRECOGNISED
+    assert km.pods_unschedulable([]) is None
+
+
+# --- whole workloads ------------------------------------------------------------------------------------------------
+
+
+def _wl(*conditions, **status) -> dict:
+    return {
+        "metadata": {"name": "w", "namespace": "ns", "creationTimestamp": "2026-09-01T08:00:00Z"},
+        "spec": {"queueName": "main"},
+        "status": {
+            "conditions": [
+                {"type": t, "status": s, "reason": r, "message": m, "lastTransitionTime": "2026-09-01T08:01:00Z"}
+                for t, s, r, m in conditions
+            ],
+            **status,
+        },
+    }
+
+
+def test_workload_verdict_states():
+    assert km.workload_verdict(_wl()).state == "pending"
+    assert km.workload_verdict(_wl()).details["notEvaluated"]
+    pending = km.workload_verdict(_wl(("QuotaReserved", "False", "Pending", QUOTA_TEXT)))
+    assert (pending.state, pending.code) == ("pending", km.QUOTA_EXHAUSTED)
+    assert pending.since == "2026-09-01T08:01:00Z"
+    admitted = km.workload_verdict(
+        _wl(
+            ("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cq"),
+            ("Admitted", "True", "Admitted", "The workload is admitted"),
+            admission={"clusterQueue": "cq"},
+        )
+    )
+    assert admitted.state == "admitted"
+    reserved = km.workload_verdict(
+        _wl(
+            ("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cq"),
+            ("Admitted", "False", "UnsatisfiedAdmissionChecks", "The workload has not all checks ready"),
+            admission={"clusterQueue": "cq"},
+            admissionChecks=[{"name": "prov", "state": "Pending", "message": "Waiting for capacity"}],
+        )
+    )
+    assert (reserved.state, reserved.code) == ("reserved", km.AWAITING_PROVISIONING)
+    finished = km.workload_verdict(_wl(("Finished", "True", "Succeeded", "Job finished successfully")))
+    assert (finished.state, finished.code) == ("finished", "succeeded")
+
+
+def test_workload_verdict_backoff_after_pods_ready_timeout():
+    wl = _wl(
+        ("Evicted", "True", "PodsReadyTimeout", "Exceeded the PodsReady timeout ns/w"),
+        ("Requeued", "False", "PodsReadyTimeout", "Exceeded the PodsReady timeout ns/w"),
+        ("QuotaReserved", "False", "PendingEvaluation", "Exceeded the PodsReady timeout ns/w"),
+        requeueState={"count": 2, "requeueAt": "2026-09-01T09:00:00Z"},
+    )
+    verdict = km.workload_verdict(wl)
+    assert verdict.code == km.CLASS_EXHAUSTED
+    assert verdict.details["requeueAt"] == "2026-09-01T09:00:00Z"
+    assert "2026-09-01T09:00:00Z" in verdict.message
+    unhealthy = km.workload_verdict(
+        wl, pod_messages=["0/2 nodes are available: 2 node(s) had untolerated taint {nvidia.com/gpu-xid-error: 48}."]
+    )
+    assert unhealthy.code == km.HEALTH_BLOCKED
+
+
+def test_workload_verdict_deactivated_and_admitted_but_blocked():
+    wl = _wl(
+        (
+            "Evicted",
+            "True",
+            "DeactivatedDueToRequeuingLimitExceeded",
+            "The workload is deactivated due to exceeding the maximum number of re-queuing retries",
+        )
+    )
+    wl["spec"]["active"] = False
+    verdict = km.workload_verdict(wl)
+    assert (verdict.state, verdict.code) == ("deactivated", km.MISCONFIGURED)
+    admitted = _wl(
+        ("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cq"),
+        ("Admitted", "True", "Admitted", "The workload is admitted"),
+        admission={"clusterQueue": "cq"},
+    )
+    blocked = km.workload_verdict(admitted, pod_messages=["0/8 nodes are available: 8 node(s) were unschedulable."])
+    assert (blocked.state, blocked.code) == ("admitted", km.HEALTH_BLOCKED)

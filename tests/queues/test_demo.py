@@ -1,0 +1,28 @@
+"""The demo seed: built on the product's services, idempotent, with jobs in many states."""
+
+from __future__ import annotations
+
+import pytest
+
+from pools.models import Device, Node
+from queues.demo import demo_seed
+from queues.models import Allocation, Job, JobEvent
+
+pytestmark = pytest.mark.django_db
+
+
+def test_demo_seed_is_idempotent_and_realistic():
+    first = demo_seed(days=3, seed=3)
+    assert first.history_jobs > 10
+    counts = (Node.objects.count(), Device.objects.count(), Job.objects.count(), JobEvent.objects.count())
+    second = demo_seed(days=3, seed=3)
+    assert second.history_jobs == 0
+    assert (Node.objects.count(), Device.objects.count(), Job.objects.count(), JobEvent.objects.count()) == counts
+    physical = Device.objects.filter(parent__isnull=True).count()
+    assert physical >= 80
+    states = set(Job.objects.values_list("state", flat=True))
+    assert {"succeeded", "running", "pending"} <= states
+    # Every pending job says why it waits; every finished job released its devices.
+    assert not Job.objects.filter(state="pending", wait_reason="").exists()
+    assert not Allocation.objects.filter(ended_at__isnull=True, job__state__in=Job.FINAL_STATES).exists()
+    assert Device.objects.filter(node__name="h100-r2-03", health="unhealthy").count() == 1

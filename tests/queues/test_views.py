@@ -1,0 +1,337 @@
+"""Researcher pages: permissions, page vs fragment, polling that stops, forms, query caps."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from queues import services
+from queues.models import Job
+from queues.services import JobSpec
+from queues.views import SESSION_TEAM
+from tests.browser.scenarios import RACK, add_catalogue_classes, occupy, research_pool
+from tests.factories import JobFactory, MembershipFactory, TeamFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.fixture
+def pool():
+    return research_pool()
+
+
+@pytest.fixture
+def alice(client, pool):
+    client.force_login(pool.user)
+    return client
+
+
+def submit(pool, **kw) -> Job:
+    values = {"name": "train", "image": "python:3.11", "resource_class": pool.rc, **kw}
+    return services.job_submit(owner=pool.user, team=pool.team, spec=JobSpec(**values))
+
+
+FORM = {"name": "resnet", "image": "registry.example.org/vision/train:1.2", "resource_class": "h100"}
+
+
+@pytest.mark.parametrize("name", ["queues:classes", "queues:jobs", "queues:job_submit"])
+def test_pages_require_login(client, name):
+    response = client.get(reverse(name))
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+def test_home_sends_a_researcher_to_the_catalogue(alice):
+    assert alice.get(reverse("home"))["Location"] == reverse("queues:classes")
+
+
+def test_catalogue_page_and_fragment(alice, pool):
+    occupy(pool, node=pool.nodes[0], count=3)
+    response = alice.get(reverse("queues:classes"))
+    assert response.status_code == 200
+    assert "HX-Request" in response["Vary"]
+    html = response.content.decode()
+    assert "<html" in html
+    assert 'id="queues-class-cards"' in html
+    assert "H100 80GB" in html
+    assert "13" in html
+    assert "of 16 available now" in html
+    assert "using <strong>3</strong> of 16" in html
+    assert "Starts now" in html
+    assert "https://" not in html
+    assert "http://" not in html
+    fragment = alice.get(reverse("queues:classes"), **HTMX).content.decode()
+    assert "<html" not in fragment
+    assert fragment.startswith('<section id="queues-class-cards"')
+
+
+def test_catalogue_query_count_is_bounded(alice, pool, django_assert_max_num_queries):
+    with django_assert_max_num_queries(32):
+        alice.get(reverse("queues:classes"))
+
+
+def test_catalogue_query_count_does_not_grow_with_classes(alice, pool):
+    with CaptureQueriesContext(connection) as one:
+        alice.get(reverse("queues:classes"))
+    add_catalogue_classes(pool)
+    with CaptureQueriesContext(connection) as three:
+        html = alice.get(reverse("queues:classes")).content.decode()
+    assert html.count('class="card"') == 3
+    assert len(three) == len(one)
+
+
+def test_another_teams_job_is_404(alice, pool):
+    theirs = JobFactory(team=pool.other_team, owner=pool.other_user, cluster=pool.cluster, resource_class=pool.rc)
+    for name in ("queues:job_detail", "queues:job_cancel"):
+        assert alice.get(reverse(name, args=[theirs.pk])).status_code == 404
+    assert alice.post(reverse("queues:job_cancel", args=[theirs.pk])).status_code == 404
+    assert alice.get(reverse("queues:job_submit") + f"?from={theirs.pk}").status_code == 404
+    theirs.refresh_from_db()
+    assert theirs.state == Job.State.PENDING
+
+
+def test_team_switch_keeps_the_team_in_the_session(alice, pool):
+    MembershipFactory(team=pool.other_team, user=pool.user)
+    html = alice.get(reverse("queues:jobs")).content.decode()
+    assert 'id="queues-team-select"' in html
+    response = alice.post(reverse("queues:team_switch"), {"team": "speech", "next": reverse("queues:jobs")})
+    assert response["Location"] == reverse("queues:jobs")
+    assert alice.session[SESSION_TEAM] == pool.other_team.pk
+    assert "Jobs of team <strong>Speech</strong>" in alice.get(reverse("queues:jobs")).content.decode()
+
+
+def test_team_switch_refuses_a_team_one_is_not_in(alice, pool):
+    stranger = TeamFactory(slug="secret")
+    response = alice.post(reverse("queues:team_switch"), {"team": stranger.slug, "next": "https://evil.example/"})
+    assert response["Location"] == reverse("queues:classes")
+    assert SESSION_TEAM not in alice.session
+
+
+def test_submit_form_shows_class_choices(alice, pool):
+    html = alice.get(reverse("queues:job_submit")).content.decode()
+    assert 'id="queues-job-form"' in html
+    for count in (1, 2, 4, 8):
+        assert f'<option value="{count}"' in html
+    assert ">rack</option>" in html
+    assert "Simulated runtime" in html
+    fragment = alice.get(reverse("queues:job_submit") + "?resource_class=h100&name=keep-me", **HTMX)
+    text = fragment.content.decode()
+    assert text.startswith('<div id="queues-job-form-fields"')
+    assert 'value="keep-me"' in text
+
+
+def test_submit_creates_job_and_redirects(alice, pool):
+    data = {
+        **FORM,
+        "devices_per_pod": "2",
+        "pod_count": "1",
+        "command": "python train.py",
+        "args": "--epochs 3 --name 'a b'",
+        "env": "A=1\nB=two",
+        "max_runtime": "2h",
+        "sim_runtime": "90s",
+        "checkpoint_path": "/ckpt",
+        "checkpoint_signal": "SIGUSR1",
+        "checkpoint_interval": "30m",
+        "action": "submit",
+    }
+    response = alice.post(reverse("queues:job_submit"), data)
+    job = Job.objects.get(name="resnet")
+    assert response["Location"] == reverse("queues:job_detail", args=[job.pk])
+    assert job.args == ["--epochs", "3", "--name", "a b"]
+    assert job.env == {"A": "1", "B": "two"}
+    assert job.max_runtime_seconds == 7200
+    assert job.sim_runtime_seconds == 90
+    assert job.checkpoint_interval_seconds == 1800
+    assert job.priority_class == pool.normal
+
+
+@pytest.mark.parametrize(
+    ("data", "text"),
+    [
+        ({"name": "Bad_Name"}, "DNS-1123"),
+        ({"image": "not an image!"}, "not an image reference"),
+        ({"devices_per_pod": "3"}, "allows 1, 2, 4, 8 devices per pod, not 3"),
+        ({"devices_per_pod": "8"}, "can never run: asks 8 GPUs per pod, the largest node has 4"),
+        ({"max_runtime": "soon"}, "is not a duration"),
+        ({"env": "NOEQUALS"}, "is not KEY=VALUE"),
+    ],
+)
+def test_submit_shows_field_messages(alice, pool, data, text):
+    response = alice.post(reverse("queues:job_submit"), {**FORM, "devices_per_pod": "1", "pod_count": "1", **data})
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'class="field-error"' in html
+    assert text in html.replace("&#x27;", "'")
+    assert not Job.objects.exists()
+
+
+def test_check_without_javascript_renders_the_verdict(alice, pool):
+    data = {**FORM, "devices_per_pod": "4", "pod_count": "1", "action": "check"}
+    html = alice.post(reverse("queues:job_submit"), data).content.decode()
+    assert "Yes — it would start now" in html
+    assert not Job.objects.exists()
+
+
+def test_feasibility_fragment_when_fragmented(alice, pool):
+    occupy(pool, node=pool.nodes[0], count=4, name="a")
+    occupy(pool, node=pool.nodes[2], count=4, name="b", team=pool.other_team)
+    data = {**FORM, "devices_per_pod": "4", "pod_count": "2", "topology_mode": "required", "topology_level": RACK}
+    response = alice.post(reverse("queues:job_feasibility"), data, **HTMX)
+    html = response.content.decode()
+    assert html.startswith('<section id="queues-job-feasibility"')
+    assert "topology_fragmented" in html
+    assert "Likely start (p50)" in html
+    assert "It would start now if" in html
+    assert Job.objects.count() == 2  # nothing recorded: only the two blockers
+
+
+def test_feasibility_fragment_with_errors_updates_the_fields_out_of_band(alice, pool):
+    response = alice.post(reverse("queues:job_feasibility"), {**FORM, "name": "", "pod_count": "1"}, **HTMX)
+    html = response.content.decode()
+    assert "Fix the form first" in html
+    assert 'id="queues-job-form-fields" hx-swap-oob="true"' in html
+
+
+def test_resubmit_prefills_the_form(alice, pool):
+    job = submit(pool, devices_per_pod=2, args=["--lr", "0.1"], env={"X": "1"}, max_runtime_seconds=5400)
+    html = alice.get(reverse("queues:job_submit") + f"?from={job.pk}&devices_per_pod=1").content.decode()
+    assert 'value="train"' in html
+    assert 'value="--lr 0.1"' in html
+    assert 'value="1h30m"' in html
+    assert "X=1" in html
+    assert '<option value="1" selected>' in html
+
+
+def test_job_detail_page_and_polling(alice, pool):
+    occupy(pool, node=pool.nodes[0], count=4, team=pool.other_team)
+    job = submit(pool, devices_per_pod=4, pod_count=4)
+    response = alice.get(reverse("queues:job_detail", args=[job.pk]))
+    assert response.status_code == 200
+    assert "HX-Request" in response["Vary"]
+    html = response.content.decode()
+    assert f'id="queues-job-live-{job.pk}"' in html
+    assert 'hx-trigger="every 5s"' in html
+    assert "Why it waits" in html
+    assert "Place in queue" in html
+    assert "Timeline" in html
+    fragment = alice.get(reverse("queues:job_detail", args=[job.pk]), **HTMX)
+    assert fragment.status_code == 200
+    assert "<html" not in fragment.content.decode()
+    services.job_cancel(job=job, user=pool.user)
+    final = alice.get(reverse("queues:job_detail", args=[job.pk]), **HTMX)
+    assert final.status_code == 286
+    assert 'hx-trigger="every 5s"' not in final.content.decode()
+
+
+def test_job_detail_query_count_is_bounded(alice, pool, django_assert_max_num_queries):
+    for i in range(3):
+        occupy(pool, node=pool.nodes[i], count=2, name=f"r{i}", team=pool.other_team)
+    job = submit(pool, devices_per_pod=4, pod_count=4)
+    with django_assert_max_num_queries(45):
+        alice.get(reverse("queues:job_detail", args=[job.pk]))
+
+
+def test_cancel_asks_then_cancels(alice, pool):
+    job = submit(pool)
+    html = alice.get(reverse("queues:job_cancel", args=[job.pk])).content.decode()
+    assert "Yes, cancel the job" in html
+    response = alice.post(reverse("queues:job_cancel", args=[job.pk]))
+    assert response["Location"] == reverse("queues:job_detail", args=[job.pk])
+    job.refresh_from_db()
+    assert job.state == Job.State.CANCELLED
+    again = alice.post(reverse("queues:job_cancel", args=[job.pk]), follow=True)
+    assert "Not cancelled: the job already ended" in again.content.decode()
+
+
+def test_job_list_filters_and_fragment(alice, pool):
+    submit(pool, name="mine")
+    other = UserFactory(username="carol")
+    MembershipFactory(team=pool.team, user=other)
+    JobFactory(team=pool.team, owner=other, cluster=pool.cluster, resource_class=pool.rc, name="carols")
+    JobFactory(team=pool.other_team, owner=pool.other_user, cluster=pool.cluster, resource_class=pool.rc, name="bobs")
+    html = alice.get(reverse("queues:jobs")).content.decode()
+    assert "mine" in html
+    assert "carols" in html
+    assert "bobs" not in html
+    html = alice.get(reverse("queues:jobs") + "?scope=mine").content.decode()
+    assert "mine" in html
+    assert "carols" not in html
+    html = alice.get(reverse("queues:jobs") + "?owner=carol").content.decode()
+    assert "carols" in html
+    assert ">mine<" not in html
+    html = alice.get(reverse("queues:jobs") + "?state=nonsense").content.decode()
+    assert "is not valid: ignored" in html
+    fragment = alice.get(reverse("queues:jobs") + "?state=pending", **HTMX).content.decode()
+    assert fragment.startswith('<section id="queues-job-list-table"')
+
+
+def test_job_list_polls_only_while_jobs_can_change(alice, pool):
+    job = submit(pool)
+    assert 'hx-trigger="every 10s"' in alice.get(reverse("queues:jobs")).content.decode()
+    services.job_cancel(job=job, user=pool.user)
+    assert 'hx-trigger="every 10s"' not in alice.get(reverse("queues:jobs")).content.decode()
+    poll = alice.get(reverse("queues:jobs"), HTTP_HX_TRIGGER="queues-job-list-table", **HTMX)
+    assert poll.status_code == 286
+
+
+def _bulk_jobs(pool, n: int) -> None:
+    now = timezone.now()
+    Job.objects.bulk_create(
+        Job(
+            team=pool.team,
+            owner=pool.user,
+            cluster=pool.cluster,
+            resource_class=pool.rc,
+            name=f"bulk-{i}",
+            image="python:3.11",
+            state=Job.State.SUCCEEDED,
+            submitted_at=now - timedelta(minutes=i),
+            queued_at=now - timedelta(minutes=i),
+            state_changed_at=now - timedelta(minutes=i),
+            finished_at=now - timedelta(minutes=i),
+        )
+        for i in range(n)
+    )
+
+
+@pytest.mark.parametrize("n", [3, 180])
+def test_job_list_query_count_does_not_grow_with_jobs(alice, pool, n, django_assert_max_num_queries):
+    _bulk_jobs(pool, n)
+    first = alice.get(reverse("queues:jobs"))
+    with django_assert_max_num_queries(12):
+        alice.get(reverse("queues:jobs"))
+    with django_assert_max_num_queries(12):
+        alice.get(reverse("queues:jobs") + "?state=succeeded&scope=mine&resource_class=h100")
+    if n > 50:
+        page = first.context["page"]
+        assert len(page.jobs) == 50
+        assert page.next_cursor
+        with django_assert_max_num_queries(12):
+            second = alice.get(reverse("queues:jobs") + f"?cursor={page.next_cursor}")
+        assert second.context["page"].jobs[0].name == "bulk-50"
+
+
+def test_user_without_team(client):
+    user = UserFactory()
+    client.force_login(user)
+    assert client.get(reverse("queues:job_submit")).status_code == 403
+    assert "not in a team" in client.get(reverse("queues:classes")).content.decode()
+    assert client.get(reverse("queues:jobs")).status_code == 200
+
+
+def test_team_without_quota_gets_misconfigured_feasibility(client):
+    user = UserFactory()
+    team = TeamFactory(slug="lonely")
+    MembershipFactory(team=team, user=user)
+    client.force_login(user)
+    research_pool()
+    html = client.post(reverse("queues:job_feasibility"), {**FORM, "pod_count": "1", "devices_per_pod": "1"}).content
+    assert b"misconfigured" in html
