@@ -72,7 +72,7 @@ def gpu_node(
 
 def workload_name(job_name: str) -> str:
     """Kueue's name for a Job's Workload: job-<name>-<5 hex>."""
-    return f"job-{job_name}-{hashlib.sha1(job_name.encode()).hexdigest()[:5]}"  # noqa: S324 - a name, not security
+    return f"job-{job_name}-{hashlib.sha1(job_name.encode()).hexdigest()[:5]}"
 
 
 def condition(kind: str, status: str, reason: str, message: str, when: datetime) -> dict:

@@ -163,7 +163,7 @@ def test_watch_label_selector(api, emulator):
     rv = api.list_page(NODES).resource_version
     emulator.put(gpu_node("a", labels={"pool": "x"}))
     emulator.put(gpu_node("b"))
-    events = [e for e in api.watch(NODES, resource_version=rv, label_selector="pool=x", timeout_seconds=1)]
+    events = list(api.watch(NODES, resource_version=rv, label_selector="pool=x", timeout_seconds=1))
     assert [e.object["metadata"]["name"] for e in events if e.type == "ADDED"] == ["a"]
 
 

@@ -57,7 +57,8 @@ def _kinds(emulator) -> dict[str, list[str]]:
 
 def test_push_applies_every_kind_valid_against_the_crds(config, cluster, api, emulator):
     report = kube_config_push(cluster=cluster, api=api)
-    assert report.errors == [] and emulator.rejected == []
+    assert report.errors == []
+    assert emulator.rejected == []
     assert _kinds(emulator) == {
         "Namespace": ["kube-system", "team-nlp", "team-vision"],
         "ResourceFlavor": ["h100", "h100-tas"],
@@ -77,7 +78,8 @@ def test_push_applies_every_kind_valid_against_the_crds(config, cluster, api, em
     lq = emulator.get_obj("LocalQueue", "main", "team-nlp")
     assert lq["spec"]["clusterQueue"] == "nlp"
     applies = [r for r in emulator.requests if r["method"] == "PATCH"]
-    assert applies and all(r["query"]["fieldManager"] == "gpu-pool-portal" for r in applies)
+    assert applies
+    assert all(r["query"]["fieldManager"] == "gpu-pool-portal" for r in applies)
     assert KubeConfigObject.objects.filter(cluster=cluster, status="in_sync").count() == 13
 
 
@@ -85,7 +87,9 @@ def test_push_twice_writes_nothing(config, cluster, api, emulator):
     kube_config_push(cluster=cluster, api=api)
     writes = len([r for r in emulator.requests if r["method"] != "GET"])
     report = kube_config_push(cluster=cluster, api=api)
-    assert report.created == [] and report.updated == [] and report.unchanged == 13
+    assert report.created == []
+    assert report.updated == []
+    assert report.unchanged == 13
     assert len([r for r in emulator.requests if r["method"] != "GET"]) == writes
 
 
@@ -123,7 +127,8 @@ def test_live_edit_is_drift_not_overwritten(config, cluster, api, emulator):
     assert emulator.get_obj("ClusterQueue", "vision")["spec"]["stopPolicy"] == "Hold"  # left alone
     kube_config_reapply(row=row, api=api)
     row.refresh_from_db()
-    assert row.status == "in_sync" and row.drift == []
+    assert row.status == "in_sync"
+    assert row.drift == []
     assert emulator.get_obj("ClusterQueue", "vision")["spec"]["stopPolicy"] == "None"
 
 
@@ -168,7 +173,8 @@ def test_conflicting_field_owned_by_the_portal_is_forced(config, cluster, api, e
     config.quota.save()
     report = kube_config_push(cluster=cluster, api=api)
     assert report.updated == ["ClusterQueue vision"]
-    assert report.took_over and "helm" in report.took_over[0]
+    assert report.took_over
+    assert "helm" in report.took_over[0]
     assert emulator.get_obj("ClusterQueue", "vision")["spec"]["queueingStrategy"] == "BestEffortFIFO"
 
 
@@ -182,7 +188,8 @@ def test_namespace_labels_owned_by_someone_else_are_not_forced(config, cluster, 
     report = kube_config_push(cluster=cluster, api=api)
     assert report.conflicts == ["Namespace team-vision"]
     row = KubeConfigObject.objects.get(cluster=cluster, kind="Namespace", name="team-vision")
-    assert row.status == "conflict" and "argocd" in row.message
+    assert row.status == "conflict"
+    assert "argocd" in row.message
     assert emulator.get_obj("Namespace", "team-vision")["metadata"]["labels"]["gpu-pool-portal.io/team"] == "other"
 
 
@@ -228,4 +235,5 @@ def test_deleted_in_the_cluster_is_recreated(config, cluster, api, emulator):
 def test_push_without_cohort_drops_borrowing_limits(portal, cluster, api, emulator):
     QuotaLine.objects.filter(team_quota=portal.quota, resource_name="nvidia.com/gpu").update(borrowing_limit="4")
     report = kube_config_push(cluster=cluster, api=api)
-    assert report.errors == [] and emulator.rejected == []  # the CRD forbids borrowingLimit without a cohort
+    assert report.errors == []
+    assert emulator.rejected == []

@@ -171,7 +171,8 @@ def test_translate_partly_unknown_flavor_list_keeps_what_it_knows():
 def test_translate_legacy_and_old_wordings():
     assert km.translate("Preempted to accommodate a higher priority Workload").code == km.HIGHER_PRIORITY_AHEAD
     old = km.translate("Preempted to accommodate a workload (UID: abc) due to prioritization in the ClusterQueue")
-    assert old.code == km.HIGHER_PRIORITY_AHEAD and old.details["why"] == "prioritization in the ClusterQueue"
+    assert old.code == km.HIGHER_PRIORITY_AHEAD
+    assert old.details["why"] == "prioritization in the ClusterQueue"
     assert (
         km.translate(
             "couldn't assign flavors to pod set main: insufficient unused quota in cohort for cpu in flavor a, 2 more needed"
@@ -234,7 +235,8 @@ def _ctx(**figures) -> km.MessageContext:
 def test_quota_exhausted_when_over_nominal_without_cohort():
     t = km.translate(QUOTA_TEXT, context=_ctx(nominal=16, used=12))
     assert t.code == km.QUOTA_EXHAUSTED
-    assert "16 GPUs on H100" in t.message and "4 more GPUs needed" in t.message
+    assert "16 GPUs on H100" in t.message
+    assert "4 more GPUs needed" in t.message
 
 
 def test_borrow_limit_when_cohort_has_room_but_limit_reached():

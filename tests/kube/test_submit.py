@@ -92,7 +92,8 @@ def test_submit_multi_pod_is_an_indexed_job_with_topology_and_checkpoints(submit
     assert json.loads(obj["metadata"]["annotations"]["gpu-pool-portal.io/checkpoint-command"]) == ["/bin/save", "--now"]
     pod = template["spec"]
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
-    assert env["PORTAL_CHECKPOINT_SIGNAL"] == "SIGUSR1" and env["PORTAL_CHECKPOINT_INTERVAL_SECONDS"] == "600"
+    assert env["PORTAL_CHECKPOINT_SIGNAL"] == "SIGUSR1"
+    assert env["PORTAL_CHECKPOINT_INTERVAL_SECONDS"] == "600"
     assert pod["containers"][0]["lifecycle"]["preStop"]["exec"]["command"] == ["/bin/save", "--now"]
     assert pod["terminationGracePeriodSeconds"] == 300
     assert pod["tolerations"] == [{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]

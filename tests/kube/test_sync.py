@@ -83,14 +83,16 @@ def test_lifecycle_at_the_cluster_times(world, kube, emulator):
     world.sync()
     job = world.job(job)
     assert (job.state, job.wait_reason) == ("pending", "quota_exhausted")
-    assert "16 GPUs on H100" in job.wait_message and job.kueue_message == QUOTA
+    assert "16 GPUs on H100" in job.wait_message
+    assert job.kueue_message == QUOTA
     assert job.workload_name == workload_name(job.k8s_name)
     kube.admit(
         job.k8s_name, NS, cluster_queue="vision", flavor="h100", nodes=["gpu-a1", "gpu-a2"], gpus_per_pod=4, when=at(5)
     )
     world.sync()
     job = world.job(job)
-    assert job.state == "admitted" and job.admitted_at == at(5)
+    assert job.state == "admitted"
+    assert job.admitted_at == at(5)
     assert Allocation.objects.filter(job=job, ended_at__isnull=True).count() == 8
     assert set(Allocation.objects.filter(job=job).values_list("device__node__name", flat=True)) == {"gpu-a1", "gpu-a2"}
     kube.run_pods(job.k8s_name, NS, ["gpu-a1", "gpu-a2"], when=at(6))
@@ -148,7 +150,8 @@ def test_gang_waits_until_every_pod_has_a_node(world, kube, emulator):
     kube.pod(job.k8s_name, NS, 1, node="gpu-a2", phase="Pending", when=at(7))
     world.sync()
     job = world.job(job)
-    assert job.state == "admitted" and job.admitted_at == at(2)
+    assert job.state == "admitted"
+    assert job.admitted_at == at(2)
     assert Allocation.objects.filter(job=job).count() == 16
 
 
@@ -176,12 +179,14 @@ def test_preemption_names_the_preemptor_and_releases_at_pod_end(world, kube):
     kube.evict(victim.k8s_name, NS, reason="Preempted", preempted_reason="InClusterQueue", message=message, when=at(10))
     world.sync()
     victim = world.job(victim)
-    assert victim.state == "pending" and victim.preemption_count == 1
+    assert victim.state == "pending"
+    assert victim.preemption_count == 1
     assert set(Allocation.objects.filter(job=victim).values_list("ended_at", flat=True)) == {at(10)}
     kinds = _events(victim)
     assert kinds.index("started") < kinds.index("preempted") < kinds.index("requeued")
     preempted = victim.events.get(kind="preempted")
-    assert "boss" in preempted.message and preempted.details["reason"] == "InClusterQueue"
+    assert "boss" in preempted.message
+    assert preempted.details["reason"] == "InClusterQueue"
     assert preemptor.events.filter(kind="preempting").exists()
 
 
@@ -368,11 +373,14 @@ def test_unreachable_cluster_is_stale_and_loses_nothing(world, kube, cluster, em
     emulator.fail("*", ".*", status=503, times=1000)
     report = world.sync()
     row = Cluster.objects.get(pk=cluster.pk)
-    assert report.unreachable and row.last_sync_error and row.last_sync_error_at
+    assert report.unreachable
+    assert row.last_sync_error
+    assert row.last_sync_error_at
     assert world.job(job).state == "running"  # nothing lost
     assert Allocation.objects.filter(job=job, ended_at__isnull=True).count() == 8
     waiting = world.job(waiting)
-    assert waiting.wait_reason == "cluster_unreachable" and "as of" in waiting.wait_message
+    assert waiting.wait_reason == "cluster_unreachable"
+    assert "as of" in waiting.wait_message
     emulator.faults.clear()
     kube.create_workload(waiting.k8s_name, NS)
     kube.pending(waiting.k8s_name, NS, QUOTA)
@@ -413,7 +421,8 @@ def test_sync_twice_changes_nothing_and_costs_little(world, kube, emulator):
     before = (JobEvent.objects.count(), Allocation.objects.count(), KubeJobState.objects.get(job=job).observed_at)
     emulator.requests.clear()
     report = world.sync()
-    assert report.evaluated == 0 and not report.relisted
+    assert report.evaluated == 0
+    assert not report.relisted
     assert all(
         r["query"].get("watch") == "true"
         for r in emulator.requests
