@@ -176,6 +176,17 @@ def _move(
     for device in ticket_devices(ticket):
         if device.health in (target, HealthState.RETIRED) or _owned_elsewhere(device, ticket):
             continue
+        if target == HealthState.QUARANTINED and device.health in USABLE_HEALTH:
+            # Marked usable again while the ticket drained: it is excluded (unhealthy) before it is quarantined.
+            device_health_set(
+                device,
+                to=HealthState.UNHEALTHY,
+                reason=reason,
+                now=now,
+                actor=actor,
+                evidence={"ticket": ticket.pk, "ticket_state": to},
+                ticket=ticket,
+            )
         device_health_set(
             device,
             to=target,
