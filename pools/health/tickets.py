@@ -428,7 +428,11 @@ def ticket_start_validation(*, ticket: RepairTicket, actor: Actor, now: datetime
     from queues.services import JobSpec, job_submit
 
     now = aware_now(now)
-    ticket = RepairTicket.objects.select_for_update().select_related("node__cluster", "node__flavor").get(pk=ticket.pk)
+    ticket = (
+        RepairTicket.objects.select_for_update(of=("self",))
+        .select_related("node__cluster", "node__flavor")
+        .get(pk=ticket.pk)
+    )
     if ticket.state != T.IN_REPAIR:
         raise Conflict(f"ticket #{ticket.pk} is {ticket.state}: validation starts from in repair")
     policy = active_policy()
