@@ -353,10 +353,10 @@ def _same_kind(a: ResourceClass, b: ResourceClass) -> bool:
 
 def _variants(job: Job, *, team: Team) -> Iterator[tuple[str, str, dict[str, object], Job]]:
     """Modified copies of a job worth trying, smallest change first: (kind, title, form changes, job)."""
-    classes = list(sel.active_classes())
-    hardware = sel.classes_hardware(classes)
+    classes = list(sel.classes_for_team(team, job.cluster))
     # The prefetched instance of the job's class (its flavors are read for every variant).
     rc = next((c for c in classes if c.pk == job.resource_class_id), job.resource_class)
+    hardware = sel.classes_hardware(classes if rc in classes else [*classes, rc])
     job = copy.copy(job)
     job.resource_class = rc
     levels = sel.allowed_topology_levels(rc, hardware[rc.pk]) if rc.pk in hardware else []

@@ -143,7 +143,8 @@ class JobSubmitForm(forms.Form):
     def __init__(self, *args, team: Team | None, simulated: bool = True, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.team = team
-        self.fields["resource_class"].queryset = sel.active_classes()
+        self.fields["resource_class"].queryset = sel.classes_for_team(team)
+        self.fields["resource_class"].error_messages["invalid_choice"] = sel.class_choice_error(team)
         if team is not None:
             self.fields["priority_class"].queryset = sel.priority_classes_for(team)
         default = PriorityClass.objects.filter(is_default=True).first()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -218,8 +218,47 @@ def allowed_topology_levels(rc: ResourceClass, hardware: ClassHardware | None = 
 
 
 def active_classes() -> QuerySet[ResourceClass]:
-    """The classes researchers pick from, with their flavors and topologies prefetched."""
+    """Every active class, with its flavors and topologies prefetched."""
     return ResourceClass.objects.filter(active=True).prefetch_related("flavor_links__flavor__topology")
+
+
+def classes_for_team(team: Team | None, cluster: Cluster | None = None) -> QuerySet[ResourceClass]:
+    """The active classes a team may submit to: its ClusterQueue (in ``cluster``, else the team's) has a quota
+    line for one of the class's flavors and its resource (nominal 0 counts: the team may borrow).
+
+    The one rule behind the catalogue, the submit form's choices, the API and the "another class" suggestions.
+    """
+    if team is None:
+        return ResourceClass.objects.none()
+    cluster = cluster or team_cluster(team)
+    if cluster is None:
+        return ResourceClass.objects.none()
+    lines = QuotaLine.objects.filter(
+        team_quota__team=team,
+        team_quota__cluster=cluster,
+        resource_name=OuterRef("resource_name"),
+        flavor__class_links__resource_class=OuterRef("pk"),
+    )
+    return active_classes().filter(Exists(lines))
+
+
+def class_choice_error(team: Team | None, rc: ResourceClass | None = None) -> str:
+    """Why a class is not one the team may pick (for the form's and the API's field error)."""
+    if team is None:
+        return "you are not a member of any team, so no class is available to you"
+    if team_cluster(team) is None:
+        return f"team {team.slug} has no quota in any cluster: ask an admin to set one up"
+    if rc is not None and not rc.active:
+        return f"class {rc.slug} is not offered any more: pick one of your team's classes"
+    which = f"class {rc.slug}" if rc is not None else "that class"
+    return f"{which} is not available to team {team.slug} (its queue has no quota for it): pick one of its classes"
+
+
+def class_offer_errors(team: Team, rc: ResourceClass) -> dict[str, list[str]]:
+    """A field error when ``rc`` is not one of the team's classes (inactive or without quota); else nothing."""
+    if classes_for_team(team).filter(pk=rc.pk).exists():
+        return {}
+    return {"resource_class": [class_choice_error(team, rc)]}
 
 
 # --------------------------------------------------------------------------- catalogue
@@ -283,8 +322,8 @@ def team_usage_by_flavor(team: Team) -> dict[tuple[int | None, str], int]:
 
 
 def class_catalogue(*, team: Team | None, cluster: Cluster | None = None) -> list[ClassCard]:
-    """A card per active class: capacity now, hardware, the team's quota and use of it (bounded queries)."""
-    classes = list(active_classes())
+    """A card per class of the team (``classes_for_team``): capacity now, hardware, the team's quota and use."""
+    classes = list(classes_for_team(team, cluster))
     capacities = {c.resource_class.pk: c for c in class_capacity(cluster=cluster, classes=classes)}
     hardware = classes_hardware(classes)
     lines: list[QuotaLine] = []

@@ -143,6 +143,25 @@ def test_submit_field_errors_are_400(api, body, field, text):
     assert not Job.objects.exists()
 
 
+def test_another_teams_class_is_not_listed_nor_accepted(api, pool):
+    from tests.factories import QuotaLineFactory, ResourceClassFactory, ResourceFlavorFactory
+
+    theirs = ResourceFlavorFactory(name="b200", display_name="B200")
+    ResourceClassFactory(slug="b200", name="B200 private", flavors=[theirs], allowed_counts=[1])
+    QuotaLineFactory(team_quota=pool.other_team.quotas.get(), flavor=theirs, nominal="8")
+    assert [c["slug"] for c in api.get("/api/classes/").json()] == ["h100"]
+    assert api.get("/api/classes/b200/").status_code == 404
+    for url in ("/api/jobs/", "/api/feasibility/"):
+        response = api.post(url, {**BODY, "resource_class": "b200", "name": "Bad_Name"}, format="json")
+        assert response.status_code == 400
+        errors = response.json()
+        assert "is not available to team vision" in errors["resource_class"][0]
+        assert "DNS-1123" in errors["name"][0]  # every problem at once
+    assert not Job.objects.exists()
+    bob, _ = token_client(pool.other_user, pool.other_team)
+    assert "b200" in [c["slug"] for c in bob.get("/api/classes/").json()]
+
+
 def test_submit_with_a_team_of_another_token_is_403(api):
     response = api.post("/api/jobs/", {**BODY, "team": "speech"}, format="json")
     assert response.status_code == 403

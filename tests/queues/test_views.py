@@ -327,11 +327,37 @@ def test_user_without_team(client):
     assert client.get(reverse("queues:jobs")).status_code == 200
 
 
-def test_team_without_quota_gets_misconfigured_feasibility(client):
+def test_team_without_quota_is_told_so(client):
     user = UserFactory()
     team = TeamFactory(slug="lonely")
     MembershipFactory(team=team, user=user)
     client.force_login(user)
     research_pool()
     html = client.post(reverse("queues:job_feasibility"), {**FORM, "pod_count": "1", "devices_per_pod": "1"}).content
-    assert b"misconfigured" in html
+    assert b"team lonely has no quota in any cluster" in html
+    catalogue = client.get(reverse("queues:classes")).content.decode()
+    assert "H100 80GB" not in catalogue
+    assert "No class is available to" in catalogue
+
+
+def test_classes_are_the_teams_own(alice, pool):
+    """A class whose hardware only another team's queue has quota on is not shown, offered or accepted."""
+    from pools.models import ResourceClass
+    from tests.factories import QuotaLineFactory, ResourceClassFactory, ResourceFlavorFactory
+
+    theirs = ResourceFlavorFactory(name="b200", display_name="B200")
+    ResourceClassFactory(slug="b200", name="B200 private", flavors=[theirs], allowed_counts=[1])
+    QuotaLineFactory(team_quota=pool.other_team.quotas.get(), flavor=theirs, nominal="8")
+    catalogue = alice.get(reverse("queues:classes")).content.decode()
+    assert "H100 80GB" in catalogue
+    assert "B200 private" not in catalogue
+    form = alice.get(reverse("queues:job_submit")).content.decode()
+    assert 'value="b200"' not in form
+    response = alice.post(reverse("queues:job_submit"), {**FORM, "resource_class": "b200", "devices_per_pod": "1"})
+    assert response.status_code == 200
+    assert "is not available to team vision" in response.context["form"].errors["resource_class"][0]
+    assert not Job.objects.exists()
+    # Bob sees it: his team's queue has quota for it.
+    alice.force_login(pool.other_user)
+    assert "B200 private" in alice.get(reverse("queues:classes")).content.decode()
+    assert ResourceClass.objects.filter(slug="b200").exists()
