@@ -135,33 +135,29 @@ class ClassHardware:
     largest_domain: dict[str, int] = field(default_factory=dict)
 
 
-def classes_hardware(classes: Sequence[ResourceClass]) -> dict[int, ClassHardware]:
-    """Hardware behind each class, in three queries for any number of classes."""
+def classes_hardware(classes: Sequence[ResourceClass], *, cluster: Cluster | None = None) -> dict[int, ClassHardware]:
+    """Hardware behind each class (in ``cluster``, else in all clusters), in three queries for any number of classes."""
     out = {rc.pk: ClassHardware(resource_class=rc) for rc in classes}
     if not classes:
         return out
     links = {rc.pk: [link.flavor for link in rc.flavor_links.all()] for rc in classes}
     flavor_ids = {f.pk for flavors in links.values() for f in flavors}
     resources = {rc.resource_name for rc in classes}
+    devices = Device.objects.filter(
+        gone_at__isnull=True,
+        node__gone_at__isnull=True,
+        node__flavor_id__in=flavor_ids,
+        resource_name__in=resources,
+    )
+    if cluster is not None:
+        devices = devices.filter(node__cluster=cluster)
     rows = list(
-        Device.objects.filter(
-            gone_at__isnull=True,
-            node__gone_at__isnull=True,
-            node__flavor_id__in=flavor_ids,
-            resource_name__in=resources,
-        )
-        .values("node_id", "node__flavor_id", "resource_name", "kind", "product", "memory_bytes")
+        devices.values("node_id", "node__flavor_id", "resource_name", "kind", "product", "memory_bytes")
         .annotate(n=Count("id"))
         .order_by()
     )
     software = list(
-        Device.objects.filter(
-            gone_at__isnull=True,
-            node__gone_at__isnull=True,
-            node__flavor_id__in=flavor_ids,
-            resource_name__in=resources,
-        )
-        .values("node_id", "resource_name", "kind", "driver_version", "cuda_version")
+        devices.values("node_id", "resource_name", "kind", "driver_version", "cuda_version")
         .annotate(n=Count("id"))
         .order_by()
     )
@@ -204,9 +200,9 @@ def classes_hardware(classes: Sequence[ResourceClass]) -> dict[int, ClassHardwar
     return out
 
 
-def class_hardware(rc: ResourceClass) -> ClassHardware:
-    """Hardware behind one class."""
-    return classes_hardware([rc])[rc.pk]
+def class_hardware(rc: ResourceClass, *, cluster: Cluster | None = None) -> ClassHardware:
+    """Hardware behind one class (in ``cluster``, else in every cluster)."""
+    return classes_hardware([rc], cluster=cluster)[rc.pk]
 
 
 def allowed_topology_levels(rc: ResourceClass, hardware: ClassHardware | None = None) -> list[str]:
@@ -325,7 +321,7 @@ def class_catalogue(*, team: Team | None, cluster: Cluster | None = None) -> lis
     """A card per class of the team (``classes_for_team``): capacity now, hardware, the team's quota and use."""
     classes = list(classes_for_team(team, cluster))
     capacities = {c.resource_class.pk: c for c in class_capacity(cluster=cluster, classes=classes)}
-    hardware = classes_hardware(classes)
+    hardware = classes_hardware(classes, cluster=cluster)
     lines: list[QuotaLine] = []
     usage: dict[tuple[int | None, str], int] = {}
     in_cohort = False

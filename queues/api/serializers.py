@@ -171,6 +171,7 @@ class DiagnosisSerializer(serializers.Serializer):
     details = serializers.DictField()
     since = serializers.DateTimeField(allow_null=True)
     source = serializers.CharField()
+    stale = serializers.CharField(help_text='Kubernetes: set when the portal has lost sight of the cluster ("as of").')
     position = serializers.SerializerMethodField()
     queue_length = serializers.SerializerMethodField()
     eta = EtaSerializer(allow_null=True)
