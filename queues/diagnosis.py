@@ -619,7 +619,8 @@ def catalogue_wait_estimates(
     if cluster is None:
         return
     ctx = _context(cluster, now=now)
-    default_priority = PriorityClass.objects.filter(is_default=True).first()
+    allowed = list(sel.priority_classes_for(team))
+    default_priority = next((pc for pc in allowed if pc.is_default), allowed[-1] if allowed else None)
     for card in cards:
         rc = card.resource_class
         mode = "required" if rc.topology_mode == ResourceClass.TopologyMode.REQUIRED else ""

@@ -149,6 +149,10 @@ class JobSubmitForm(forms.Form):
             self.fields["priority_class"].queryset = sel.priority_classes_for(team)
         default = PriorityClass.objects.filter(is_default=True).first()
         self.fields["priority_class"].empty_label = f"Default ({default.name})" if default else "Default"
+        if team is not None and default is not None and default not in self.fields["priority_class"].queryset:
+            # The team may not use the default priority: it must pick one of its own.
+            self.fields["priority_class"].required = True
+            self.fields["priority_class"].empty_label = None
         if not simulated:
             del self.fields["sim_runtime"]
         self.selected_class = self._selected_class()

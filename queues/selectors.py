@@ -58,8 +58,11 @@ def jobs_visible_to(user: AbstractBaseUser | AnonymousUser, team: Team | None = 
 
 
 def priority_classes_for(team: Team) -> QuerySet[PriorityClass]:
-    """The priority classes the team may submit with (today every class; the one place to restrict it)."""
-    return PriorityClass.objects.order_by("-value", "name")
+    """The priority classes the team may submit with: those allowed to it, or every one when none is chosen."""
+    allowed = PriorityClass.objects.filter(teams=team)
+    if not allowed.exists():
+        allowed = PriorityClass.objects.all()
+    return allowed.order_by("-value", "name")
 
 
 def team_quota(team: Team, cluster: Cluster | None = None) -> TeamQuota | None:

@@ -281,6 +281,11 @@ class TeamSerializer(serializers.Serializer):
     slug = serializers.CharField()
     name = serializers.CharField()
     namespace = serializers.CharField()
+    priorities = serializers.SerializerMethodField()
+
+    def get_priorities(self, team) -> list[str]:
+        """Names of the priority classes the team may submit with, highest first."""
+        return list(sel.priority_classes_for(team).values_list("name", flat=True))
 
 
 class ApiTokenSerializer(serializers.ModelSerializer):

@@ -353,7 +353,9 @@ def test_classes_are_the_teams_own(alice, pool):
     assert "B200 private" not in catalogue
     form = alice.get(reverse("queues:job_submit")).content.decode()
     assert 'value="b200"' not in form
-    response = alice.post(reverse("queues:job_submit"), {**FORM, "resource_class": "b200", "devices_per_pod": "1"})
+    response = alice.post(
+        reverse("queues:job_submit"), {**FORM, "resource_class": "b200", "devices_per_pod": "1", "pod_count": "1"}
+    )
     assert response.status_code == 200
     assert "is not available to team vision" in response.context["form"].errors["resource_class"][0]
     assert not Job.objects.exists()
@@ -361,3 +363,29 @@ def test_classes_are_the_teams_own(alice, pool):
     alice.force_login(pool.other_user)
     assert "B200 private" in alice.get(reverse("queues:classes")).content.decode()
     assert ResourceClass.objects.filter(slug="b200").exists()
+
+
+def test_submit_form_offers_the_teams_priorities_only(alice, pool):
+    from tests.factories import PriorityClassFactory
+
+    PriorityClassFactory(name="urgent", value=1000)
+    low = PriorityClassFactory(name="low", value=10)
+    html = alice.get(reverse("queues:job_submit")).content.decode()
+    assert 'value="urgent"' in html
+    assert "Default (normal)" in html
+    pool.team.priority_classes.set([low])
+    html = alice.get(reverse("queues:job_submit")).content.decode()
+    assert 'value="urgent"' not in html
+    assert 'value="normal"' not in html
+    assert "Default (normal)" not in html  # the default is not the team's: it must pick
+    assert 'value="low"' in html
+    response = alice.post(
+        reverse("queues:job_submit"), {**FORM, "priority_class": "urgent", "devices_per_pod": "1", "pod_count": "1"}
+    )
+    assert response.context["form"].errors["priority_class"]
+    assert not Job.objects.exists()
+    response = alice.post(
+        reverse("queues:job_submit"), {**FORM, "priority_class": "low", "devices_per_pod": "1", "pod_count": "1"}
+    )
+    assert response.status_code == 302
+    assert Job.objects.get().priority_class == low
