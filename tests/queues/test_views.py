@@ -267,6 +267,11 @@ def test_job_list_filters_and_fragment(alice, pool):
     html = alice.get(reverse("queues:jobs") + "?owner=carol").content.decode()
     assert "carols" in html
     assert ">mine<" not in html
+    assert '<option value="carol" selected>carol</option>' in html  # the filter keeps its value
+    assert '<option value="bob"' not in html  # only the team's members are offered
+    html = alice.get(reverse("queues:jobs") + "?resource_class=h100&submitted_from=2026-01-02").content.decode()
+    assert '<option value="h100" selected>H100 80GB</option>' in html
+    assert 'name="submitted_from" id="id_submitted_from" value="2026-01-02"' in html
     html = alice.get(reverse("queues:jobs") + "?state=nonsense").content.decode()
     assert "is not valid: ignored" in html
     fragment = alice.get(reverse("queues:jobs") + "?state=pending", **HTMX).content.decode()
