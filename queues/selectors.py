@@ -446,13 +446,34 @@ def filter_jobs(qs: QuerySet[Job], filters: JobFilters, *, user: AbstractBaseUse
     return qs
 
 
+#: What a row of a job list (page or API) reads; the rest of a job (command, env, assignment…) is left behind.
+LIST_COLUMNS = (
+    "id",
+    "name",
+    "team__slug",
+    "team__name",
+    "owner__username",
+    "resource_class__slug",
+    "resource_class__name",
+    "state",
+    "devices_per_pod",
+    "pod_count",
+    "priority",
+    "submitted_at",
+    "started_at",
+    "finished_at",
+    "wait_reason",
+    "wait_since",
+)
+
+
 def job_list_page(qs: QuerySet[Job], *, cursor: Cursor | None, per_page: int = 50) -> JobPage:
     """A page of ``qs`` newest first, keyset-paginated on (submitted_at, id): cost independent of depth.
 
     The range condition ``submitted_at <= t`` comes first so the (team|owner, -submitted_at, -id) indexes
     bound the scan; the tie on equal timestamps is broken by id. One query per page.
     """
-    qs = qs.select_related("owner", "resource_class", "team")
+    qs = qs.select_related("owner", "resource_class", "team").only(*LIST_COLUMNS)
     if cursor is None:
         rows = list(qs.order_by("-submitted_at", "-id")[: per_page + 1])
         more = len(rows) > per_page
