@@ -33,6 +33,7 @@ class TeamAdmin(admin.ModelAdmin):
 
     list_display = ("name", "slug", "namespace", "local_queue_name")
     search_fields = ("name", "slug", "namespace")
+    filter_horizontal = ("priority_classes",)
     inlines = [MembershipInline]
 
 

@@ -7,9 +7,11 @@ the same codes (``queues.models.WaitReason``):
 * **simulated**: the engine decides. Each tick stores every pending job's reason (``job_set_wait_reason``
   records each change on the timeline); this service reads it, or recomputes it on demand with
   ``engine.explain``.
-* **kubernetes**: Kueue decides. The kubernetes backend stores its translation of Kueue's conditions on
-  the job; ``kubernetes_wait_reason`` combines that stored reason with the portal's view of the pool
-  (stale sync → ``cluster_unreachable``; free capacity that sits on excluded devices → ``health_blocked``).
+* **kubernetes**: Kueue decides. The kubernetes backend translates Kueue's conditions combined with the
+  portal's view of the pool (``queues.kueue_messages``: free capacity on health-excluded devices →
+  ``health_blocked``; a cluster out of sight past its threshold → ``cluster_unreachable``) and stores every
+  change through ``job_set_wait_reason``; this service shows the stored reason, never a different one, and
+  says when the portal has lost sight of the cluster since (``cluster_staleness``).
 
 In both modes the engine is used to *explain*: ETA (``engine.estimate_admission`` rolled forward over the
 running jobs' expected ends) and "would start now if…" suggestions, each verified by ``engine.explain``
@@ -29,7 +31,6 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
 from pools.models import Cluster, ResourceClass
-from pools.selectors import ClassCapacity, class_capacity
 from queues import engine
 from queues import selectors as sel
 from queues.engine import model as m
@@ -112,15 +113,6 @@ class StoredReason:
     since: datetime | None = None
 
 
-@dataclass(frozen=True)
-class PoolView:
-    """The portal's own view of the pool around a job: is the cluster in sight, what does the class have."""
-
-    cluster: Cluster
-    capacity: ClassCapacity | None
-    needed: int
-
-
 @dataclass
 class Diagnosis:
     """Everything the wait-reason box shows for one job."""
@@ -137,6 +129,7 @@ class Diagnosis:
     eta: Eta | None = None
     suggestions: list[Suggestion] = field(default_factory=list)
     starts_next_tick: bool = False
+    stale: str = ""  # kubernetes mode: the portal has lost sight of the cluster (see cluster_staleness)
 
     @property
     def label(self) -> str:
@@ -353,10 +346,10 @@ def _same_kind(a: ResourceClass, b: ResourceClass) -> bool:
 
 def _variants(job: Job, *, team: Team) -> Iterator[tuple[str, str, dict[str, object], Job]]:
     """Modified copies of a job worth trying, smallest change first: (kind, title, form changes, job)."""
-    classes = list(sel.active_classes())
-    hardware = sel.classes_hardware(classes)
+    classes = list(sel.classes_for_team(team, job.cluster))
     # The prefetched instance of the job's class (its flavors are read for every variant).
     rc = next((c for c in classes if c.pk == job.resource_class_id), job.resource_class)
+    hardware = sel.classes_hardware(classes if rc in classes else [*classes, rc], cluster=job.cluster)
     job = copy.copy(job)
     job.resource_class = rc
     levels = sel.allowed_topology_levels(rc, hardware[rc.pk]) if rc.pk in hardware else []
@@ -490,51 +483,21 @@ def _suggestions(ctx: _Context, job: Job, *, team: Team, exclude_key: str | None
 # --------------------------------------------------------------------------- kubernetes mode
 
 
-def pool_view(job: Job) -> PoolView:
-    """The portal's view of the pool for a job: its cluster and the capacity of its class there."""
-    caps = class_capacity(cluster=job.cluster, classes=[job.resource_class])
-    return PoolView(cluster=job.cluster, capacity=caps[0] if caps else None, needed=job.total_devices)
+def cluster_staleness(cluster: Cluster) -> str:
+    """A sentence when the portal has lost sight of the cluster (its last sync failed), else "".
 
-
-def kubernetes_wait_reason(*, stored: StoredReason, pool: PoolView) -> StoredReason:
-    """The reason to show in kubernetes mode: the backend's translation of Kueue's conditions, checked against the pool.
-
-    The kubernetes backend owns the translation of Kueue's messages into ``stored``; this adds what only the
-    portal knows: that it has lost sight of the cluster, or that the capacity Kueue counts sits on devices
-    the portal has excluded for health.
+    The stored reason is left as it is: the kubernetes backend stores ``cluster_unreachable`` itself once the
+    cluster has been out of sight past its threshold, so what the page shows is always what the timeline has.
     """
-    cluster = pool.cluster
-    if cluster.last_sync_error_at and (
-        cluster.last_synced_at is None or cluster.last_sync_error_at > cluster.last_synced_at
+    if not cluster.last_sync_error_at or (
+        cluster.last_synced_at is not None and cluster.last_sync_error_at <= cluster.last_synced_at
     ):
-        as_of = f"{cluster.last_synced_at:%Y-%m-%d %H:%M %Z}" if cluster.last_synced_at else "never synced"
-        return StoredReason(
-            code=WaitReason.CLUSTER_UNREACHABLE,
-            message=f"The portal cannot see cluster {cluster}; the state shown is as of {as_of}.",
-            kueue_message=stored.kueue_message,
-            details={**stored.details, "lastSyncError": cluster.last_sync_error, "previousCode": stored.code},
-            since=cluster.last_sync_error_at,
-        )
-    cap = pool.capacity
-    if (
-        cap is not None
-        and stored.code in (WaitReason.CLASS_EXHAUSTED, WaitReason.TOPOLOGY_FRAGMENTED)
-        and cap.unhealthy
-        and cap.available < pool.needed <= cap.available + cap.unhealthy
-    ):
-        rc = cap.resource_class
-        unit = rc.resource_name if rc else ""
-        return StoredReason(
-            code=WaitReason.HEALTH_BLOCKED,
-            message=(
-                f"{sel.unit_noun(unit, cap.unhealthy)} of this class are excluded for health; with them the job "
-                f"would fit ({cap.available} available, {pool.needed} needed). Repairs are tracked by the admins."
-            ),
-            kueue_message=stored.kueue_message,
-            details={**stored.details, "unhealthy": cap.unhealthy, "available": cap.available, "needed": pool.needed},
-            since=stored.since,
-        )
-    return stored
+        return ""
+    as_of = f"as of {cluster.last_synced_at:%Y-%m-%d %H:%M %Z}" if cluster.last_synced_at else "never synced"
+    return (
+        f"The portal cannot reach cluster {cluster} since {cluster.last_sync_error_at:%H:%M %Z}; "
+        f"what is shown is {as_of}."
+    )
 
 
 # --------------------------------------------------------------------------- public services
@@ -570,7 +533,9 @@ def job_diagnosis(
             )
             source = "recomputed"
     else:
-        reason, source = kubernetes_wait_reason(stored=stored, pool=pool_view(job)), "kueue"
+        # The backend stored its translation of Kueue's conditions, already weighed against the portal's view
+        # of the pool (health-excluded devices, free capacity: queues.kueue_messages); shown as stored.
+        reason, source = stored, "kueue"
     diagnosis = Diagnosis(
         job=job,
         waiting=True,
@@ -582,6 +547,7 @@ def job_diagnosis(
         source=source,
         position=sel.queue_position(job),
         starts_next_tick=verdict.admissible,
+        stale="" if _simulated(job.cluster) else cluster_staleness(job.cluster),
     )
     diagnosis.eta = _eta(
         ctx, key if key in ctx.inp.jobs_by_key else _workload(ctx, job), team=job.team, verdict=verdict
@@ -653,7 +619,8 @@ def catalogue_wait_estimates(
     if cluster is None:
         return
     ctx = _context(cluster, now=now)
-    default_priority = PriorityClass.objects.filter(is_default=True).first()
+    allowed = list(sel.priority_classes_for(team))
+    default_priority = next((pc for pc in allowed if pc.is_default), allowed[-1] if allowed else None)
     for card in cards:
         rc = card.resource_class
         mode = "required" if rc.topology_mode == ResourceClass.TopologyMode.REQUIRED else ""

@@ -143,11 +143,16 @@ class JobSubmitForm(forms.Form):
     def __init__(self, *args, team: Team | None, simulated: bool = True, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.team = team
-        self.fields["resource_class"].queryset = sel.active_classes()
+        self.fields["resource_class"].queryset = sel.classes_for_team(team)
+        self.fields["resource_class"].error_messages["invalid_choice"] = sel.class_choice_error(team)
         if team is not None:
             self.fields["priority_class"].queryset = sel.priority_classes_for(team)
         default = PriorityClass.objects.filter(is_default=True).first()
         self.fields["priority_class"].empty_label = f"Default ({default.name})" if default else "Default"
+        if team is not None and default is not None and default not in self.fields["priority_class"].queryset:
+            # The team may not use the default priority: it must pick one of its own.
+            self.fields["priority_class"].required = True
+            self.fields["priority_class"].empty_label = None
         if not simulated:
             del self.fields["sim_runtime"]
         self.selected_class = self._selected_class()
@@ -279,6 +284,32 @@ class JobFilterForm(forms.Form):
             submitted_from=d.get("submitted_from"),
             submitted_to=d.get("submitted_to"),
         )
+
+    #: What a model choice shows: the field of the row used as its label.
+    CHOICE_LABELS = {"resource_class": "name", "owner": "username"}
+
+    def light_fields(self) -> list[dict]:
+        """The filters for a plain template loop (name, label, kind, options or value, error).
+
+        Django's widget templates render each <option> through the template engine; on the job list, a page
+        that must stay fast at a million jobs, the filters are written out directly instead.
+        """
+        self.is_valid()
+        out = []
+        for name, field in self.fields.items():
+            raw = str(self.data.get(name, "") or "")
+            entry = {"name": name, "label": self[name].label, "error": name in self.errors, "value": raw}
+            if isinstance(field, forms.ModelChoiceField):
+                rows = field.queryset.values_list(field.to_field_name, self.CHOICE_LABELS[name])
+                choices = [("", field.empty_label or "---------"), *((str(k), str(v)) for k, v in rows)]
+            elif isinstance(field, forms.ChoiceField):
+                choices = [(str(k), str(v)) for k, v in field.choices]
+            else:
+                out.append({**entry, "kind": "date"})
+                continue
+            options = [(k, v, k == raw) for k, v in choices]
+            out.append({**entry, "kind": "select", "options": options})
+        return out
 
     def page_cursor(self) -> sel.Cursor | None:
         """The page position asked for."""

@@ -17,6 +17,13 @@ class Team(models.Model):
     namespace = models.CharField(max_length=63, unique=True, validators=[dns_label])
     local_queue_name = models.CharField(max_length=63, default="main", validators=[dns_label])
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="teams")
+    priority_classes = models.ManyToManyField(
+        "PriorityClass",
+        blank=True,
+        related_name="teams",
+        verbose_name="allowed priorities",
+        help_text="Priorities the team's members may submit with; none selected: every priority.",
+    )
 
     class Meta:
         ordering = ["name"]

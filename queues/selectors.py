@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -58,8 +58,11 @@ def jobs_visible_to(user: AbstractBaseUser | AnonymousUser, team: Team | None = 
 
 
 def priority_classes_for(team: Team) -> QuerySet[PriorityClass]:
-    """The priority classes the team may submit with (today every class; the one place to restrict it)."""
-    return PriorityClass.objects.order_by("-value", "name")
+    """The priority classes the team may submit with: those allowed to it, or every one when none is chosen."""
+    allowed = PriorityClass.objects.filter(teams=team)
+    if not allowed.exists():
+        allowed = PriorityClass.objects.all()
+    return allowed.order_by("-value", "name")
 
 
 def team_quota(team: Team, cluster: Cluster | None = None) -> TeamQuota | None:
@@ -135,33 +138,29 @@ class ClassHardware:
     largest_domain: dict[str, int] = field(default_factory=dict)
 
 
-def classes_hardware(classes: Sequence[ResourceClass]) -> dict[int, ClassHardware]:
-    """Hardware behind each class, in three queries for any number of classes."""
+def classes_hardware(classes: Sequence[ResourceClass], *, cluster: Cluster | None = None) -> dict[int, ClassHardware]:
+    """Hardware behind each class (in ``cluster``, else in all clusters), in three queries for any number of classes."""
     out = {rc.pk: ClassHardware(resource_class=rc) for rc in classes}
     if not classes:
         return out
     links = {rc.pk: [link.flavor for link in rc.flavor_links.all()] for rc in classes}
     flavor_ids = {f.pk for flavors in links.values() for f in flavors}
     resources = {rc.resource_name for rc in classes}
+    devices = Device.objects.filter(
+        gone_at__isnull=True,
+        node__gone_at__isnull=True,
+        node__flavor_id__in=flavor_ids,
+        resource_name__in=resources,
+    )
+    if cluster is not None:
+        devices = devices.filter(node__cluster=cluster)
     rows = list(
-        Device.objects.filter(
-            gone_at__isnull=True,
-            node__gone_at__isnull=True,
-            node__flavor_id__in=flavor_ids,
-            resource_name__in=resources,
-        )
-        .values("node_id", "node__flavor_id", "resource_name", "kind", "product", "memory_bytes")
+        devices.values("node_id", "node__flavor_id", "resource_name", "kind", "product", "memory_bytes")
         .annotate(n=Count("id"))
         .order_by()
     )
     software = list(
-        Device.objects.filter(
-            gone_at__isnull=True,
-            node__gone_at__isnull=True,
-            node__flavor_id__in=flavor_ids,
-            resource_name__in=resources,
-        )
-        .values("node_id", "resource_name", "kind", "driver_version", "cuda_version")
+        devices.values("node_id", "resource_name", "kind", "driver_version", "cuda_version")
         .annotate(n=Count("id"))
         .order_by()
     )
@@ -204,9 +203,9 @@ def classes_hardware(classes: Sequence[ResourceClass]) -> dict[int, ClassHardwar
     return out
 
 
-def class_hardware(rc: ResourceClass) -> ClassHardware:
-    """Hardware behind one class."""
-    return classes_hardware([rc])[rc.pk]
+def class_hardware(rc: ResourceClass, *, cluster: Cluster | None = None) -> ClassHardware:
+    """Hardware behind one class (in ``cluster``, else in every cluster)."""
+    return classes_hardware([rc], cluster=cluster)[rc.pk]
 
 
 def allowed_topology_levels(rc: ResourceClass, hardware: ClassHardware | None = None) -> list[str]:
@@ -218,8 +217,47 @@ def allowed_topology_levels(rc: ResourceClass, hardware: ClassHardware | None = 
 
 
 def active_classes() -> QuerySet[ResourceClass]:
-    """The classes researchers pick from, with their flavors and topologies prefetched."""
+    """Every active class, with its flavors and topologies prefetched."""
     return ResourceClass.objects.filter(active=True).prefetch_related("flavor_links__flavor__topology")
+
+
+def classes_for_team(team: Team | None, cluster: Cluster | None = None) -> QuerySet[ResourceClass]:
+    """The active classes a team may submit to: its ClusterQueue (in ``cluster``, else the team's) has a quota
+    line for one of the class's flavors and its resource (nominal 0 counts: the team may borrow).
+
+    The one rule behind the catalogue, the submit form's choices, the API and the "another class" suggestions.
+    """
+    if team is None:
+        return ResourceClass.objects.none()
+    cluster = cluster or team_cluster(team)
+    if cluster is None:
+        return ResourceClass.objects.none()
+    lines = QuotaLine.objects.filter(
+        team_quota__team=team,
+        team_quota__cluster=cluster,
+        resource_name=OuterRef("resource_name"),
+        flavor__class_links__resource_class=OuterRef("pk"),
+    )
+    return active_classes().filter(Exists(lines))
+
+
+def class_choice_error(team: Team | None, rc: ResourceClass | None = None) -> str:
+    """Why a class is not one the team may pick (for the form's and the API's field error)."""
+    if team is None:
+        return "you are not a member of any team, so no class is available to you"
+    if team_cluster(team) is None:
+        return f"team {team.slug} has no quota in any cluster: ask an admin to set one up"
+    if rc is not None and not rc.active:
+        return f"class {rc.slug} is not offered any more: pick one of your team's classes"
+    which = f"class {rc.slug}" if rc is not None else "that class"
+    return f"{which} is not available to team {team.slug} (its queue has no quota for it): pick one of its classes"
+
+
+def class_offer_errors(team: Team, rc: ResourceClass) -> dict[str, list[str]]:
+    """A field error when ``rc`` is not one of the team's classes (inactive or without quota); else nothing."""
+    if classes_for_team(team).filter(pk=rc.pk).exists():
+        return {}
+    return {"resource_class": [class_choice_error(team, rc)]}
 
 
 # --------------------------------------------------------------------------- catalogue
@@ -283,10 +321,10 @@ def team_usage_by_flavor(team: Team) -> dict[tuple[int | None, str], int]:
 
 
 def class_catalogue(*, team: Team | None, cluster: Cluster | None = None) -> list[ClassCard]:
-    """A card per active class: capacity now, hardware, the team's quota and use of it (bounded queries)."""
-    classes = list(active_classes())
+    """A card per class of the team (``classes_for_team``): capacity now, hardware, the team's quota and use."""
+    classes = list(classes_for_team(team, cluster))
     capacities = {c.resource_class.pk: c for c in class_capacity(cluster=cluster, classes=classes)}
-    hardware = classes_hardware(classes)
+    hardware = classes_hardware(classes, cluster=cluster)
     lines: list[QuotaLine] = []
     usage: dict[tuple[int | None, str], int] = {}
     in_cohort = False
@@ -408,13 +446,34 @@ def filter_jobs(qs: QuerySet[Job], filters: JobFilters, *, user: AbstractBaseUse
     return qs
 
 
+#: What a row of a job list (page or API) reads; the rest of a job (command, env, assignment…) is left behind.
+LIST_COLUMNS = (
+    "id",
+    "name",
+    "team__slug",
+    "team__name",
+    "owner__username",
+    "resource_class__slug",
+    "resource_class__name",
+    "state",
+    "devices_per_pod",
+    "pod_count",
+    "priority",
+    "submitted_at",
+    "started_at",
+    "finished_at",
+    "wait_reason",
+    "wait_since",
+)
+
+
 def job_list_page(qs: QuerySet[Job], *, cursor: Cursor | None, per_page: int = 50) -> JobPage:
     """A page of ``qs`` newest first, keyset-paginated on (submitted_at, id): cost independent of depth.
 
     The range condition ``submitted_at <= t`` comes first so the (team|owner, -submitted_at, -id) indexes
     bound the scan; the tie on equal timestamps is broken by id. One query per page.
     """
-    qs = qs.select_related("owner", "resource_class", "team")
+    qs = qs.select_related("owner", "resource_class", "team").only(*LIST_COLUMNS)
     if cursor is None:
         rows = list(qs.order_by("-submitted_at", "-id")[: per_page + 1])
         more = len(rows) > per_page

@@ -57,8 +57,11 @@ class JobSpec:
     sim_fails: bool = False
 
 
-def job_spec_errors(spec: JobSpec, *, team: Team) -> dict[str, list[str]]:
-    """Every problem with a submission, keyed by field, each naming the limit it breaks."""
+def job_spec_errors(spec: JobSpec, *, team: Team, cluster: Cluster | None = None) -> dict[str, list[str]]:
+    """Every problem with a submission, keyed by field, each naming the limit it breaks.
+
+    "Can never run" is judged on the hardware of ``cluster`` (default: the cluster the team's jobs go to).
+    """
     errors: dict[str, list[str]] = {}
 
     def err(field_name: str, message: str) -> None:
@@ -100,10 +103,14 @@ def job_spec_errors(spec: JobSpec, *, team: Team) -> dict[str, list[str]]:
         err("checkpoint_signal", f"{spec.checkpoint_signal!r} is not a signal name such as SIGUSR1")
     from queues import selectors
 
-    if spec.priority_class is not None and not selectors.priority_classes_for(team).filter(pk=spec.priority_class.pk):
-        err("priority_class", f"team {team.slug} may not use priority {spec.priority_class.name}")
+    priority = spec.priority_class or PriorityClass.objects.filter(is_default=True).first()
+    allowed_priorities = selectors.priority_classes_for(team)
+    if priority is not None and not allowed_priorities.filter(pk=priority.pk).exists():
+        names = ", ".join(allowed_priorities.values_list("name", flat=True))
+        what = "priority" if spec.priority_class else "the default priority"
+        err("priority_class", f"team {team.slug} may not use {what} {priority.name} (allowed: {names})")
     # What the hardware behind the class can ever give (any health: a repair is temporary, a node size is not).
-    hw = selectors.class_hardware(rc)
+    hw = selectors.class_hardware(rc, cluster=cluster or selectors.team_cluster(team))
     levels = selectors.allowed_topology_levels(rc, hw)
     if spec.topology_level and spec.topology_level not in levels:
         names = ", ".join(selectors.level_label(lv) for lv in levels) or "none"
@@ -174,7 +181,7 @@ def job_submit(
     """
     now = now or timezone.now()
     _membership(user=owner, team=team)
-    errors = job_spec_errors(spec, team=team)
+    errors = job_spec_errors(spec, team=team, cluster=cluster)
     if errors:
         raise ValidationFailed(errors)
     if cluster is None:

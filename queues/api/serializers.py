@@ -171,6 +171,7 @@ class DiagnosisSerializer(serializers.Serializer):
     details = serializers.DictField()
     since = serializers.DateTimeField(allow_null=True)
     source = serializers.CharField()
+    stale = serializers.CharField(help_text='Kubernetes: set when the portal has lost sight of the cluster ("as of").')
     position = serializers.SerializerMethodField()
     queue_length = serializers.SerializerMethodField()
     eta = EtaSerializer(allow_null=True)
@@ -280,6 +281,11 @@ class TeamSerializer(serializers.Serializer):
     slug = serializers.CharField()
     name = serializers.CharField()
     namespace = serializers.CharField()
+    priorities = serializers.SerializerMethodField()
+
+    def get_priorities(self, team) -> list[str]:
+        """Names of the priority classes the team may submit with, highest first."""
+        return list(sel.priority_classes_for(team).values_list("name", flat=True))
 
 
 class ApiTokenSerializer(serializers.ModelSerializer):

@@ -158,7 +158,11 @@ class JobViewSet(PortalAPIMixin, viewsets.GenericViewSet):
         body = s.JobSubmitSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         team = self.api_team(slug=body.validated_data.get("team"), required=True)
-        job = services.job_submit(owner=request.user, team=team, spec=body.spec())
+        spec = body.spec()
+        offer = sel.class_offer_errors(team, spec.resource_class)
+        if offer:  # reported with every other problem of the body, all at once
+            raise ValidationFailed({**services.job_spec_errors(spec, team=team), **offer})
+        job = services.job_submit(owner=request.user, team=team, spec=spec)
         job = Job.objects.select_related(
             "team", "owner", "cluster", "resource_class", "priority_class", "assigned_flavor"
         ).get(pk=job.pk)
@@ -196,7 +200,7 @@ class FeasibilityView(PortalAPIMixin, APIView):
         body.is_valid(raise_exception=True)
         team = self.api_team(slug=body.validated_data.get("team"), required=True)
         spec = body.spec()
-        errors = services.job_spec_errors(spec, team=team)
+        errors = {**services.job_spec_errors(spec, team=team), **sel.class_offer_errors(team, spec.resource_class)}
         if errors:
             raise ValidationFailed(errors)
         result = diagnosis.spec_feasibility(owner=request.user, team=team, spec=spec)

@@ -225,3 +225,27 @@ def test_catalogue(page, live_server, shots):
     expect(page.locator("#class-mig-1g-10gb")).to_contain_text("14 of 14 available now")
     expect(page.locator("#class-mig-1g-10gb")).to_contain_text("Starts now")
     page.screenshot(path=str(shots / "class-catalogue.png"), full_page=True)
+
+
+def test_team_switcher(page, live_server):
+    """A member of two teams works as one at a time: the switcher changes the jobs and quotas shown."""
+    from tests.factories import MembershipFactory
+
+    pool = research_pool()
+    MembershipFactory(team=pool.other_team, user=pool.user)
+    occupy(pool, node=pool.nodes[0], count=2, name="vision-run")
+    occupy(pool, node=pool.nodes[2], count=3, team=pool.other_team, name="speech-run")
+    login(page, "alice")
+    switcher = page.locator("#queues-team-select")
+    expect(switcher).to_have_value("speech")  # teams by name: Speech before Vision
+    expect(page.locator("#class-h100")).to_contain_text("using 3 of 16")
+    page.goto("/jobs/")
+    expect(page.locator("#queues-job-list-table")).to_contain_text("speech-run")
+    expect(page.locator("#queues-job-list-table")).not_to_contain_text("vision-run")
+    page.select_option("#queues-team-select", "vision")
+    page.wait_for_url(re.compile(r"/jobs/$"))
+    expect(page.locator("#queues-team-select")).to_have_value("vision")
+    expect(page.locator("#queues-job-list-table")).to_contain_text("vision-run")
+    expect(page.locator("#queues-job-list-table")).not_to_contain_text("speech-run")
+    page.goto("/classes/")
+    expect(page.locator("#class-h100")).to_contain_text("using 2 of 16")

@@ -143,6 +143,46 @@ def test_submit_field_errors_are_400(api, body, field, text):
     assert not Job.objects.exists()
 
 
+def test_another_teams_class_is_not_listed_nor_accepted(api, pool):
+    from tests.factories import QuotaLineFactory, ResourceClassFactory, ResourceFlavorFactory
+
+    theirs = ResourceFlavorFactory(name="b200", display_name="B200")
+    ResourceClassFactory(slug="b200", name="B200 private", flavors=[theirs], allowed_counts=[1])
+    QuotaLineFactory(team_quota=pool.other_team.quotas.get(), flavor=theirs, nominal="8")
+    assert [c["slug"] for c in api.get("/api/classes/").json()] == ["h100"]
+    assert api.get("/api/classes/b200/").status_code == 404
+    for url in ("/api/jobs/", "/api/feasibility/"):
+        response = api.post(url, {**BODY, "resource_class": "b200", "name": "Bad_Name"}, format="json")
+        assert response.status_code == 400
+        errors = response.json()
+        assert "is not available to team vision" in errors["resource_class"][0]
+        assert "DNS-1123" in errors["name"][0]  # every problem at once
+    assert not Job.objects.exists()
+    bob, _ = token_client(pool.other_user, pool.other_team)
+    assert "b200" in [c["slug"] for c in bob.get("/api/classes/").json()]
+
+
+def test_only_the_teams_allowed_priorities(api, pool):
+    from tests.factories import PriorityClassFactory
+
+    urgent = PriorityClassFactory(name="urgent", value=1000)
+    low = PriorityClassFactory(name="low", value=10)
+    pool.team.priority_classes.set([low])
+    assert api.get("/api/teams/").json()[0]["priorities"] == ["low"]
+    response = api.post("/api/jobs/", {**BODY, "priority_class": "urgent"}, format="json")
+    assert response.status_code == 400
+    assert response.json()["priority_class"] == ["team vision may not use priority urgent (allowed: low)"]
+    # Nor the default, when the team's list leaves it out.
+    response = api.post("/api/jobs/", BODY, format="json")
+    assert response.status_code == 400
+    assert "may not use the default priority normal" in response.json()["priority_class"][0]
+    assert api.post("/api/jobs/", {**BODY, "priority_class": "low"}, format="json").status_code == 201
+    # Bob's team has no list: every priority.
+    bob, _ = token_client(pool.other_user, pool.other_team)
+    assert bob.get("/api/teams/").json()[0]["priorities"] == ["urgent", "normal", "low"]
+    assert urgent.teams.count() == 0
+
+
 def test_submit_with_a_team_of_another_token_is_403(api):
     response = api.post("/api/jobs/", {**BODY, "team": "speech"}, format="json")
     assert response.status_code == 403
@@ -244,7 +284,9 @@ def test_tokens_endpoint_issues_a_key_once(pool):
     assert "key" not in listed[0]
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
-    assert client.get("/api/teams/").json() == [{"slug": "vision", "name": "Vision", "namespace": "vision"}]
+    assert client.get("/api/teams/").json() == [
+        {"slug": "vision", "name": "Vision", "namespace": "vision", "priorities": ["normal"]}
+    ]
     # A token cannot mint tokens.
     assert client.post("/api/tokens/", {"team": "vision", "name": "x"}, format="json").status_code in (401, 403)
     session.post(f"/api/tokens/{listed[0]['id']}/revoke/")

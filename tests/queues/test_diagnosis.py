@@ -186,40 +186,37 @@ def test_catalogue_wait_estimates():
 # --------------------------------------------------------------------------- kubernetes mode
 
 
-def _stored(code: str = WaitReason.CLASS_EXHAUSTED) -> diagnosis.StoredReason:
-    return diagnosis.StoredReason(code=code, message="every device is in use", kueue_message="insufficient quota")
-
-
-def test_kubernetes_reason_is_the_stored_one_when_the_pool_agrees():
+def test_kubernetes_staleness_when_the_last_sync_failed():
     pool = research_pool()
-    view = diagnosis.PoolView(cluster=pool.cluster, capacity=None, needed=1)
-    assert diagnosis.kubernetes_wait_reason(stored=_stored(), pool=view) == _stored()
-
-
-def test_kubernetes_reason_cluster_unreachable_when_sync_failed():
-    pool = research_pool()
+    assert diagnosis.cluster_staleness(pool.cluster) == ""
     now = timezone.now()
     Cluster.objects.filter(pk=pool.cluster.pk).update(
         last_synced_at=now - timedelta(minutes=10), last_sync_error_at=now, last_sync_error="connection refused"
     )
     pool.cluster.refresh_from_db()
-    view = diagnosis.PoolView(cluster=pool.cluster, capacity=None, needed=1)
-    reason = diagnosis.kubernetes_wait_reason(stored=_stored(), pool=view)
-    assert reason.code == WaitReason.CLUSTER_UNREACHABLE
-    assert "as of" in reason.message
-    assert reason.details["previousCode"] == WaitReason.CLASS_EXHAUSTED
+    assert "cannot reach cluster" in diagnosis.cluster_staleness(pool.cluster)
+    assert "as of" in diagnosis.cluster_staleness(pool.cluster)
+    Cluster.objects.filter(pk=pool.cluster.pk).update(last_synced_at=now + timedelta(seconds=1))
+    pool.cluster.refresh_from_db()
+    assert diagnosis.cluster_staleness(pool.cluster) == ""
 
 
-def test_kubernetes_reason_health_blocked_when_excluded_devices_would_fit_it():
+def test_kubernetes_mode_shows_what_the_timeline_stored():
+    """Excluded devices and a lost cluster do not change the code on display: the backend stores such changes."""
     pool = research_pool(racks={"rack-a": [4]})
+    Cluster.objects.filter(pk=pool.cluster.pk).update(backend=Cluster.Backend.KUBERNETES)
     occupy(pool, node=pool.nodes[0], count=2, team=pool.other_team)
     for device in pool.devices(pool.nodes[0])[2:]:
         device.health = "unhealthy"
         device.save()
-    job = Job(team=pool.team, cluster=pool.cluster, resource_class=pool.rc, devices_per_pod=2, pod_count=1)
-    reason = diagnosis.kubernetes_wait_reason(stored=_stored(), pool=diagnosis.pool_view(job))
-    assert reason.code == WaitReason.HEALTH_BLOCKED
-    assert "2 GPUs" in reason.message
+    job = services.job_submit(owner=pool.user, team=pool.team, spec=spec(pool, devices_per_pod=2))
+    services.job_set_wait_reason(job, code="class_exhausted", message="every H100 is in use", now=timezone.now())
+    Cluster.objects.filter(pk=pool.cluster.pk).update(last_sync_error_at=timezone.now(), last_sync_error="refused")
+    job = Job.objects.select_related("cluster", "team", "resource_class").get(pk=job.pk)
+    d = diagnosis.job_diagnosis(job)
+    [event] = job.events.filter(kind=JobEvent.Kind.WAIT_REASON)
+    assert d.code == event.details["code"] == "class_exhausted"
+    assert "cannot reach cluster" in d.stale
 
 
 def test_job_diagnosis_in_kubernetes_mode_uses_the_stored_reason():

@@ -12,7 +12,15 @@ from queues import services
 from queues.models import Job, JobEvent
 from queues.services import JobSpec
 from tests.browser.scenarios import BLOCK, HOST, RACK, occupy, research_pool
-from tests.factories import JobFactory, MembershipFactory, PriorityClassFactory, UserFactory
+from tests.factories import (
+    ClusterFactory,
+    DeviceFactory,
+    JobFactory,
+    MembershipFactory,
+    NodeFactory,
+    PriorityClassFactory,
+    UserFactory,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -209,3 +217,18 @@ def test_class_with_required_topology_keeps_it():
         team=pool.team,
     )
     assert "not a topology level" in errors["topology_level"][0]
+
+
+def test_never_run_is_judged_on_the_teams_cluster():
+    """Bigger nodes of the same flavor in another cluster do not make a request possible in the team's cluster."""
+    pool = research_pool()
+    elsewhere = ClusterFactory(name="elsewhere")
+    big = NodeFactory(cluster=elsewhere, flavor=pool.flavor, name="big-n0", capacity={"nvidia.com/gpu": "8"})
+    for index in range(8):
+        DeviceFactory(node=big, index=index)
+    values = {"name": "big", "image": "python:3.11", "resource_class": pool.rc, "devices_per_pod": 8}
+    errors = services.job_spec_errors(JobSpec(**values), team=pool.team)
+    assert errors["devices_per_pod"] == ["can never run: asks 8 GPUs per pod, the largest node has 4"]
+    assert services.job_spec_errors(JobSpec(**values), team=pool.team, cluster=elsewhere) == {}
+    [card] = sel.class_catalogue(team=pool.team, cluster=pool.cluster)
+    assert (card.hardware.total_units, card.hardware.largest_node) == (16, 4)

@@ -267,6 +267,11 @@ def test_job_list_filters_and_fragment(alice, pool):
     html = alice.get(reverse("queues:jobs") + "?owner=carol").content.decode()
     assert "carols" in html
     assert ">mine<" not in html
+    assert '<option value="carol" selected>carol</option>' in html  # the filter keeps its value
+    assert '<option value="bob"' not in html  # only the team's members are offered
+    html = alice.get(reverse("queues:jobs") + "?resource_class=h100&submitted_from=2026-01-02").content.decode()
+    assert '<option value="h100" selected>H100 80GB</option>' in html
+    assert 'name="submitted_from" id="id_submitted_from" value="2026-01-02"' in html
     html = alice.get(reverse("queues:jobs") + "?state=nonsense").content.decode()
     assert "is not valid: ignored" in html
     fragment = alice.get(reverse("queues:jobs") + "?state=pending", **HTMX).content.decode()
@@ -327,11 +332,65 @@ def test_user_without_team(client):
     assert client.get(reverse("queues:jobs")).status_code == 200
 
 
-def test_team_without_quota_gets_misconfigured_feasibility(client):
+def test_team_without_quota_is_told_so(client):
     user = UserFactory()
     team = TeamFactory(slug="lonely")
     MembershipFactory(team=team, user=user)
     client.force_login(user)
     research_pool()
     html = client.post(reverse("queues:job_feasibility"), {**FORM, "pod_count": "1", "devices_per_pod": "1"}).content
-    assert b"misconfigured" in html
+    assert b"team lonely has no quota in any cluster" in html
+    catalogue = client.get(reverse("queues:classes")).content.decode()
+    assert "H100 80GB" not in catalogue
+    assert "No class is available to" in catalogue
+
+
+def test_classes_are_the_teams_own(alice, pool):
+    """A class whose hardware only another team's queue has quota on is not shown, offered or accepted."""
+    from pools.models import ResourceClass
+    from tests.factories import QuotaLineFactory, ResourceClassFactory, ResourceFlavorFactory
+
+    theirs = ResourceFlavorFactory(name="b200", display_name="B200")
+    ResourceClassFactory(slug="b200", name="B200 private", flavors=[theirs], allowed_counts=[1])
+    QuotaLineFactory(team_quota=pool.other_team.quotas.get(), flavor=theirs, nominal="8")
+    catalogue = alice.get(reverse("queues:classes")).content.decode()
+    assert "H100 80GB" in catalogue
+    assert "B200 private" not in catalogue
+    form = alice.get(reverse("queues:job_submit")).content.decode()
+    assert 'value="b200"' not in form
+    response = alice.post(
+        reverse("queues:job_submit"), {**FORM, "resource_class": "b200", "devices_per_pod": "1", "pod_count": "1"}
+    )
+    assert response.status_code == 200
+    assert "is not available to team vision" in response.context["form"].errors["resource_class"][0]
+    assert not Job.objects.exists()
+    # Bob sees it: his team's queue has quota for it.
+    alice.force_login(pool.other_user)
+    assert "B200 private" in alice.get(reverse("queues:classes")).content.decode()
+    assert ResourceClass.objects.filter(slug="b200").exists()
+
+
+def test_submit_form_offers_the_teams_priorities_only(alice, pool):
+    from tests.factories import PriorityClassFactory
+
+    PriorityClassFactory(name="urgent", value=1000)
+    low = PriorityClassFactory(name="low", value=10)
+    html = alice.get(reverse("queues:job_submit")).content.decode()
+    assert 'value="urgent"' in html
+    assert "Default (normal)" in html
+    pool.team.priority_classes.set([low])
+    html = alice.get(reverse("queues:job_submit")).content.decode()
+    assert 'value="urgent"' not in html
+    assert 'value="normal"' not in html
+    assert "Default (normal)" not in html  # the default is not the team's: it must pick
+    assert 'value="low"' in html
+    response = alice.post(
+        reverse("queues:job_submit"), {**FORM, "priority_class": "urgent", "devices_per_pod": "1", "pod_count": "1"}
+    )
+    assert response.context["form"].errors["priority_class"]
+    assert not Job.objects.exists()
+    response = alice.post(
+        reverse("queues:job_submit"), {**FORM, "priority_class": "low", "devices_per_pod": "1", "pod_count": "1"}
+    )
+    assert response.status_code == 302
+    assert Job.objects.get().priority_class == low
