@@ -378,13 +378,14 @@ def test_deploy_rbac_covers_every_request_the_portal_makes(
         job = job_submit(owner=portal.user, team=portal.team, spec=spec, now=at(0))
     Job.objects.filter(pk=job.pk).update(k8s_uid="")
     kube_job_create(job_id=job.pk, api=api)
+    # cancel (delete the Job)
+    kube_job_delete(job_id=job.pk, api=api)
+    Job.objects.filter(pk=job.pk).delete()
     # sync: a full list, then watches from the bookmarks (a slice event makes the sync read its node)
     kube_sync_run(cluster=cluster, api=api, full=True)
     emulator.put(SLICE)
     kube_sync_run(cluster=cluster, api=api, watch_seconds=1)
-    # cancel (delete the Job); then the team's quota goes: re-applying the orphans deletes them
-    kube_job_delete(job_id=job.pk, api=api)
-    Job.objects.filter(pk=job.pk).delete()
+    # the team's quota goes: re-applying the orphans deletes them
     TeamQuota.objects.all().delete()
     PriorityClass.objects.filter(name="urgent").delete()
     kube_config_push(cluster=cluster, api=api)
