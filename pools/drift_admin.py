@@ -186,7 +186,7 @@ class KubeConfigObjectAdmin(admin.ModelAdmin):
                 self.message_user(request, str(exc), messages.ERROR)
                 continue
             level = messages.WARNING if report.drifted or report.conflicts or report.errors else messages.SUCCESS
-            self.message_user(request, f"{cluster.name}: {report.text()}", level)
+            self.message_user(request, f"Cluster {cluster.name}: {report.text()}", level)
         return HttpResponseRedirect(reverse("admin:pools_kubeconfigobject_changelist"))
 
     def change_view(self, request, object_id, form_url="", extra_context=None):

@@ -51,7 +51,7 @@ def drifted(portal, cluster, api, emulator, admin_client):
 def test_drift_check_button_detects_the_kubectl_edit(drifted, admin_client):
     assert drifted.status == "drifted"
     page = admin_client.get(reverse(CHANGELIST), follow=True).content.decode()
-    assert "gpu-east: 0 created, 0 updated" in page or "ClusterQueue vision" in page
+    assert "Cluster gpu-east: 0 created, 0 updated, 4 unchanged, 1 drifted" in page
     assert "ClusterQueue vision" in page
     assert "Drifted (changed in the cluster)" in page
 
