@@ -519,3 +519,7 @@ class NodeHealthDirectiveAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None):
         """Written by the repair workflow and the backend only."""
         return False
+
+
+# The Kueue configuration objects and their drift (re-apply / adopt) live in their own module.
+from pools import drift_admin  # noqa: E402, F401

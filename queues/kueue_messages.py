@@ -600,10 +600,16 @@ def _decide(reason: FlavorReason, ctx: MessageContext | None) -> FlavorReason:
         previous = _q(n["previous"], reason.resource) or 0
         maximum = n["max"]
         total = (request or 0) + previous
-        plain = (
-            f"This job asks for {_fmt(total, reason.resource)} {res} on {label}, more than your team's queue can ever "
-            f"give ({maximum}): it cannot run as submitted."
-        )
+        if maximum == "<unlimited>":  # Kueue's overflow edge case: the sum does not fit its counters
+            plain = (
+                f"This job asks for {_fmt(total, reason.resource)} {res} on {label}, more than Kueue can count for "
+                "your team's queue (it reports the maximum as unlimited): it cannot run as submitted."
+            )
+        else:
+            plain = (
+                f"This job asks for {_fmt(total, reason.resource)} {res} on {label}, more than your team's queue can "
+                f"ever give ({maximum}): it cannot run as submitted."
+            )
         return replace(reason, plain=plain)
     if reason.id == "max_capacity_exceeded_legacy":
         if "request" in n:
@@ -837,10 +843,14 @@ def _sentence(
         text = g["admitted"]
         if text == "The workload is admitted":
             code, plain = "admitted", "Admitted."
-        elif "checks" in text or "delayed topology" in text:
-            code, plain = AWAITING_PROVISIONING, "Quota is reserved; waiting for capacity to be provisioned."
+        elif text.startswith("The workload has no reservation"):
+            # no quota yet: the QuotaReserved=False message beside it says why; this one only says "not yet"
+            code = reason_hint(reason) or HIGHER_PRIORITY_AHEAD
+            plain = "Not admitted yet: no quota is reserved" + (
+                " and its admission checks are not ready." if "checks" in text else "."
+            )
         else:
-            code, plain = reason_hint(reason) or HIGHER_PRIORITY_AHEAD, "Not admitted yet."
+            code, plain = AWAITING_PROVISIONING, "Quota is reserved; waiting for capacity to be provisioned."
     elif message_id == "quota_reserved_true":
         code, plain = "admitted", f"Quota reserved in {g.get('clusterqueue') or g.get('admitted_by')}."
     elif message_id == "admission_check_state_messages":

@@ -206,27 +206,58 @@ def desired_hash(obj: dict) -> str:
 
 
 def _resource_groups(lines: Iterable[QuotaLine], *, with_borrowing: bool) -> list[dict]:
-    """Quota lines as Kueue resourceGroups: flavors covering the same resources share a group, in order."""
-    by_flavor: dict[str, list[QuotaLine]] = defaultdict(list)
+    """Quota lines as Kueue resourceGroups, in flavor order.
+
+    Kueue wants every resource in exactly one group, every flavor in one group, and each flavor of a group to
+    list every resource the group covers. Flavors that share a resource therefore share a group (connected
+    components), and a flavor without a line for one of its group's resources gets a nominal quota of 0 for it —
+    what "no quota line" means there (the flavor cannot give that resource).
+    """
+    by_flavor: dict[str, dict[str, QuotaLine]] = defaultdict(dict)
     order: dict[str, tuple[int, str]] = {}
     for line in lines:
         name = line.flavor.name
-        by_flavor[name].append(line)
+        by_flavor[name][line.resource_name] = line
         order[name] = min(order.get(name, (1 << 30, name)), (line.flavor_order, name))
-    groups: dict[tuple[str, ...], list[dict]] = {}
-    for flavor in sorted(by_flavor, key=lambda f: order[f]):
-        flavor_lines = sorted(by_flavor[flavor], key=lambda ln: ln.resource_name)
-        covered = tuple(ln.resource_name for ln in flavor_lines)
-        resources = []
-        for ln in flavor_lines:
-            entry: dict[str, Any] = {"name": ln.resource_name, "nominalQuota": quantity(ln.nominal, ln.resource_name)}
-            if ln.borrowing_limit and with_borrowing:
-                entry["borrowingLimit"] = quantity(ln.borrowing_limit, ln.resource_name)
-            if ln.lending_limit and with_borrowing:
-                entry["lendingLimit"] = quantity(ln.lending_limit, ln.resource_name)
-            resources.append(entry)
-        groups.setdefault(covered, []).append({"name": flavor, "resources": resources})
-    return [{"coveredResources": list(covered), "flavors": flavors} for covered, flavors in groups.items()]
+    flavors = sorted(by_flavor, key=lambda f: order[f])
+    parent = {f: f for f in flavors}
+
+    def root(f: str) -> str:
+        while parent[f] != f:
+            parent[f] = parent[parent[f]]
+            f = parent[f]
+        return f
+
+    first_with: dict[str, str] = {}
+    for flavor in flavors:
+        for resource in by_flavor[flavor]:
+            if resource in first_with:
+                parent[root(flavor)] = root(first_with[resource])
+            else:
+                first_with[resource] = flavor
+    groups: dict[str, list[str]] = {}
+    for flavor in flavors:
+        groups.setdefault(root(flavor), []).append(flavor)
+    out = []
+    for members in groups.values():
+        covered = sorted({r for f in members for r in by_flavor[f]})
+        entries = []
+        for flavor in members:
+            resources = []
+            for name in covered:
+                ln = by_flavor[flavor].get(name)
+                if ln is None:
+                    resources.append({"name": name, "nominalQuota": quantity(0, name)})
+                    continue
+                entry: dict[str, Any] = {"name": name, "nominalQuota": quantity(ln.nominal, name)}
+                if ln.borrowing_limit and with_borrowing:
+                    entry["borrowingLimit"] = quantity(ln.borrowing_limit, name)
+                if ln.lending_limit and with_borrowing:
+                    entry["lendingLimit"] = quantity(ln.lending_limit, name)
+                resources.append(entry)
+            entries.append({"name": flavor, "resources": resources})
+        out.append({"coveredResources": covered, "flavors": entries})
+    return out
 
 
 def _cluster_queue(quota: TeamQuota, lines: list[QuotaLine]) -> dict:

@@ -403,3 +403,440 @@ def test_workload_verdict_deactivated_and_admitted_but_blocked():
     )
     blocked = km.workload_verdict(admitted, pod_messages=["0/8 nodes are available: 8 node(s) were unschedulable."])
     assert (blocked.state, blocked.code) == ("admitted", km.HEALTH_BLOCKED)
+
+
+# --- every reason a catalogue entry can carry, granular and legacy -----------------------------------------------
+
+_REASON_WORD = re.compile(r"\b[A-Z][A-Za-z]+\b")
+_NOT_REASONS = {"Workload", "ClusterQueue", "LocalQueue", "Admitted", "True", "False", "LEAST", "NOT"}
+
+
+def _reasons(entry: dict) -> list[str]:
+    """Every condition reason an entry may appear with: its granular reasons and its legacy ones."""
+    condition = entry.get("condition") if isinstance(entry.get("condition"), dict) else {}
+    texts = [str(condition.get("reason") or ""), str(entry.get("legacy_reason") or "")]
+    out = []
+    for text in texts:
+        text = re.sub(r"\([^)]*\)", "", text)  # "(most severe across pod sets)", "(same)", ...
+        for word in _REASON_WORD.findall(text):
+            if word not in _NOT_REASONS and word not in out:
+                out.append(word)
+    return out
+
+
+def _examples_with_reasons() -> list[tuple[str, str, str]]:
+    out = []
+    for message_id, _which, text, entry in _examples():
+        for reason in _reasons(entry) or [""]:
+            out.append((message_id, reason, text))
+    return out
+
+
+def test_catalogue_reasons_are_parsed(reference):
+    by_id = {e["id"]: e for e in _entries()}
+    assert _reasons(by_id["podset_flavor_assignment_failed"]) == [
+        "NoMatchingFlavor",
+        "ExceedsMaxQuota",
+        "WaitingForQuota",
+        "TopologyPlacementFailed",
+        "WaitingForPreemptedWorkloads",
+        "Pending",
+    ]
+    assert _reasons(by_id["cluster_queue_missing"]) == ["Misconfigured", "Inadmissible", "Pending"]
+    assert "Waiting" in _reasons(by_id["waiting_for_pods_ready_block"])
+    legacy = {r for e in _entries() for r in _reasons(e)}
+    assert {"Pending", "Inadmissible", "Waiting", "AdmissionGated"} <= legacy
+
+
+@pytest.mark.parametrize(("message_id", "reason", "text"), _examples_with_reasons())
+def test_translate_catalogue_example_under_every_reason(reference, message_id, reason, text):
+    """The message decides, the reason is only a hint: granular and legacy reasons give the same code."""
+    t = km.translate(text, reason=reason)
+    assert t.recognised, (message_id, reason)
+    assert t.code == EXPECTED[message_id], (message_id, reason, t.code)
+    if reason:
+        assert t.details.get("reason") == reason
+
+
+def test_every_granular_and_legacy_reason_has_a_hint_or_is_informational(reference):
+    """No reason of the catalogue is unknown to the hint table, except those of informational conditions."""
+    informational = {
+        "Admitted",
+        "NoReservation",
+        "UnsatisfiedAdmissionChecks",
+        "PendingDelayedTopologyRequests",
+        "UnsatisfiedChecks",
+        "NoReservationUnsatisfiedChecks",
+        "QuotaReserved",
+        "WaitForStart",
+        "WaitForRecovery",
+        "Started",
+        "Recovered",
+        "PodsReady",
+        "Reactivated",
+        "BackoffFinished",
+        "LocalQueueRestarted",
+        "ClusterQueueRestarted",
+        "Stopped",
+        "FlavorNotFound",
+        "AdmissionCheckNotFound",
+        "AdmissionCheckInactive",
+        "TopologyNotFound",
+        "MultipleMultiKueueAdmissionChecks",
+        "MultiKueueAdmissionCheckAppliedPerFlavor",
+        "MultiKueueWithProvisioningRequest",
+        "Terminating",
+        "Unknown",
+        # Evicted / DeactivationTarget reasons: the whole-message patterns decide, the sync maps the reason
+        "Deactivated",
+        "DeactivatedDueToRequeuingLimitExceeded",
+        "DeactivatedDueToAdmissionCheck",
+        "DeactivatedDueToMaximumExecutionTimeExceeded",
+        "RequeuingLimitExceeded",
+        "AdmissionCheck",
+        "MaximumExecutionTimeExceeded",
+        "Preempted",
+        "PodsReadyTimeout",
+        "ClusterQueueStopped",
+        "LocalQueueStopped",
+        "NodeFailures",
+    }
+    quota_reserved = set()
+    for entry in _entries():
+        condition = entry.get("condition") if isinstance(entry.get("condition"), dict) else {}
+        if condition.get("type") == "QuotaReserved" and condition.get("status") == "False":
+            quota_reserved |= set(_reasons(entry))
+    unknown = quota_reserved - set(km.REASON_HINTS) - informational - {"Pending"}
+    assert unknown == set(), "QuotaReserved=False reasons with no hint"
+
+
+# --- old and new wordings beyond the catalogue's examples (its formats and version notes) --------------------------
+
+P = "couldn't assign flavors to pod set main: "
+
+#: (catalogue id, text, code, numbers/fields the translation must carry)
+WORDINGS: list[tuple[str, str, str, dict]] = [
+    # podset_flavor_assignment_error: the known error texts after the colon (notes)
+    (
+        "podset_flavor_assignment_error",
+        "failed to assign flavors to pod set main: more than one TAS flavor assigned: [a b]",
+        km.MISCONFIGURED,
+        {"podset": "main", "error": "more than one TAS flavor assigned: [a b]"},
+    ),
+    (
+        "podset_flavor_assignment_error",
+        "failed to assign flavors to pod set w: no TAS flavor assigned",
+        km.MISCONFIGURED,
+        {},
+    ),
+    (
+        "podset_flavor_assignment_error",
+        "failed to assign flavors to pod set w: workload requires Topology, but there is no TAS cache information",
+        km.MISCONFIGURED,
+        {},
+    ),
+    (
+        "podset_flavor_assignment_error",
+        "failed to assign flavors to pod set w: preferred topology is not supported with ElasticJobsViaWorkloadSlices",
+        km.MISCONFIGURED,
+        {},
+    ),
+    # quota: per-resource quantity formats (notes), v0.9's "in cohort" form
+    (
+        "insufficient_unused_quota",
+        P + "insufficient unused quota for cpu in flavor a, 500m more needed",
+        km.QUOTA_EXHAUSTED,
+        {"resource": "cpu", "missing": 500},
+    ),
+    (
+        "insufficient_unused_quota",
+        P + "insufficient unused quota for memory in flavor a, 5Gi more needed",
+        km.QUOTA_EXHAUSTED,
+        {"resource": "memory", "missing": 5 * 1024**3},
+    ),
+    (
+        "insufficient_unused_quota",
+        P + "insufficient unused quota in cohort for nvidia.com/gpu in flavor h100, 3 more needed",
+        km.QUOTA_EXHAUSTED,
+        {"missing": 3, "flavor": "h100"},
+    ),
+    # maximum capacity: new form, "<unlimited>" overflow, v0.10-v0.14.1 form, v0.9 form
+    (
+        "max_capacity_exceeded",
+        P + "insufficient quota for nvidia.com/gpu in flavor h100, previously considered podsets requests (8) + "
+        "current podset request (32) > maximum capacity (16)",
+        km.EXCEEDS_MAXIMUM,
+        {"previous": 8, "request": 32, "max": 16},
+    ),
+    (
+        "max_capacity_exceeded",
+        P + "insufficient quota for nvidia.com/gpu in flavor h100, previously considered podsets requests (0) + "
+        "current podset request (32) > maximum capacity (<unlimited>)",
+        km.EXCEEDS_MAXIMUM,
+        {"request": 32, "max": "<unlimited>"},
+    ),
+    (
+        "max_capacity_exceeded_legacy",
+        P + "insufficient quota for cpu in flavor a, request > maximum capacity (24 > 16)",
+        km.EXCEEDS_MAXIMUM,
+        {"request": 24000, "max": 16000},
+    ),
+    (
+        "max_capacity_exceeded_legacy",
+        P + "insufficient quota for nvidia.com/gpu in flavor h100 in ClusterQueue",
+        km.EXCEEDS_MAXIMUM,
+        {"flavor": "h100"},
+    ),
+    # flavor matching: a taint with an empty value prints two spaces (notes)
+    (
+        "untolerated_taint",
+        P + "untolerated taint {dedicated  NoSchedule <nil>} in flavor spot",
+        km.NO_MATCHING_FLAVOR,
+        {"key": "dedicated", "value": "", "effect": "NoSchedule", "flavor": "spot"},
+    ),
+    # TAS: before v0.16 no exclusion statistics; multi-layer form; the three "no level" forms
+    (
+        "tas_fits_only_some",
+        P + 'topology "gpu" allows to fit only 3 out of 4 pod(s)',
+        km.TOPOLOGY_FRAGMENTED,
+        {"fit": 3, "total": 4},
+    ),
+    (  # v0.16+: the exclusion statistics follow the TAS reason and decide health vs fragmentation
+        "tas_fits_only_some",
+        P + 'topology "gpu" allows to fit only 1 out of 2 slice(s). Total nodes: 12; excluded: affinity: 1, '
+        'nodeSelector: 2, resource "nvidia.com/gpu": 4, taint "nvidia.com/gpu-xid-error=79:NoSchedule": 3',
+        km.HEALTH_BLOCKED,
+        {"fit": 1, "total": 2, "total_nodes": 12, "healthExcludedNodes": 3},
+    ),
+    (
+        "tas_fits_none",
+        P + 'topology "gpu" doesn\'t allow to fit any of 2 pod(s)',
+        km.TOPOLOGY_FRAGMENTED,  # before v0.16, and without the pool view: nothing says the devices are taken
+        {"total": 2},
+    ),
+    (
+        "tas_fits_none",
+        P + 'topology "gpu" doesn\'t allow to fit any of 2 pod(s). Total nodes: 4; excluded: resource '
+        '"nvidia.com/gpu": 4',
+        km.CLASS_EXHAUSTED,  # every node lacks free devices
+        {"total": 2, "total_nodes": 4},
+    ),
+    (
+        "tas_multilayer_no_fit",
+        P + 'topology "gpu" doesn\'t allow to fit; 1/2 slice(s) fit on level rack; 0/2 slice(s) fit on level block',
+        km.TOPOLOGY_FRAGMENTED,
+        {"layers": "1/2 slice(s) fit on level rack; 0/2 slice(s) fit on level block"},
+    ),
+    (
+        "tas_no_requested_level",
+        P + "no requested topology level for slices: cloud.com/rack",
+        km.NO_MATCHING_FLAVOR,
+        {"level": "cloud.com/rack"},
+    ),
+    (
+        "tas_no_requested_level",
+        P + "podset slice topology cloud.com/host is above the podset topology cloud.com/rack",
+        km.NO_MATCHING_FLAVOR,
+        {"podset_level": "cloud.com/rack"},
+    ),
+    (
+        "tas_no_requested_level",
+        P + "no topology domains at level: cloud.com/block",
+        km.NO_MATCHING_FLAVOR,
+        {"domain_level": "cloud.com/block"},
+    ),
+    # preemption suffixes, with their counts; an event truncated at 1 KiB
+    (
+        "pending_preemption_suffix",
+        P + "insufficient unused quota for nvidia.com/gpu in flavor h100, 8 more needed. Pending the preemption of 2 "
+        "workload(s)",
+        km.PREEMPTION_IN_PROGRESS,
+        {"preempting": 2, "missing": 8},
+    ),
+    (
+        "preemption_failed_suffix",
+        P + "insufficient unused quota for nvidia.com/gpu in flavor h100, 8 more needed. Preempting 3 workload(s) "
+        "failed, will retry.",
+        km.PREEMPTION_IN_PROGRESS,
+        {"preemptionsFailed": 3},
+    ),
+    (
+        "insufficient_unused_quota",
+        P + "insufficient unused quota for nvidia.com/gpu in flavor h100, 8 more needed ...",
+        km.QUOTA_EXHAUSTED,
+        {"missing": 8},
+    ),
+    # queues: the controller's variants (notes)
+    ("local_queue_missing", "LocalQueue main is terminating or missing", km.MISCONFIGURED, {"localqueue": "main"}),
+    ("local_queue_inactive", "LocalQueue main is stopped", km.MISCONFIGURED, {"localqueue": "main"}),
+    ("cluster_queue_inactive", "ClusterQueue cq is stopped", km.MISCONFIGURED, {"clusterqueue": "cq"}),
+    (
+        "namespace_selector_mismatch",
+        'workload namespace "team-x" does not exist: namespaces "team-x" not found',
+        km.MISCONFIGURED,
+        {"namespace": "team-x"},
+    ),
+    (
+        "pending_evaluation",
+        "Bypassed scheduling evaluation because an equivalent workload recently failed",
+        km.HIGHER_PRIORITY_AHEAD,
+        {},
+    ),
+    # deactivation: the plain and the "due to" forms; the three DeactivationTarget texts
+    ("deactivated", "The workload is deactivated", km.MISCONFIGURED, {}),
+    (
+        "deactivated",
+        "The workload is deactivated due to exceeding the maximum execution time",
+        km.MISCONFIGURED,
+        {"cause": "exceeding the maximum execution time"},
+    ),
+    ("deactivation_target", "exceeding the maximum number of re-queuing retries", km.MISCONFIGURED, {}),
+    ("deactivation_target", "exceeding the maximum execution time", km.MISCONFIGURED, {}),
+    (
+        "deactivation_target",
+        'AdmissionCheck in Rejected state: "prov" (no capacity)',
+        km.MISCONFIGURED,
+        {"state": "Rejected"},
+    ),
+    # preemption: v0.15+ with paths and the event's priorities, v0.11-v0.14, v0.8-v0.10, v0.7, v0.6
+    (
+        "preempted",
+        "Preempted to accommodate a workload (UID: a-1, JobUID: j-2) due to reclamation within the cohort; preemptor "
+        "path: /org/b; preemptee path: /org/a; preemptor effective priority: 100 (base: 100, boost: 0); preemptee "
+        "effective priority: 10 (base: 10, boost: 0)",
+        km.HIGHER_PRIORITY_AHEAD,
+        {"preemptorJobUid": "j-2", "preemptor_path": "/org/b", "preemptee_path": "/org/a"},
+    ),
+    (
+        "preempted",
+        "Preempted to accommodate a workload (UID: a-1, JobUID: j-2) due to prioritization in the ClusterQueue",
+        km.HIGHER_PRIORITY_AHEAD,
+        {"why": "prioritization in the ClusterQueue", "preemptorJobUid": "j-2"},
+    ),
+    (
+        "preempted",
+        "Preempted to accommodate a workload (UID: a-1) due to reclamation within the cohort",
+        km.HIGHER_PRIORITY_AHEAD,
+        {"why": "reclamation within the cohort"},
+    ),
+    (
+        "preempted",
+        "Preempted to accommodate a workload (UID: a-1) in the ClusterQueue",
+        km.HIGHER_PRIORITY_AHEAD,
+        {"why_v07": "ClusterQueue"},
+    ),
+    ("preempted", "Preempted to accommodate a higher priority Workload", km.HIGHER_PRIORITY_AHEAD, {}),
+    # evictions
+    (
+        "admission_check_retry_eviction",
+        'Evicted due to AdmissionCheck in Retry state: "prov" (retry)',
+        km.AWAITING_PROVISIONING,
+        {"state": "Retry"},
+    ),
+    ("queue_stopped_eviction", "The ClusterQueue is stopped", km.MISCONFIGURED, {"kind": "ClusterQueue"}),
+    ("queue_stopped_eviction", "The LocalQueue is stopped", km.MISCONFIGURED, {"kind": "LocalQueue"}),
+    (
+        "tas_multiple_node_failures",
+        "Workload eviction triggered due to multiple TAS assigned node failures, including: n1, n2",
+        km.HEALTH_BLOCKED,
+        {"nodes": ["n1", "n2"]},
+    ),
+    # informational conditions: every literal alternative of their formats
+    ("requeued_messages", "The workload was reactivated", km.HIGHER_PRIORITY_AHEAD, {}),
+    ("requeued_messages", "The workload backoff was finished", km.HIGHER_PRIORITY_AHEAD, {}),
+    ("requeued_messages", "The LocalQueue was restarted after being stopped", km.HIGHER_PRIORITY_AHEAD, {}),
+    ("requeued_messages", "The ClusterQueue was restarted after being stopped", km.HIGHER_PRIORITY_AHEAD, {}),
+    ("pods_ready_messages", "Not all pods are ready or succeeded", "starting", {}),
+    ("pods_ready_messages", "At least one pod has failed, waiting for recovery", "starting", {}),
+    ("pods_ready_messages", "All pods reached readiness and the workload is running", "running", {}),
+    ("admitted_condition_messages", "The workload is admitted", "admitted", {}),
+    ("admitted_condition_messages", "The workload has no reservation", km.HIGHER_PRIORITY_AHEAD, {}),
+    (
+        "admitted_condition_messages",
+        "The workload has no reservation and not all checks ready",
+        km.HIGHER_PRIORITY_AHEAD,
+        {},
+    ),
+    ("admitted_condition_messages", "The workload has not all checks ready", km.AWAITING_PROVISIONING, {}),
+    ("admitted_condition_messages", "There are pending delayed topology requests", km.AWAITING_PROVISIONING, {}),
+    ("quota_reserved_true", "Quota reserved in ClusterQueue cq", "admitted", {"clusterqueue": "cq"}),
+    (
+        "quota_reserved_true",
+        "Quota reserved in ClusterQueue cq, wait time since queued was 42s; Flavors considered: main: h100(Fit)",
+        "admitted",
+        {"clusterqueue": "cq", "wait_s": 42},
+    ),
+    (
+        "quota_reserved_true",
+        "Admitted by ClusterQueue cq, wait time since reservation was 3s",
+        "admitted",
+        {"reservation_wait_s": 3},
+    ),
+    (
+        "admission_check_state_messages",
+        "Retrying after failure: quota",
+        km.AWAITING_PROVISIONING,
+        {"detail": "quota"},
+    ),
+    ("admission_check_state_messages", "Retrying after booking expired: gone", km.AWAITING_PROVISIONING, {}),
+    ("admission_check_state_messages", "the check is not active", km.AWAITING_PROVISIONING, {}),
+    ("admission_check_state_messages", "the provisioning request is not needed", km.AWAITING_PROVISIONING, {}),
+    (
+        "admission_check_state_messages",
+        "Reset to Pending after eviction. Previously: Ready",
+        km.AWAITING_PROVISIONING,
+        {"prev": "Ready"},
+    ),
+    (
+        "cluster_queue_active_condition",
+        'Can\'t admit new workloads: references missing ResourceFlavor(s): [h200], there is no Topology "t" for '
+        'TAS flavor "f".',
+        km.MISCONFIGURED,
+        {"causes": 'references missing ResourceFlavor(s): [h200], there is no Topology "t" for TAS flavor "f"'},
+    ),
+    ("cluster_queue_active_condition", "Can't admit new workloads; clusterQueue is terminating", km.MISCONFIGURED, {}),
+    ("cluster_queue_active_condition", "Can admit new workloads", "", {}),
+    ("job_events", "Created Workload: team-a/job-train-1a2b3", "", {"workload": "team-a/job-train-1a2b3"}),
+    ("job_events", "Admitted by clusterQueue vision", "", {"clusterqueue": "vision"}),
+    ("job_events", 'WorkloadPriorityClass "urgent" not found', km.MISCONFIGURED, {"wpc": "urgent"}),
+    ("job_events", "Kueue managed child job suspended", "", {}),
+    ("on_hold", "Job is on hold", km.MISCONFIGURED, {}),
+]
+
+
+def _flat(t: km.Translation) -> dict:
+    flat = dict(t.details)
+    for ps in t.details.get("podSets", []):
+        for reason in ps["reasons"]:
+            flat.update(reason)
+    return flat
+
+
+@pytest.mark.parametrize(("message_id", "text", "code", "numbers"), WORDINGS, ids=[w[1][:60] for w in WORDINGS])
+def test_translate_old_and_new_wordings(message_id, text, code, numbers):
+    t = km.translate(text)
+    assert t.recognised, text
+    assert message_id in t.ids, (message_id, t.ids)
+    assert t.code == code
+    assert t.message
+    flat = _flat(t)
+    for key, value in numbers.items():
+        assert flat.get(key) == value, (key, flat)
+
+
+def test_wordings_cover_every_catalogue_entry_with_alternatives(reference):
+    """Each entry whose format lists alternatives ("A | B") has every alternative among the wordings tested."""
+    tested = {w[1] for w in WORDINGS}
+    for entry in _entries():
+        fmt = entry["format"].split("   (")[0]
+        if " | " not in fmt:
+            continue
+        for alternative in fmt.split(" | "):
+            literal = alternative.strip().split("%")[0].rstrip(": ")
+            assert any(literal in text for text in tested), (entry["id"], alternative)
+
+
+def test_no_reservation_is_not_read_as_reserved():
+    t = km.translate("The workload has no reservation and not all checks ready", reason="WaitingForQuota")
+    assert t.code == km.QUOTA_EXHAUSTED  # the reason hints; quota is *not* reserved
+    assert "no quota is reserved" in t.message

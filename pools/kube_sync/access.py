@@ -1,0 +1,111 @@
+"""What the portal does to a cluster, per API resource: the verbs its RBAC must grant, and why.
+
+This is the single statement of the portal's Kubernetes permissions. ``deploy/base/rbac.yaml`` grants exactly
+these verbs (a test compares them) and ``docs/kubernetes.md`` prints the table; a test also runs the portal's
+services against the API emulator and checks that every request it makes is covered here.
+
+Server-side apply is an HTTP PATCH, and an apply that creates the object is also authorised as ``create``: the
+applied kinds need both. Discovery (``/api``, ``/apis``) needs no grant beyond the default ``system:discovery``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pools.kube_sync.api import (
+    CLUSTER_QUEUES,
+    COHORTS,
+    EVENTS,
+    JOBS,
+    LOCAL_QUEUES,
+    NAMESPACES,
+    NODES,
+    PODS,
+    PRIORITY_CLASSES,
+    RESOURCE_FLAVORS,
+    RESOURCE_SLICES,
+    TOPOLOGIES,
+    WORKLOADS,
+    Resource,
+)
+
+APPLY = ("create", "patch")  # server-side apply (create on first apply)
+READ_CONFIG = ("get", "list")  # the push lists the kind; adopt reads one object
+SYNC = ("list", "watch")  # list + watch with resourceVersion
+
+
+@dataclass(frozen=True)
+class Access:
+    """The verbs the portal uses on one resource, and the code that uses them."""
+
+    resource: Resource
+    verbs: tuple[str, ...]
+    why: str
+
+    @property
+    def group(self) -> str:
+        """The API group ("" for core)."""
+        return self.resource.group
+
+
+#: Resource → verbs. Keep in step with pools/kube_sync (the tests hold both to this table).
+PORTAL_ACCESS: tuple[Access, ...] = (
+    Access(NAMESPACES, (*READ_CONFIG, *APPLY), "team namespaces: applies its labels (never deletes)"),
+    Access(NODES, ("get", *SYNC), "inventory: nodes, capacity, labels, taints, readiness"),
+    Access(PODS, SYNC, "pods of portal jobs (label selector): phase, node, restarts"),
+    Access(EVENTS, SYNC, "events for the job timeline"),
+    Access(JOBS, ("create", "delete", "get", *SYNC), "submit (suspended Job), cancel (delete), sync"),
+    Access(RESOURCE_SLICES, SYNC, "DRA inventory (where resource.k8s.io/v1 is served)"),
+    Access(WORKLOADS, SYNC, "Kueue's admission decisions and messages"),
+    Access(CLUSTER_QUEUES, ("delete", *READ_CONFIG, *APPLY, "watch"), "quota push, drift; usage status"),
+    Access(COHORTS, ("delete", *READ_CONFIG, *APPLY), "quota push, drift"),
+    Access(LOCAL_QUEUES, ("delete", *READ_CONFIG, *APPLY), "one per team namespace"),
+    Access(RESOURCE_FLAVORS, ("delete", *READ_CONFIG, *APPLY), "quota push, drift"),
+    Access(PRIORITY_CLASSES, ("delete", *READ_CONFIG, *APPLY), "priority classes"),
+    Access(TOPOLOGIES, ("delete", *READ_CONFIG, *APPLY), "topology levels of TAS flavors"),
+)
+
+
+def rbac_rules() -> dict[tuple[str, str], set[str]]:
+    """(API group, plural) → verbs, from :data:`PORTAL_ACCESS`."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for access in PORTAL_ACCESS:
+        out.setdefault((access.group, access.resource.plural), set()).update(access.verbs)
+    return out
+
+
+def request_verb(method: str, path: str, query: dict[str, str]) -> tuple[str, str, str] | None:
+    """(group, plural, verb) an API request needs, as the API server authorises it; None for discovery."""
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    if not parts or parts[0] not in ("api", "apis"):
+        return None
+    if parts[0] == "api":
+        group, rest = "", parts[2:]
+    else:
+        if len(parts) < 3:
+            return None
+        group, rest = parts[1], parts[3:]
+    if rest[:1] == ["namespaces"] and len(rest) >= 3:
+        rest = rest[2:]  # namespaced collection or object
+    if not rest:
+        return None
+    plural, has_name = rest[0], len(rest) > 1
+    if len(rest) > 2:
+        plural = f"{rest[0]}/{rest[2]}"  # a subresource (status, scale, log) is authorised on its own
+    method = method.upper()
+    if method == "GET":
+        if query.get("watch") in ("true", "1"):
+            verb = "watch"
+        else:
+            verb = "get" if has_name else "list"
+    elif method == "POST":
+        verb = "create"
+    elif method in ("PUT",):
+        verb = "update"
+    elif method == "PATCH":
+        verb = "patch"
+    elif method == "DELETE":
+        verb = "delete" if has_name else "deletecollection"
+    else:
+        return None
+    return group, plural, verb
