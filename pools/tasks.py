@@ -69,9 +69,8 @@ def health_scrape_endpoint(self, url: str) -> None:
 def health_reconcile_cluster(cluster_id: int) -> None:
     """Sweep one cluster's health (node conditions, DRA XID taints, inventory changes, repair tickets), then let its
     backend apply the taints and cordons the repair workflow wants."""
-    from pools.health.ingest import health_reconcile
-
     from pools.backends import backend_for
+    from pools.health.ingest import health_reconcile
 
     cluster = Cluster.objects.filter(pk=cluster_id).first()
     if cluster is not None:

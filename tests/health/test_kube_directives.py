@@ -53,7 +53,8 @@ def test_node_taint_only_on_managed_nodes_applied_once_and_removed_on_release(em
     assert keys == [("nvidia.com/gpu", "NoSchedule"), (TAINT_KEY, "NoSchedule")]
     assert _taints(emulator, "gpu-a2") == []
     row.refresh_from_db()
-    assert row.applied_at is not None and row.last_error == ""
+    assert row.applied_at is not None
+    assert row.last_error == ""
     assert emulator.rejected == []
 
     before = len(_patches(emulator))
@@ -64,7 +65,8 @@ def test_node_taint_only_on_managed_nodes_applied_once_and_removed_on_release(em
     tasks.health_reconcile_cluster.delay(cluster.pk)
     assert [t["key"] for t in _taints(emulator, "gpu-a1")] == ["nvidia.com/gpu"]
     row.refresh_from_db()
-    assert row.released_at is not None and row.removed_at is not None
+    assert row.released_at is not None
+    assert row.removed_at is not None
 
 
 @override_settings(HEALTH_MANAGED_NODE_LABELS=MANAGED, HEALTH_NODE_ACTION="taint")
@@ -72,9 +74,11 @@ def test_a_conflict_keeps_the_error_and_the_next_sweep_applies(emulator, cluster
     tickets.ticket_open(device=nodes["gpu-a1"][1], reason="double-bit ECC", actor=OPS)
     emulator.fail("PATCH", "/api/v1/nodes/gpu-a1", status=409, times=1)
     result = health_directives_sync(cluster=cluster, api=api)
-    assert result.applied == [] and "409" in result.errors[0]
+    assert result.applied == []
+    assert "409" in result.errors[0]
     row = NodeHealthDirective.objects.get()
-    assert row.applied_at is None and "409" in row.last_error
+    assert row.applied_at is None
+    assert "409" in row.last_error
     result = health_directives_sync(cluster=cluster, api=api)
     assert result.applied == [row.pk]
     assert TAINT_KEY in [t["key"] for t in _taints(emulator, "gpu-a1")]
