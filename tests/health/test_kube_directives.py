@@ -142,3 +142,27 @@ def test_device_taint_without_the_api_keeps_a_clear_error(emulator, cluster, api
     result = health_directives_sync(cluster=cluster, api=api)
     assert "DRADeviceTaints" in result.errors[0]
     assert "DRADeviceTaints" in NodeHealthDirective.objects.get(kind="device-taint").last_error
+
+
+@override_settings(HEALTH_MANAGED_NODE_LABELS=MANAGED, HEALTH_NODE_ACTION="taint")
+def test_validation_job_manifest_is_pinned_to_the_ticket_node_and_tolerates_the_taint(emulator, cluster, nodes):  # noqa: F811
+    from pools.kube_sync.jobs import _manifest
+    from tests.factories import ResourceClassFactory, ResourceFlavorFactory
+    from tests.kube.schemas import validate
+
+    flavor = ResourceFlavorFactory(name="h100", node_labels={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+    ResourceClassFactory(slug="h100", name="H100", flavors=[flavor], allowed_counts=[1, 8])
+    inventory_import(cluster=cluster, objects=emulator.all("Node"), now=timezone.now())  # nodes take the flavor
+    card = Device.objects.get(node__name="gpu-a1", index=3)
+    assert card.node.flavor_id == flavor.pk
+    ticket = tickets.ticket_open(device=card, reason="XID 79", actor=OPS)
+    run = tickets.ticket_start_validation(ticket=ticket, actor=OPS)
+    manifest = _manifest(run.job)
+    pod = manifest["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"kubernetes.io/hostname": "gpu-a1"}
+    assert {"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    assert env["PORTAL_VALIDATION_DEVICES"] == (card.uuid or card.key)
+    assert env["PORTAL_VALIDATION_GPU_INDEXES"] == "3"
+    assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert validate(manifest) == []
