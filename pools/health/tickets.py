@@ -196,7 +196,10 @@ def _move(
             evidence={"ticket": ticket.pk, "ticket_state": to, **(details or {})},
             ticket=ticket,
             report=report,
-            device_reason="" if to == T.RETURNED else None,
+            # the device shows its ticket and the original cause, not the step's note
+            device_reason=""
+            if to == T.RETURNED
+            else f"repair ticket #{ticket.pk} ({T(to).label.lower()}): {ticket.reason}",
         )
     if to in RepairTicket.CLOSED_STATES:
         directives.directives_release(ticket=ticket, now=now)

@@ -78,7 +78,7 @@ def test_xid_79_makes_the_gpu_unhealthy_opens_a_ticket_and_quarantines_it(pool):
     obs = HealthObservation.objects.get(signal="xid_event")
     assert obs.evidence["recommended_action"] == "reboot_node"
     assert obs.evidence["severity"] == "fatal"
-    assert "XID 79" in device.health_reason or "ticket" in device.health_reason
+    assert device.health_reason.startswith(f"repair ticket #{ticket.pk} (in repair): XID 79")
 
 
 def test_same_scrape_twice_changes_nothing(pool):
