@@ -248,3 +248,14 @@ def test_reconcile_node_condition_without_a_gpu_named_covers_the_node(pool):
     health_reconcile(cluster=pool.cluster, now=pool.at(0) + timedelta(seconds=1))
     states = set(Device.objects.filter(node=node).values_list("health", flat=True))
     assert states == {HealthState.QUARANTINED}
+
+
+def test_the_move_that_opened_a_ticket_is_in_the_tickets_history(pool):
+    device = pool.devices[1]
+    report = health_ingest_scrape(text=exposition([gpu(device, DCGM_FI_DEV_XID_ERRORS=79)]), now=pool.at(0))
+    ticket = RepairTicket.objects.get()
+    assert [(t.before, t.after) for t in ticket.transitions.order_by("at", "id")] == [
+        ("healthy", "unhealthy"),
+        ("unhealthy", "quarantined"),
+    ]
+    assert [c.ticket for c in report.changes] == [ticket.pk, ticket.pk]
