@@ -15,7 +15,9 @@ memory figures, node CPU/memory and the AMD driver version are illustrative.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -250,7 +252,7 @@ def demo_pool() -> DemoPool:
 
 
 @transaction.atomic
-def demo_pool_install(*, cluster: Cluster) -> ImportReport:
+def demo_pool_install(*, cluster: Cluster, now: datetime | None = None) -> ImportReport:
     """Create or update the demo topology and flavors, then import the demo nodes into ``cluster`` (idempotent)."""
     pool = demo_pool()
     topologies = {}
@@ -260,7 +262,7 @@ def demo_pool_install(*, cluster: Cluster) -> ImportReport:
         fields = {k: v for k, v in spec.items() if k not in ("name", "topology")}
         fields["topology"] = topologies.get(spec["topology"]) if spec["topology"] else None
         _upsert(ResourceFlavor, spec["name"], fields)
-    return inventory_import(cluster=cluster, objects=pool.nodes, complete=True)
+    return inventory_import(cluster=cluster, objects=pool.nodes, complete=True, now=now)
 
 
 def _upsert(model, name: str, fields: dict[str, Any]):
@@ -274,3 +276,59 @@ def _upsert(model, name: str, fields: dict[str, Any]):
     if changed:
         obj.save(update_fields=changed)
     return obj
+
+
+# --- health ------------------------------------------------------------------------------------------------------
+
+#: The GPU that runs hot in the demo (degraded: used last), as node and index.
+HOT_GPU = ("h100-r1-02", 5)
+DEMO_DRIVER = "580.126.09"
+
+
+def demo_scrape(*, node: str, temperatures: dict[int, float], xids: dict[int, int] | None = None) -> str:
+    """A dcgm-exporter scrape of one 8-GPU H100 node, in the exporter's label layout (HELP/TYPE, ``Hostname``)."""
+    xids = xids or {}
+    fields = (
+        ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", lambda i: temperatures.get(i, 38)),
+        ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", lambda i: xids.get(i, 0)),
+        ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors.", lambda i: 0),
+        ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed", lambda i: 0),
+    )
+    lines = []
+    for name, kind, text, value in fields:
+        lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}"]
+        for i in sorted(set(range(8)) | set(temperatures) | set(xids)):
+            card = uuid.uuid5(uuid.NAMESPACE_DNS, f"{node}.gpu{i}")
+            labels = (
+                f'gpu="{i}",UUID="GPU-{card}",pci_bus_id="00000000:{0x18 + 0x10 * i:02X}:00.0",device="nvidia{i}",'
+                f'modelName="NVIDIA H100 80GB HBM3",Hostname="{node}",DCGM_FI_DRIVER_VERSION="{DEMO_DRIVER}"'
+            )
+            if name == "DCGM_FI_DEV_XID_ERRORS":
+                code = int(value(i))
+                labels += f',err_code="{code}",err_msg="{"No Error" if code == 0 else "XID " + str(code)}"'
+            lines.append(f"{name}{{{labels}}} {value(i)}")
+    return "\n".join(lines) + "\n"
+
+
+def demo_health_seed(*, cluster: Cluster, now: datetime) -> list[str]:
+    """The demo's health picture, through the product's own services: the card the device plugin reports
+    unhealthy on ``h100-r2-03`` gets its repair ticket (drained, in repair), and one H100 runs hot for longer than
+    the policy allows (degraded: used last). Idempotent: a second call changes nothing."""
+    from pools.health.ingest import health_ingest_scrape, health_reconcile
+    from pools.models import HealthSignal
+
+    notes = [f"{c.node}/{c.device}: {c.before} → {c.after}" for c in health_reconcile(cluster=cluster, now=now).changes]
+    node, index = HOT_GPU
+    if HealthSignal.objects.filter(
+        device__node__cluster=cluster, device__node__name=node, signal="temperature"
+    ).exists():
+        return notes  # scraped before: the demo's history is not written twice
+    for seconds_ago in (600, 240, 0):
+        report = health_ingest_scrape(
+            text=demo_scrape(node=node, temperatures={index: 89}),
+            now=now - timedelta(seconds=seconds_ago),
+            cluster=cluster,
+            origin="demo scrape",
+        )
+        notes += [f"{c.node}/{c.device}: {c.before} → {c.after}" for c in report.changes]
+    return notes

@@ -67,12 +67,15 @@ def health_scrape_endpoint(self, url: str) -> None:
 
 @shared_task(name="pools.health_reconcile_cluster", ignore_result=True, acks_late=True)
 def health_reconcile_cluster(cluster_id: int) -> None:
-    """Sweep one cluster's health: node conditions, DRA XID taints, inventory changes, repair tickets."""
+    """Sweep one cluster's health (node conditions, DRA XID taints, inventory changes, repair tickets), then let its
+    backend apply the taints and cordons the repair workflow wants."""
+    from pools.backends import backend_for
     from pools.health.ingest import health_reconcile
 
     cluster = Cluster.objects.filter(pk=cluster_id).first()
     if cluster is not None:
         health_reconcile(cluster=cluster)
+        backend_for(cluster).health_apply()  # after the commit: taints and cordons on managed kubernetes nodes
 
 
 @shared_task(name="pools.health_sweep", ignore_result=True)

@@ -187,11 +187,37 @@ SIMULATOR_TICK_SECONDS = env.float("SIMULATOR_TICK_SECONDS", default=5.0)
 # How long a simulated job runs when it names no simulated runtime, and how long a checkpoint takes.
 SIMULATED_DEFAULT_RUNTIME_SECONDS = env.int("SIMULATED_DEFAULT_RUNTIME_SECONDS", default=600)
 SIMULATED_CHECKPOINT_SECONDS = env.int("SIMULATED_CHECKPOINT_SECONDS", default=10)
+# Device health (pools/health/, docs/health.md).
+# dcgm-exporter endpoints scraped every HEALTH_SCRAPE_SECONDS (none: only import_health and the sweep feed health).
+HEALTH_DCGM_ENDPOINTS = env.list("HEALTH_DCGM_ENDPOINTS", default=[])
+HEALTH_SCRAPE_SECONDS = env.float("HEALTH_SCRAPE_SECONDS", default=30.0)
+HEALTH_SCRAPE_TIMEOUT_SECONDS = env.float("HEALTH_SCRAPE_TIMEOUT_SECONDS", default=10.0)
+# Exporter host label → node name, where they differ (e.g. "ip-10-0-0-1=gpu-node-1").
+HEALTH_NODE_MAP = env.dict("HEALTH_NODE_MAP", default={})
+# Seconds between health sweeps (node conditions, inventory changes, repair tickets; kubernetes taints applied).
+HEALTH_SWEEP_SECONDS = env.float("HEALTH_SWEEP_SECONDS", default=60.0)
+# Kubernetes nodes the portal may taint or cordon: every label must match (empty: the portal touches no node).
+HEALTH_MANAGED_NODE_LABELS = env.dict("HEALTH_MANAGED_NODE_LABELS", default={})
+# How a device-plugin GPU is kept off on a managed node: taint (default), cordon or none.
+HEALTH_NODE_ACTION = env.str("HEALTH_NODE_ACTION", default="taint")
+# Simulated clusters: whether burn-in validation jobs pass or fail (to rehearse the failure path).
+HEALTH_SIMULATED_VALIDATION_OUTCOME = env.str("HEALTH_SIMULATED_VALIDATION_OUTCOME", default="pass")
+
 CELERY_BEAT_SCHEDULE = {
     "simulated-clusters-tick": {
         "task": "pools.simulated_clusters_tick",
         "schedule": SIMULATOR_TICK_SECONDS,
         "options": {"expires": SIMULATOR_TICK_SECONDS},
+    },
+    "health-scrape": {
+        "task": "pools.health_scrape_endpoints",
+        "schedule": HEALTH_SCRAPE_SECONDS,
+        "options": {"expires": HEALTH_SCRAPE_SECONDS},
+    },
+    "health-sweep": {
+        "task": "pools.health_sweep",
+        "schedule": HEALTH_SWEEP_SECONDS,
+        "options": {"expires": HEALTH_SWEEP_SECONDS},
     },
 }
 

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from pools.backends.simulated import simulated_cluster_tick_run
-from pools.demo import DEGRADED_NODE, RACK, demo_pool_install
+from pools.demo import DEGRADED_NODE, RACK, demo_health_seed, demo_pool_install
 from pools.models import Cluster, ResourceClass, ResourceFlavor
 from pools.services import ClassSpec, resource_class_save
 from queues import services as job_services
@@ -450,7 +450,7 @@ def demo_seed(*, now: datetime | None = None, days: int = 30, seed: int = 7) -> 
     cluster, _ = Cluster.objects.get_or_create(
         name=DEMO_CLUSTER, defaults={"display_name": "Simulated cluster", "backend": Cluster.Backend.SIMULATED}
     )
-    import_report = demo_pool_install(cluster=cluster)
+    import_report = demo_pool_install(cluster=cluster, now=now)
     created = _users()
     _policy(cluster)
     _classes()
@@ -462,6 +462,7 @@ def demo_seed(*, now: datetime | None = None, days: int = 30, seed: int = 7) -> 
         ticks = _replay(cluster, subs, end=live_start)
         ticks += _live(cluster, now)
         history_jobs = len(subs) + len(LIVE)
+        demo_health_seed(cluster=cluster, now=now)
     return DemoReport(
         created_users=created, history_jobs=history_jobs, ticks=ticks, devices=import_report.devices.created
     )

@@ -549,6 +549,12 @@ def job_diagnosis(
         starts_next_tick=verdict.admissible,
         stale="" if _simulated(job.cluster) else cluster_staleness(job.cluster),
     )
+    if diagnosis.code == WaitReason.HEALTH_BLOCKED:  # name the excluded devices, link their repair tickets
+        from pools.health.selectors import health_blocked_details
+
+        diagnosis.details = health_blocked_details(
+            cluster=job.cluster, resource_class=job.resource_class, details=diagnosis.details, now=now
+        )
     diagnosis.eta = _eta(
         ctx, key if key in ctx.inp.jobs_by_key else _workload(ctx, job), team=job.team, verdict=verdict
     )

@@ -20,3 +20,6 @@ class ClusterBackend(Protocol):
 
     def sync(self) -> None:
         """Bring the portal's view of the cluster up to date (inventory, workloads, health)."""
+
+    def health_apply(self) -> None:
+        """Make the cluster keep new work off devices excluded for health (taints, cordons), and undo released ones."""

@@ -41,3 +41,9 @@ class KubernetesBackend:
         from pools.kube_sync.sync import kube_sync_run
 
         kube_sync_run(cluster=self.cluster, api=self.api)
+
+    def health_apply(self) -> None:
+        """Apply the health directives (node taints, cordons, DeviceTaintRules) and undo released ones."""
+        from pools.backends.k8s.health import health_directives_sync
+
+        health_directives_sync(cluster=self.cluster, api=self.api)

@@ -62,6 +62,9 @@ class SimulatedBackend:
         """Run one tick now."""
         simulated_cluster_tick_run(cluster_id=self.cluster.pk)
 
+    def health_apply(self) -> None:
+        """Nothing to do: the engine already leaves devices outside USABLE_HEALTH out of every placement."""
+
 
 def _runtime(job: Job) -> timedelta:
     """Run time still needed by a job, given what its checkpoints banked."""

@@ -112,6 +112,59 @@ def open_tickets_for(
     ]
 
 
+#: Keys of a wait reason's details that name the nodes excluded for health (engine; Kueue message translation).
+_NODE_KEYS = ("unhealthyNodes", "healthExcludedNodes")
+MAX_NAMED_DEVICES = 20
+
+
+def health_blocked_details(
+    *, cluster: Cluster, resource_class: ResourceClass | None, details: dict, now: datetime | None = None
+) -> dict:
+    """A ``health_blocked`` wait's details with the excluded devices named and their open repair tickets linked.
+
+    The nodes are those the reason names; when it names none (the kubernetes path counts units only), every
+    node of the class's flavors with an excluded unit of the class's resource. Two to four queries.
+    """
+    names = sorted({str(n) for key in _NODE_KEYS for n in (details.get(key) or [])})
+    units = Device.objects.filter(node__cluster=cluster, node__gone_at__isnull=True, gone_at__isnull=True).exclude(
+        health__in=USABLE_HEALTH
+    )
+    if names:
+        units = units.filter(node__name__in=names)
+    elif resource_class is not None:
+        units = units.filter(node__flavor__in=resource_class.flavors.all())
+    if resource_class is not None:
+        units = units.filter(resource_name=resource_class.resource_name)
+    else:
+        units = units.exclude(resource_name="")
+    rows = list(
+        units.order_by("node__name", "index", "key").values_list("node__name", "key", "health", "health_reason")[
+            :MAX_NAMED_DEVICES
+        ]
+    )
+    nodes = names or sorted({r[0] for r in rows})
+    tickets = open_tickets_for(node_names=nodes, cluster=cluster, now=now)
+    return {
+        **details,
+        "excludedDevices": [
+            {"node": node, "device": key, "health": health, "reason": reason} for node, key, health, reason in rows
+        ],
+        "repairTickets": [
+            {
+                "id": t.id,
+                "url": t.url,
+                "state": t.state,
+                "stateLabel": t.state_label,
+                "node": t.node,
+                "device": t.device,
+                "reason": t.reason,
+                "ageSeconds": t.age_seconds,
+            }
+            for t in tickets
+        ],
+    }
+
+
 # --- health map ----------------------------------------------------------------------------------------------
 
 

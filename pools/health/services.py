@@ -431,11 +431,11 @@ def settle_card(
         ) or observation
     if card.health in USABLE_HEALTH:
         if target == pol.UNHEALTHY:
-            moved = [
-                u
-                for u in units
-                if u.health in USABLE_HEALTH
-                and device_health_set(
+            moved, transitions = [], []
+            for u in units:
+                if u.health not in USABLE_HEALTH:
+                    continue
+                transition = device_health_set(
                     u,
                     to=HealthState.UNHEALTHY,
                     reason=reason,
@@ -445,7 +445,9 @@ def settle_card(
                     observation=observation,
                     report=report,
                 )
-            ]
+                if transition is not None:
+                    moved.append(u)
+                    transitions.append(transition.pk)
             report.jobs_protected += jobs_protect(devices=moved, reason=reason, now=now, policy=policy)
             if policy.auto_open_ticket:
                 action = (rows["xid"].data.get("chain") or {}).get("action", "") if "xid" in rows else ""
@@ -460,6 +462,16 @@ def settle_card(
                 )
                 if ticket.pk not in report.tickets_opened:
                     report.tickets_opened.append(ticket.pk)
+                # the move that caused the ticket belongs to its history
+                DeviceHealthTransition.objects.filter(pk__in=transitions, ticket__isnull=True).update(ticket=ticket)
+                keys = {(u.node.name, u.key) for u in moved}
+                for change in report.changes:
+                    if (
+                        change.ticket is None
+                        and change.after == HealthState.UNHEALTHY
+                        and (change.node, change.device) in keys
+                    ):
+                        change.ticket = ticket.pk
         elif target == pol.DEGRADED:
             for unit in units:
                 if unit.health == HealthState.HEALTHY:

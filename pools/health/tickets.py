@@ -196,7 +196,10 @@ def _move(
             evidence={"ticket": ticket.pk, "ticket_state": to, **(details or {})},
             ticket=ticket,
             report=report,
-            device_reason="" if to == T.RETURNED else None,
+            # the device shows its ticket and the original cause, not the step's note
+            device_reason=""
+            if to == T.RETURNED
+            else f"repair ticket #{ticket.pk} ({T(to).label.lower()}): {ticket.reason}",
         )
     if to in RepairTicket.CLOSED_STATES:
         directives.directives_release(ticket=ticket, now=now)
@@ -446,6 +449,8 @@ def ticket_start_validation(*, ticket: RepairTicket, actor: Actor, now: datetime
         "PORTAL_VALIDATION_TICKET": str(ticket.pk),
         "PORTAL_VALIDATION_NODE": ticket.node.name,
         "PORTAL_VALIDATION_DEVICES": ",".join(u.uuid or u.key for u in units),
+        # GPU indexes on the node, for e.g. ``dcgmi diag -r 3 -i $PORTAL_VALIDATION_GPU_INDEXES``
+        "PORTAL_VALIDATION_GPU_INDEXES": ",".join(str(u.index) for u in units if u.index is not None),
         "PORTAL_VALIDATION_GPUS": str(per_pod),
     }
     simulated = ticket.node.cluster.backend == Cluster.Backend.SIMULATED

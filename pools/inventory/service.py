@@ -25,7 +25,7 @@ from pools.matching import match_flavor
 from pools.models import Cluster, Device, HealthState, Node, ResourceFlavor
 
 BATCH = 500
-#: Health states the repair workflow owns: a healthy report from the source does not undo them.
+#: Health states the repair workflow owns: no report from the source (healthy or unhealthy) changes them.
 REPAIR_STATES = (HealthState.QUARANTINED, HealthState.VALIDATING, HealthState.RETIRED)
 NODE_FIELDS = ("labels", "taints", "conditions", "ready", "unschedulable", "capacity", "allocatable")
 DEVICE_FIELDS = (
@@ -237,8 +237,8 @@ def _open_allocations(device_ids) -> int:
 def _next_health(device: Device, p: ParsedDevice) -> tuple[str, str]:
     """The health a device takes from the source, respecting the repair workflow and other observers."""
     if p.health == UNHEALTHY:
-        if device.health == HealthState.RETIRED:
-            return device.health, device.health_reason
+        if device.health in REPAIR_STATES:
+            return device.health, device.health_reason  # the repair workflow already keeps it out of the pool
         return HealthState.UNHEALTHY, p.health_reason
     if device.health == HealthState.UNHEALTHY and is_source_reason(device.health_reason):
         return HealthState.HEALTHY, ""  # the source set it, the source clears it

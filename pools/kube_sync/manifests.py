@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
+from pools.health.selectors import validation_pinning
 from pools.kube_sync.api import KUEUE, KUEUE_VERSION
 from pools.models import Cluster, ResourceFlavor, Topology
 from queues.engine.quantity import format_quantity, parse_quantity
@@ -159,6 +160,11 @@ def job_manifest(job: Job, *, backoff_limit: int, ttl_seconds: int, grace_second
     if affinity:
         pod_spec["affinity"] = affinity
     tolerations = _tolerations(job)
+    pinning = validation_pinning(job_id=job.pk) if job.pk else None
+    if pinning is not None:
+        # A repair ticket's burn-in job: on the ticket's node only, tolerating the portal's health taint there.
+        pod_spec["nodeSelector"] = {"kubernetes.io/hostname": pinning.node_name}
+        tolerations += [dict(t) for t in pinning.tolerations if t not in tolerations]
     if tolerations:
         pod_spec["tolerations"] = tolerations
     spec: dict[str, Any] = {

@@ -18,6 +18,7 @@ from pools.health.tickets import ticket_start_validation
 from pools.models import Cluster, Device, HealthState, Node, RepairTicket, ResourceClass
 from queues import services as job_services
 from queues.demo import DEMO_CLUSTER, demo_seed
+from queues.diagnosis import job_diagnosis
 from queues.models import Allocation, Job, Membership, WaitReason
 from tests.health.scrapes import exposition
 
@@ -120,8 +121,14 @@ def test_xid_79_in_the_demo_end_to_end(tmp_path):
     assert waiting is not None, "no team could ask for a whole H100 node"
     assert target_node.name in waiting.wait_details["unhealthyNodes"]
     assert target.key in waiting.wait_message
-    [ref] = health_selectors.open_tickets_for(node_names=waiting.wait_details["unhealthyNodes"])
-    assert (ref.id, ref.url) == (ticket.pk, f"/health/tickets/{ticket.pk}/")
+    refs = health_selectors.open_tickets_for(node_names=waiting.wait_details["unhealthyNodes"])
+    assert (ticket.pk, f"/health/tickets/{ticket.pk}/") in [(r.id, r.url) for r in refs]
+    diagnosis = job_diagnosis(waiting, now=t)  # what the job page and the API show
+    assert diagnosis.code == WaitReason.HEALTH_BLOCKED
+    assert ticket.pk in [r["id"] for r in diagnosis.details["repairTickets"]]
+    assert {"node": target_node.name, "device": target.key} in [
+        {"node": d["node"], "device": d["device"]} for d in diagnosis.details["excludedDevices"]
+    ]
     singles = _submit_whole_node(rc, "single", t, devices=1)  # these fit on the node's seven healthy GPUs
     for _ in range(3):
         next(singles)

@@ -78,7 +78,7 @@ def test_xid_79_makes_the_gpu_unhealthy_opens_a_ticket_and_quarantines_it(pool):
     obs = HealthObservation.objects.get(signal="xid_event")
     assert obs.evidence["recommended_action"] == "reboot_node"
     assert obs.evidence["severity"] == "fatal"
-    assert "XID 79" in device.health_reason or "ticket" in device.health_reason
+    assert device.health_reason.startswith(f"repair ticket #{ticket.pk} (in repair): XID 79")
 
 
 def test_same_scrape_twice_changes_nothing(pool):
@@ -248,3 +248,14 @@ def test_reconcile_node_condition_without_a_gpu_named_covers_the_node(pool):
     health_reconcile(cluster=pool.cluster, now=pool.at(0) + timedelta(seconds=1))
     states = set(Device.objects.filter(node=node).values_list("health", flat=True))
     assert states == {HealthState.QUARANTINED}
+
+
+def test_the_move_that_opened_a_ticket_is_in_the_tickets_history(pool):
+    device = pool.devices[1]
+    report = health_ingest_scrape(text=exposition([gpu(device, DCGM_FI_DEV_XID_ERRORS=79)]), now=pool.at(0))
+    ticket = RepairTicket.objects.get()
+    assert [(t.before, t.after) for t in ticket.transitions.order_by("at", "id")] == [
+        ("healthy", "unhealthy"),
+        ("unhealthy", "quarantined"),
+    ]
+    assert [c.ticket for c in report.changes] == [ticket.pk, ticket.pk]
