@@ -508,4 +508,6 @@ def report_jobs(
     ranked = sorted(per_job, key=lambda pk: (-(per_job[pk].owned_us + per_job[pk].borrowed_us), pk))
     chosen = ranked if limit is None else ranked[:limit]
     jobs = Job.objects.select_related("owner", "team", "resource_class").in_bulk(chosen)
-    return ReportJobs(rows=[JobRow(job=jobs[pk], usage=per_job[pk]) for pk in chosen], count=len(per_job), totals=totals)
+    return ReportJobs(
+        rows=[JobRow(job=jobs[pk], usage=per_job[pk]) for pk in chosen], count=len(per_job), totals=totals
+    )
