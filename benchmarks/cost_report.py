@@ -141,6 +141,66 @@ def populate(*, seed: int = 11) -> dict[str, int]:
     }
 
 
+#: Teams whose year is also metered from real jobs and allocations (the lead's and the one staff opens).
+METERED_TEAMS = ("team-042", "team-007")
+JOBS_PER_DAY = 25
+
+
+def populate_jobs(*, seed: int = 12) -> dict[str, int]:
+    """A year of finished jobs with their allocations for ``METERED_TEAMS`` (the jobs panel reads their usage
+    records); the records themselves are written by the real ``metering_sync``, timed by the caller."""
+    from django.contrib.auth import get_user_model
+
+    from pools.models import Cluster, Device, Node, ResourceClass, ResourceFlavor
+    from queues.models import Allocation, Job, Team
+
+    rng = random.Random(seed)
+    first_seen = datetime(2024, 12, 1, tzinfo=UTC)
+    cluster = Cluster.objects.create(name="bench", display_name="Benchmark cluster")
+    h100 = ResourceFlavor.objects.get(name="h100")
+    rc = ResourceClass.objects.get(slug="h100-train")
+    devices = []
+    for n in range(8):
+        node = Node.objects.create(
+            cluster=cluster, name=f"bench-h100-{n}", flavor=h100, first_seen_at=first_seen, last_seen_at=first_seen
+        )
+        devices += Device.objects.bulk_create(
+            Device(
+                node=node, key=f"GPU-bench-{n}-{i}", uuid=f"GPU-bench-{n}-{i}", vendor="nvidia",
+                product="NVIDIA H100 80GB HBM3", index=i, resource_name="nvidia.com/gpu", kind="full",
+                first_seen_at=first_seen, last_seen_at=first_seen,
+            )
+            for i in range(8)
+        )  # fmt: skip
+    users = get_user_model().objects.in_bulk(field_name="username")
+    jobs, pending = 0, []
+    for slug in METERED_TEAMS:
+        team = Team.objects.get(slug=slug)
+        members = [users[f"{slug.replace('team-', 'u')}-{u}"] for u in range(USERS_PER_TEAM)]
+        for d in range(DAYS):
+            day = datetime.combine(FIRST_DAY + timedelta(days=d), datetime.min.time(), tzinfo=UTC)
+            for n in range(JOBS_PER_DAY):
+                start = day + timedelta(seconds=rng.randrange(0, 86400))
+                end = start + timedelta(seconds=rng.randrange(600, 10 * 3600))
+                job = Job(
+                    team=team, owner=rng.choice(members), cluster=cluster, name=f"bench-{d}-{n}", image="bench:1",
+                    resource_class=rc, devices_per_pod=rng.choice([1, 1, 2, 4, 8]), state="succeeded",
+                    submitted_at=start, queued_at=start, admitted_at=start, started_at=start, finished_at=end,
+                    state_changed_at=end, borrowing=False, assigned_flavor=h100,
+                )  # fmt: skip
+                pending.append(job)
+        Job.objects.bulk_create(pending, batch_size=2000)
+        jobs += len(pending)
+        allocations = [
+            Allocation(job=job, device=device, started_at=job.started_at, ended_at=job.finished_at, end_reason="")
+            for job in pending
+            for device in rng.sample(devices, job.devices_per_pod)
+        ]
+        Allocation.objects.bulk_create(allocations, batch_size=5000)
+        pending = []
+    return {"jobs": jobs, "allocations": Allocation.objects.count()}
+
+
 def percentile(values: list[float], fraction: float) -> float:
     """Nearest-rank percentile."""
     ordered = sorted(values)
@@ -170,6 +230,28 @@ def measure(client, url: str, *, requests: int, headers: dict) -> dict:
     }
 
 
+def metering(*, now: datetime) -> None:
+    """Time the full metering of every allocation, then an incremental run (which must not read the history)."""
+    from billing import services
+    from billing.models import UsageRecord
+    from billing.services.metering import CURSOR_LAG
+
+    start = time.perf_counter()
+    report = services.metering_sync(now=now, full=True)
+    took = time.perf_counter() - start
+    print(
+        f"metering, full sweep: {report.allocations:,} allocations → {report.created:,} usage records in {took:.1f}s "
+        f"({report.allocations / took:,.0f} allocations/s)"
+    )
+    for n in (1, 2):  # the second run is past the cursor's lag: the history lies below the cursor
+        start = time.perf_counter()
+        report = services.metering_sync(now=now + n * 2 * CURSOR_LAG)
+        print(
+            f"metering, incremental run {n}: {report.allocations:,} allocations looked at, {report.changed} rows "
+            f"changed in {(time.perf_counter() - start) * 1000:.0f} ms ({UsageRecord.objects.count():,} records kept)"
+        )
+
+
 def main() -> None:
     """Populate, then time the cost page, its fragment and the CSV export and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -190,6 +272,12 @@ def main() -> None:
     counts = populate()
     print(f"database: {connection.vendor} ({connection.settings_dict['NAME']})")
     print(f"populated in {time.perf_counter() - start:.1f}s: " + ", ".join(f"{v:,} {k}" for k, v in counts.items()))
+
+    start = time.perf_counter()
+    job_counts = populate_jobs()
+    print(f"jobs for {', '.join(METERED_TEAMS)} in {time.perf_counter() - start:.1f}s: "
+          + ", ".join(f"{v:,} {k}" for k, v in job_counts.items()))  # fmt: skip
+    metering(now=datetime(2026, 1, 1, tzinfo=UTC))
 
     lead = Client()
     lead.force_login(get_user_model().objects.get(username="u042-0"))

@@ -92,7 +92,10 @@ def cost(request: HttpRequest) -> HttpResponse:
             budgets=selectors.budget_statuses(teams=query.scope, now=now),
             notifications=selectors.notifications_for(teams=query.scope),
             demotions=selectors.active_demotions(teams=query.scope),
-            jobs=selectors.report_jobs(
+            # Every team's jobs would be a scan of all usage records: that view lists teams, not jobs.
+            jobs=None
+            if query.every_team
+            else selectors.report_jobs(
                 teams=query.scope,
                 start=query.start,
                 end=query.end,
