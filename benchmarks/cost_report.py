@@ -2,11 +2,13 @@
 
 Usage (from the repository root):
 
-    .venv/bin/python benchmarks/cost_report.py [--requests 30] [--keep]
+    .venv/bin/python benchmarks/cost_report.py [--requests 30] [--keep | --reuse]
 
 Without ``DATABASE_URL`` it uses a throwaway SQLite file under var/ (deleted first, and afterwards unless
-``--keep``). With ``DATABASE_URL`` it migrates that database and adds rows to it: point it at an empty, throwaway
-database. Figures are server time as the test client sees it (view, selectors, templates, charts; no network).
+``--keep``; ``--reuse`` times the pages again on a file kept by an earlier ``--keep`` run). With
+``DATABASE_URL`` it migrates that database and adds rows to it: point it at an empty, throwaway database.
+It also meters a year of jobs of two teams with the real ``metering_sync`` and prints its throughput.
+Figures are server time as the test client sees it (view, selectors, templates, charts; no network).
 Target: p50 and p95 under 300 ms.
 """
 
@@ -33,12 +35,12 @@ DAYS = 365
 US_PER_HOUR = 3_600_000_000
 
 
-def configure() -> bool:
+def configure(*, reuse: bool = False) -> bool:
     """Point Django at the benchmark database; True when it is the throwaway SQLite file."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     os.environ.setdefault("DEBUG", "false")
     throwaway = not os.environ.get("DATABASE_URL")
-    if throwaway:
+    if throwaway and not reuse:
         SQLITE_PATH.parent.mkdir(exist_ok=True)
         for suffix in ("", "-wal", "-shm"):
             Path(f"{SQLITE_PATH}{suffix}").unlink(missing_ok=True)
@@ -252,14 +254,29 @@ def metering(*, now: datetime) -> None:
         )
 
 
+def populate_all() -> None:
+    """Rollups for every team, a year of jobs for two, and their metering (timed and printed)."""
+    start = time.perf_counter()
+    counts = populate()
+    print(f"populated in {time.perf_counter() - start:.1f}s: " + ", ".join(f"{v:,} {k}" for k, v in counts.items()))
+    start = time.perf_counter()
+    job_counts = populate_jobs()
+    print(f"jobs for {', '.join(METERED_TEAMS)} in {time.perf_counter() - start:.1f}s: "
+          + ", ".join(f"{v:,} {k}" for k, v in job_counts.items()))  # fmt: skip
+    metering(now=datetime(2026, 1, 1, tzinfo=UTC))
+
+
 def main() -> None:
     """Populate, then time the cost page, its fragment and the CSV export and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=30, help="timed requests per URL (default 30)")
     parser.add_argument("--keep", action="store_true", help="keep the throwaway SQLite file")
+    parser.add_argument("--reuse", action="store_true", help="time the pages on the file an earlier --keep left")
     args = parser.parse_args()
+    if args.reuse and not SQLITE_PATH.exists():
+        parser.error(f"--reuse: {SQLITE_PATH} does not exist; run once with --keep first")
 
-    throwaway = configure()
+    throwaway = configure(reuse=args.reuse)
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.db import connection
@@ -268,16 +285,9 @@ def main() -> None:
 
     setup_test_environment()
     call_command("migrate", verbosity=0)
-    start = time.perf_counter()
-    counts = populate()
     print(f"database: {connection.vendor} ({connection.settings_dict['NAME']})")
-    print(f"populated in {time.perf_counter() - start:.1f}s: " + ", ".join(f"{v:,} {k}" for k, v in counts.items()))
-
-    start = time.perf_counter()
-    job_counts = populate_jobs()
-    print(f"jobs for {', '.join(METERED_TEAMS)} in {time.perf_counter() - start:.1f}s: "
-          + ", ".join(f"{v:,} {k}" for k, v in job_counts.items()))  # fmt: skip
-    metering(now=datetime(2026, 1, 1, tzinfo=UTC))
+    if not args.reuse:
+        populate_all()
 
     lead = Client()
     lead.force_login(get_user_model().objects.get(username="u042-0"))
@@ -300,7 +310,7 @@ def main() -> None:
         r = measure(client, url, requests=args.requests, headers=headers)
         print(f"{label:<30} {r['p50']:8.1f} {r['p95']:8.1f} {r['max']:8.1f} {r['queries']:8d} {r['kb']:8.1f}")
 
-    if throwaway and not args.keep:
+    if throwaway and not (args.keep or args.reuse):
         connection.close()
         for suffix in ("", "-wal", "-shm"):
             Path(f"{SQLITE_PATH}{suffix}").unlink(missing_ok=True)

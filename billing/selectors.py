@@ -12,7 +12,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 
 from billing.models import (
     Budget,
@@ -479,9 +479,10 @@ def report_jobs(
     resource_class: ResourceClass | None = None,
     limit: int | None = 25,
 ) -> ReportJobs:
-    """Usage per job over [start, end] (inclusive days) from the usage records, largest first; in 2 queries.
+    """Usage per job over [start, end] (inclusive days) from the usage records, largest first, in 4 queries.
 
-    The sums over every job equal the report's usage totals: the rollups are sums of the same records.
+    Ranking, totals and the count are computed in SQL, so a year of a busy team costs no Python per job. The
+    sums over every job equal the report's usage totals: the rollups are sums of the same records.
     """
     records = UsageRecord.objects.filter(day__gte=start, day__lte=end)
     if teams is not None:
@@ -490,24 +491,20 @@ def report_jobs(
         records = records.filter(user=user)
     if resource_class is not None:
         records = records.filter(resource_class=resource_class)
-    per_job: dict[int, Usage] = {}
+    sums = {
+        "owned_us": Sum("duration_us", filter=Q(borrowed=False), default=0),
+        "borrowed_us": Sum("duration_us", filter=Q(borrowed=True), default=0),
+        "owned_cost": Sum("cost", filter=Q(borrowed=False), default=Decimal(0)),
+        "borrowed_cost": Sum("cost", filter=Q(borrowed=True), default=Decimal(0)),
+    }
     totals = Usage()
-    rows = (
-        records.values("job_id", "currency")
-        .annotate(
-            owned_us=Sum("duration_us", filter=Q(borrowed=False), default=0),
-            borrowed_us=Sum("duration_us", filter=Q(borrowed=True), default=0),
-            owned_cost=Sum("cost", filter=Q(borrowed=False), default=Decimal(0)),
-            borrowed_cost=Sum("cost", filter=Q(borrowed=True), default=Decimal(0)),
-        )
-        .order_by()
-    )
-    for row in rows:
-        per_job.setdefault(row["job_id"], Usage()).add(row)
+    for row in records.values("currency").annotate(**sums).order_by():
         totals.add(row)
-    ranked = sorted(per_job, key=lambda pk: (-(per_job[pk].owned_us + per_job[pk].borrowed_us), pk))
-    chosen = ranked if limit is None else ranked[:limit]
+    count = records.aggregate(n=Count("job_id", distinct=True))["n"] or 0
+    ranked = records.values("job_id").annotate(us=Sum("duration_us")).order_by("-us", "job_id")
+    chosen = list((ranked if limit is None else ranked[:limit]).values_list("job_id", flat=True))
+    per_job: dict[int, Usage] = {pk: Usage() for pk in chosen}
+    for row in records.filter(job_id__in=chosen).values("job_id", "currency").annotate(**sums).order_by():
+        per_job[row["job_id"]].add(row)
     jobs = Job.objects.select_related("owner", "team", "resource_class").in_bulk(chosen)
-    return ReportJobs(
-        rows=[JobRow(job=jobs[pk], usage=per_job[pk]) for pk in chosen], count=len(per_job), totals=totals
-    )
+    return ReportJobs(rows=[JobRow(job=jobs[pk], usage=per_job[pk]) for pk in chosen], count=count, totals=totals)
