@@ -40,10 +40,11 @@ def configure(*, reuse: bool = False) -> bool:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     os.environ.setdefault("DEBUG", "false")
     throwaway = not os.environ.get("DATABASE_URL")
-    if throwaway and not reuse:
+    if throwaway:
         SQLITE_PATH.parent.mkdir(exist_ok=True)
         for suffix in ("", "-wal", "-shm"):
-            Path(f"{SQLITE_PATH}{suffix}").unlink(missing_ok=True)
+            if not reuse:
+                Path(f"{SQLITE_PATH}{suffix}").unlink(missing_ok=True)
         os.environ["DATABASE_URL"] = f"sqlite:///{SQLITE_PATH}"
     import django
 

@@ -481,8 +481,7 @@ def report_jobs(
 ) -> ReportJobs:
     """Usage per job over [start, end] (inclusive days) from the usage records, largest first, in 4 queries.
 
-    Ranking, totals and the count are computed in SQL, so a year of a busy team costs no Python per job. The
-    sums over every job equal the report's usage totals: the rollups are sums of the same records.
+    The sums over every job equal the report's usage totals: the rollups are sums of the same records.
     """
     records = UsageRecord.objects.filter(day__gte=start, day__lte=end)
     if teams is not None:
@@ -497,12 +496,17 @@ def report_jobs(
         "owned_cost": Sum("cost", filter=Q(borrowed=False), default=Decimal(0)),
         "borrowed_cost": Sum("cost", filter=Q(borrowed=True), default=Decimal(0)),
     }
+    # Totals and the number of jobs in one scan, the ranking in another; Python only sees the chosen jobs.
     totals = Usage()
-    for row in records.values("currency").annotate(**sums).order_by():
+    count = 0
+    by_currency = list(records.values("currency").annotate(**sums, jobs=Count("job_id", distinct=True)).order_by())
+    for row in by_currency:
         totals.add(row)
-    count = records.aggregate(n=Count("job_id", distinct=True))["n"] or 0
-    ranked = records.values("job_id").annotate(us=Sum("duration_us")).order_by("-us", "job_id")
-    chosen = list((ranked if limit is None else ranked[:limit]).values_list("job_id", flat=True))
+        count += row["jobs"]
+    if len(by_currency) > 1:  # a job billed in two currencies counts once
+        count = records.aggregate(n=Count("job_id", distinct=True))["n"]
+    ranked = records.values("job_id").annotate(us=Sum("duration_us")).order_by("-us", "job_id").values_list("job_id")
+    chosen = [pk for (pk,) in (ranked if limit is None else ranked[:limit])]
     per_job: dict[int, Usage] = {pk: Usage() for pk in chosen}
     for row in records.filter(job_id__in=chosen).values("job_id", "currency").annotate(**sums).order_by():
         per_job[row["job_id"]].add(row)

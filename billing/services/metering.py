@@ -113,11 +113,15 @@ def changed_allocation_ids(*, now: datetime, since_pk: int) -> set[int]:
     records (new since the last runs: inserted open, or opened and closed while the portal was down).
     Closed allocations are never edited afterwards (``queues`` only closes open ones), so nothing else changes.
     """
-    open_ids = Allocation.objects.filter(ended_at__isnull=True, started_at__lte=now).values_list("pk", flat=True)
-    not_final = UsageRecord.objects.filter(final=False).values_list("allocation_id", flat=True).distinct()
+    # ``order_by()``: the models' default orderings would join jobs (and break the DISTINCT) for nothing.
+    open_ids = (
+        Allocation.objects.filter(ended_at__isnull=True, started_at__lte=now).order_by().values_list("pk", flat=True)
+    )
+    not_final = UsageRecord.objects.filter(final=False).order_by().values_list("allocation_id", flat=True).distinct()
     new = (
         Allocation.objects.filter(pk__gt=since_pk, started_at__lte=now)
         .filter(~Exists(_up_to_date()))
+        .order_by()
         .values_list("pk", flat=True)
     )
     return {*open_ids, *not_final, *new}
