@@ -205,7 +205,7 @@ def _meter_batch(ids: Sequence[int], *, now: datetime, tz, books, report: Meteri
         .order_by("pk")
     )
     existing: dict[int, dict[datetime, UsageRecord]] = defaultdict(dict)
-    for record in UsageRecord.objects.filter(allocation_id__in=ids):
+    for record in UsageRecord.objects.filter(allocation_id__in=ids).order_by():  # no join for the default order
         existing[record.allocation_id][record.start] = record
     units = _units(allocations)
     borrowed = _borrowed_flags([a for a in allocations if not existing.get(a.pk)])
