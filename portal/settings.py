@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import environ
 from celery.schedules import crontab
@@ -225,6 +226,12 @@ CELERY_BEAT_SCHEDULE = {
 # Billing: currency of rates that name none; time zone whose midnights cut billing days (default TIME_ZONE).
 BILLING_CURRENCY = env.str("BILLING_CURRENCY", default="EUR").upper()
 BILLING_TIME_ZONE = env.str("BILLING_TIME_ZONE", default="") or TIME_ZONE
+try:
+    ZoneInfo(BILLING_TIME_ZONE)
+except (ValueError, ZoneInfoNotFoundError) as exc:
+    raise ImproperlyConfigured(f"BILLING_TIME_ZONE: {BILLING_TIME_ZONE!r} is not an IANA time zone") from exc
+if len(BILLING_CURRENCY) != 3 or not BILLING_CURRENCY.isalpha():
+    raise ImproperlyConfigured(f"BILLING_CURRENCY: {BILLING_CURRENCY!r} is not a 3-letter ISO 4217 code")
 # Mail (budget alerts): printed to the console in development, SMTP (EMAIL_HOST…) in production.
 _MAIL_BACKEND = "smtp" if PRODUCTION else "console"
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default=f"django.core.mail.backends.{_MAIL_BACKEND}.EmailBackend")
