@@ -66,7 +66,9 @@ def billing_demo_seed(*, now: datetime, days: int) -> BillingDemoReport:
         if flavor is None or Rate.objects.filter(flavor=flavor).exists():
             continue
         for days_ago, price in prices:
-            since = start if days_ago is None else (now - timedelta(days=days_ago)).replace(minute=0, second=0)
+            # A change inside the history even when it is short (``--days 3``).
+            since = start if days_ago is None else max(now - timedelta(days=days_ago), start + (now - start) / 2)
+            since = since.replace(minute=0, second=0, microsecond=0)
             services.rate_set(flavor=flavor, price_per_hour=price, effective_from=since, note="demo price list")
             rates += 1
         for profile, price in MIG_RATES.get(name, []):
