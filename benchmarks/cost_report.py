@@ -2,12 +2,15 @@
 
 Usage (from the repository root):
 
-    .venv/bin/python benchmarks/cost_report.py [--requests 30] [--keep]
+    .venv/bin/python benchmarks/cost_report.py [--requests 30] [--keep | --reuse]
 
 Without ``DATABASE_URL`` it uses a throwaway SQLite file under var/ (deleted first, and afterwards unless
-``--keep``). With ``DATABASE_URL`` it migrates that database and adds rows to it: point it at an empty, throwaway
-database. Figures are server time as the test client sees it (view, selectors, templates, charts; no network).
-Target: p50 and p95 under 300 ms.
+``--keep``; ``--reuse`` times the pages again on a file kept by an earlier ``--keep`` run). With
+``DATABASE_URL`` it migrates that database and adds rows to it: point it at an empty, throwaway database.
+It also meters a year of jobs of two teams with the real ``metering_sync`` and prints its throughput.
+Figures are server time as the test client sees it (view, selectors, templates, charts; no network).
+Target: p50 and p95 under 300 ms. ``cpu p50`` is the process's CPU time per request (SQLite runs in-process):
+on a loaded machine it is the fairer figure, since wall time then includes waiting for a core.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ DAYS = 365
 US_PER_HOUR = 3_600_000_000
 
 
-def configure() -> bool:
+def configure(*, reuse: bool = False) -> bool:
     """Point Django at the benchmark database; True when it is the throwaway SQLite file."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     os.environ.setdefault("DEBUG", "false")
@@ -41,7 +44,8 @@ def configure() -> bool:
     if throwaway:
         SQLITE_PATH.parent.mkdir(exist_ok=True)
         for suffix in ("", "-wal", "-shm"):
-            Path(f"{SQLITE_PATH}{suffix}").unlink(missing_ok=True)
+            if not reuse:
+                Path(f"{SQLITE_PATH}{suffix}").unlink(missing_ok=True)
         os.environ["DATABASE_URL"] = f"sqlite:///{SQLITE_PATH}"
     import django
 
@@ -141,6 +145,66 @@ def populate(*, seed: int = 11) -> dict[str, int]:
     }
 
 
+#: Teams whose year is also metered from real jobs and allocations (the lead's and the one staff opens).
+METERED_TEAMS = ("team-042", "team-007")
+JOBS_PER_DAY = 25
+
+
+def populate_jobs(*, seed: int = 12) -> dict[str, int]:
+    """A year of finished jobs with their allocations for ``METERED_TEAMS`` (the jobs panel reads their usage
+    records); the records themselves are written by the real ``metering_sync``, timed by the caller."""
+    from django.contrib.auth import get_user_model
+
+    from pools.models import Cluster, Device, Node, ResourceClass, ResourceFlavor
+    from queues.models import Allocation, Job, Team
+
+    rng = random.Random(seed)
+    first_seen = datetime(2024, 12, 1, tzinfo=UTC)
+    cluster = Cluster.objects.create(name="bench", display_name="Benchmark cluster")
+    h100 = ResourceFlavor.objects.get(name="h100")
+    rc = ResourceClass.objects.get(slug="h100-train")
+    devices = []
+    for n in range(8):
+        node = Node.objects.create(
+            cluster=cluster, name=f"bench-h100-{n}", flavor=h100, first_seen_at=first_seen, last_seen_at=first_seen
+        )
+        devices += Device.objects.bulk_create(
+            Device(
+                node=node, key=f"GPU-bench-{n}-{i}", uuid=f"GPU-bench-{n}-{i}", vendor="nvidia",
+                product="NVIDIA H100 80GB HBM3", index=i, resource_name="nvidia.com/gpu", kind="full",
+                first_seen_at=first_seen, last_seen_at=first_seen,
+            )
+            for i in range(8)
+        )  # fmt: skip
+    users = get_user_model().objects.in_bulk(field_name="username")
+    jobs, pending = 0, []
+    for slug in METERED_TEAMS:
+        team = Team.objects.get(slug=slug)
+        members = [users[f"{slug.replace('team-', 'u')}-{u}"] for u in range(USERS_PER_TEAM)]
+        for d in range(DAYS):
+            day = datetime.combine(FIRST_DAY + timedelta(days=d), datetime.min.time(), tzinfo=UTC)
+            for n in range(JOBS_PER_DAY):
+                start = day + timedelta(seconds=rng.randrange(0, 86400))
+                end = start + timedelta(seconds=rng.randrange(600, 10 * 3600))
+                job = Job(
+                    team=team, owner=rng.choice(members), cluster=cluster, name=f"bench-{d}-{n}", image="bench:1",
+                    resource_class=rc, devices_per_pod=rng.choice([1, 1, 2, 4, 8]), state="succeeded",
+                    submitted_at=start, queued_at=start, admitted_at=start, started_at=start, finished_at=end,
+                    state_changed_at=end, borrowing=False, assigned_flavor=h100,
+                )  # fmt: skip
+                pending.append(job)
+        Job.objects.bulk_create(pending, batch_size=2000)
+        jobs += len(pending)
+        allocations = [
+            Allocation(job=job, device=device, started_at=job.started_at, ended_at=job.finished_at, end_reason="")
+            for job in pending
+            for device in rng.sample(devices, job.devices_per_pod)
+        ]
+        Allocation.objects.bulk_create(allocations, batch_size=5000)
+        pending = []
+    return {"jobs": jobs, "allocations": Allocation.objects.count()}
+
+
 def percentile(values: list[float], fraction: float) -> float:
     """Nearest-rank percentile."""
     ordered = sorted(values)
@@ -153,21 +217,57 @@ def measure(client, url: str, *, requests: int, headers: dict) -> dict:
     from django.test.utils import CaptureQueriesContext
 
     client.get(url, **headers)
-    times, queries, size = [], 0, 0
+    times, cpu, queries, size = [], [], 0, 0
     for _ in range(requests):
         with CaptureQueriesContext(connection) as captured:
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             response = client.get(url, **headers)
             times.append((time.perf_counter() - start) * 1000)
+            cpu.append((time.process_time() - start_cpu) * 1000)
         assert response.status_code == 200, (url, response.status_code)
         queries, size = len(captured), len(response.content)
     return {
         "p50": statistics.median(times),
         "p95": percentile(times, 0.95),
         "max": max(times),
+        "cpu": statistics.median(cpu),
         "queries": queries,
         "kb": size / 1024,
     }
+
+
+def metering(*, now: datetime) -> None:
+    """Time the full metering of every allocation, then an incremental run (which must not read the history)."""
+    from billing import services
+    from billing.models import UsageRecord
+    from billing.services.metering import CURSOR_LAG
+
+    start = time.perf_counter()
+    report = services.metering_sync(now=now, full=True)
+    took = time.perf_counter() - start
+    print(
+        f"metering, full sweep: {report.allocations:,} allocations → {report.created:,} usage records in {took:.1f}s "
+        f"({report.allocations / took:,.0f} allocations/s)"
+    )
+    for n in (1, 2):  # the second run is past the cursor's lag: the history lies below the cursor
+        start = time.perf_counter()
+        report = services.metering_sync(now=now + n * 2 * CURSOR_LAG)
+        print(
+            f"metering, incremental run {n}: {report.allocations:,} allocations looked at, {report.changed} rows "
+            f"changed in {(time.perf_counter() - start) * 1000:.0f} ms ({UsageRecord.objects.count():,} records kept)"
+        )
+
+
+def populate_all() -> None:
+    """Rollups for every team, a year of jobs for two, and their metering (timed and printed)."""
+    start = time.perf_counter()
+    counts = populate()
+    print(f"populated in {time.perf_counter() - start:.1f}s: " + ", ".join(f"{v:,} {k}" for k, v in counts.items()))
+    start = time.perf_counter()
+    job_counts = populate_jobs()
+    print(f"jobs for {', '.join(METERED_TEAMS)} in {time.perf_counter() - start:.1f}s: "
+          + ", ".join(f"{v:,} {k}" for k, v in job_counts.items()))  # fmt: skip
+    metering(now=datetime(2026, 1, 1, tzinfo=UTC))
 
 
 def main() -> None:
@@ -175,9 +275,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=30, help="timed requests per URL (default 30)")
     parser.add_argument("--keep", action="store_true", help="keep the throwaway SQLite file")
+    parser.add_argument("--reuse", action="store_true", help="time the pages on the file an earlier --keep left")
     args = parser.parse_args()
+    if args.reuse and not SQLITE_PATH.exists():
+        parser.error(f"--reuse: {SQLITE_PATH} does not exist; run once with --keep first")
 
-    throwaway = configure()
+    throwaway = configure(reuse=args.reuse)
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.db import connection
@@ -186,10 +289,9 @@ def main() -> None:
 
     setup_test_environment()
     call_command("migrate", verbosity=0)
-    start = time.perf_counter()
-    counts = populate()
     print(f"database: {connection.vendor} ({connection.settings_dict['NAME']})")
-    print(f"populated in {time.perf_counter() - start:.1f}s: " + ", ".join(f"{v:,} {k}" for k, v in counts.items()))
+    if not args.reuse:
+        populate_all()
 
     lead = Client()
     lead.force_login(get_user_model().objects.get(username="u042-0"))
@@ -207,12 +309,13 @@ def main() -> None:
         ("staff: all teams, year/month", admin, f"/cost/?team=all&{year}&bucket=month", {}),
     ]
     print(f"\n{args.requests} timed requests each (after one warm-up), server time in ms:\n")
-    print(f"{'case':<30} {'p50':>8} {'p95':>8} {'max':>8} {'queries':>8} {'KiB':>8}")
+    print(f"{'case':<30} {'p50':>8} {'p95':>8} {'max':>8} {'cpu p50':>8} {'queries':>8} {'KiB':>8}")
     for label, client, url, headers in cases:
         r = measure(client, url, requests=args.requests, headers=headers)
-        print(f"{label:<30} {r['p50']:8.1f} {r['p95']:8.1f} {r['max']:8.1f} {r['queries']:8d} {r['kb']:8.1f}")
+        figures = " ".join(f"{r[k]:8.1f}" for k in ("p50", "p95", "max", "cpu"))
+        print(f"{label:<30} {figures} {r['queries']:8d} {r['kb']:8.1f}")
 
-    if throwaway and not args.keep:
+    if throwaway and not (args.keep or args.reuse):
         connection.close()
         for suffix in ("", "-wal", "-shm"):
             Path(f"{SQLITE_PATH}{suffix}").unlink(missing_ok=True)

@@ -119,11 +119,12 @@ def breakdown_bar_figure(rows: Sequence[Mapping], *, title: str, currency: str =
     ]
     height = max(220, 60 + 28 * len(rows))
     layout = _layout(
-        title,
+        f"{title} (device-hours)",
         barmode="stack",
         height=height,
         hovermode="closest",
-        xaxis={"title": {"text": "device-hours"}, "rangemode": "tozero"},
+        # The unit goes in the title: an axis title under the bars collides with the legend.
+        xaxis={"rangemode": "tozero"},
         yaxis={"automargin": True, "autorange": "reversed"},
     )
     return {"data": data, "layout": layout, "config": CONFIG}

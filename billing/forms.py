@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 
 from django import forms
 from django.contrib.auth import get_user_model
@@ -18,6 +18,8 @@ from queues.models import Team
 
 ALL_TEAMS = "all"
 MAX_RANGE_DAYS = 3 * 366
+#: The report's range when none is given: the last 30 days, today included.
+DEFAULT_DAYS = 30
 
 
 @dataclass
@@ -94,7 +96,7 @@ class CostFilterForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        start = data.get("start") or self.today.replace(day=1)
+        start = data.get("start") or self.today - timedelta(days=DEFAULT_DAYS - 1)
         end = data.get("end") or self.today
         if end < start:
             self.add_error("end", "“To” must not be before “From”.")

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from pools.models import Device, ResourceClass, ResourceFlavor
+from pools.models import Cluster, Device, ResourceClass, ResourceFlavor
 from queues.models import Allocation, Job, PriorityClass, Team
 
 #: Microseconds in an hour: device-hours = ``*_us`` / US_PER_HOUR.
@@ -121,6 +121,8 @@ class UsageRecord(models.Model):
             models.Index(fields=["day"], name="usage_day"),
             models.Index(fields=["allocation", "final"], name="usage_allocation_final"),
             models.Index(fields=["job"], name="usage_job"),
+            # The metering sweep revisits records not yet final (open, or their allocation closed since).
+            models.Index(fields=["allocation"], condition=Q(final=False), name="usage_not_final"),
         ]
 
     def __str__(self) -> str:
@@ -258,6 +260,61 @@ class RollupDay(models.Model):
 
     def __str__(self) -> str:
         return f"{self.day}{' (dirty)' if self.dirty else ''}"
+
+
+class MeteringCursor(models.Model):
+    """Where the incremental metering sweep starts looking for allocations it has never metered.
+
+    Every allocation with ``pk <= checked_allocation_id`` has been metered (or is open, or has records not yet
+    final, which the sweep revisits anyway). ``seen_allocation_id`` is the highest pk at the run at
+    ``seen_at``; it becomes the checked mark once it is ``CURSOR_LAG`` old, so an insert committed late (its
+    pk was taken before a run but committed after it) is still found. The daily full sweep heals the rest.
+    """
+
+    name = models.CharField(max_length=60, unique=True)
+    checked_allocation_id = models.BigIntegerField(default=0)
+    seen_allocation_id = models.BigIntegerField(default=0)
+    seen_at = models.DateTimeField(null=True, blank=True)
+    full_sweep_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name}: checked up to allocation {self.checked_allocation_id}"
+
+
+class QuotaPeriod(models.Model):
+    """A team's nominal quota (and lending limit) on a (cluster, flavor, resource) during a period of time.
+
+    Recorded by ``billing.services.quota_history_sync`` from the live quota lines on every metering run, so idle
+    reserved hours of past days use the nominal in force at the time. ``valid_from`` empty: in force since
+    before billing first looked (a backfill assumes the first quota seen); ``valid_to`` empty: still in force.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="quota_periods")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    flavor = models.ForeignKey(ResourceFlavor, on_delete=models.CASCADE, related_name="+")
+    resource_name = models.CharField(max_length=253)
+    nominal = models.DecimalField(max_digits=14, decimal_places=3)
+    lending_limit = models.DecimalField(
+        max_digits=14, decimal_places=3, null=True, blank=True, help_text="Empty: all unused quota may be lent."
+    )
+    valid_from = models.DateTimeField(null=True, blank=True)
+    valid_to = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["team", "flavor", "resource_name", "valid_from"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "cluster", "flavor", "resource_name"],
+                condition=Q(valid_to__isnull=True),
+                name="one_current_quota_period",
+            ),
+        ]
+        indexes = [models.Index(fields=["team", "flavor", "resource_name"], name="quota_period_key")]
+
+    def __str__(self) -> str:
+        until = f"{self.valid_to:%Y-%m-%d %H:%M}" if self.valid_to else "now"
+        since = f"{self.valid_from:%Y-%m-%d %H:%M}" if self.valid_from else "…"
+        return f"{self.team_id} {self.flavor_id}/{self.resource_name} = {self.nominal} ({since} – {until})"
 
 
 class BillingLock(models.Model):

@@ -39,3 +39,9 @@ def usage_rollup_day(day: str | None = None) -> None:
 def budgets_check() -> None:
     """Notify budget thresholds crossed in the current period (each once) and apply demotions at 100 %."""
     services.budget_check(now=timezone.now())
+
+
+@shared_task(name="billing.metering_full_sweep", ignore_result=True, acks_late=True, **RETRY)
+def metering_full_sweep() -> None:
+    """Re-check every allocation ever recorded (the daily reconcile that heals what incremental runs missed)."""
+    services.metering_sync(now=timezone.now(), full=True)

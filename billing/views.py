@@ -5,6 +5,8 @@ One URL serves the page or, for HTMX, its report fragment; the CSV export takes 
 
 from __future__ import annotations
 
+from datetime import date, timedelta
+
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -12,7 +14,7 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from billing import charts, reporting, selectors
-from billing.forms import ALL_TEAMS, CostFilterForm, CostQuery
+from billing.forms import ALL_TEAMS, DEFAULT_DAYS, CostFilterForm, CostQuery
 from billing.pricing import local_day
 from billing.services.common import billing_tz, default_currency
 from portal.views import htmx_login_required
@@ -26,11 +28,31 @@ def _query(request: HttpRequest) -> tuple[CostFilterForm, CostQuery | None, list
         raise Http404("No such team among the teams you may see.")
     today = local_day(timezone.now(), billing_tz())
     data = request.GET.copy()
-    for name, default in (("start", today.replace(day=1)), ("end", today)):  # shown in the form, not just used
+    defaults = (("start", today - timedelta(days=DEFAULT_DAYS - 1)), ("end", today))
+    for name, default in defaults:  # shown in the form, not just used
         if not data.get(name):
             data[name] = default.isoformat()
     form = CostFilterForm(data, teams=teams, today=today, staff=request.user.is_staff)
     return form, form.query(), teams
+
+
+def _quick_ranges(form: CostFilterForm, *, today: date) -> list[tuple[str, str, bool]]:
+    """(label, query string, chosen) of the usual ranges, keeping the other filters."""
+    last_month_end = today.replace(day=1) - timedelta(days=1)
+    quarter_start = today.replace(month=3 * ((today.month - 1) // 3) + 1, day=1)
+    ranges = [
+        ("Last 30 days", today - timedelta(days=DEFAULT_DAYS - 1), today),
+        ("This month", today.replace(day=1), today),
+        ("Last month", last_month_end.replace(day=1), last_month_end),
+        ("This quarter", quarter_start, today),
+    ]
+    out = []
+    for label, start, end in ranges:
+        data = form.data.copy()
+        data["start"], data["end"] = start.isoformat(), end.isoformat()
+        chosen = form.data.get("start") == data["start"] and form.data.get("end") == data["end"]
+        out.append((label, data.urlencode(), chosen))
+    return out
 
 
 def _figures(report: selectors.CostReport) -> dict:
@@ -70,6 +92,17 @@ def cost(request: HttpRequest) -> HttpResponse:
             budgets=selectors.budget_statuses(teams=query.scope, now=now),
             notifications=selectors.notifications_for(teams=query.scope),
             demotions=selectors.active_demotions(teams=query.scope),
+            # Every team's jobs would be a scan of all usage records: that view lists teams, not jobs.
+            jobs=None
+            if query.every_team
+            else selectors.report_jobs(
+                teams=query.scope,
+                start=query.start,
+                end=query.end,
+                user=query.user,
+                resource_class=query.resource_class,
+            ),
+            ranges=_quick_ranges(form, today=local_day(now, billing_tz())),
             csv_query=form.data.urlencode(),
         )
     if getattr(request, "htmx", False) and not request.htmx.boosted:

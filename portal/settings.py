@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import environ
+from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -219,7 +221,52 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": HEALTH_SWEEP_SECONDS,
         "options": {"expires": HEALTH_SWEEP_SECONDS},
     },
+    # Billing (docs/billing.md): meter allocations, roll usage up, check budgets.
+    "billing-metering-sync": {
+        "task": "billing.metering_sync",
+        "schedule": 300.0,
+        "options": {"expires": 300},
+    },
+    "billing-usage-rollup-pending": {
+        "task": "billing.usage_rollup_pending",
+        "schedule": 900.0,
+        "options": {"expires": 900},
+    },
+    "billing-usage-rollup-day": {
+        "task": "billing.usage_rollup_day",
+        "schedule": crontab(hour=0, minute=30),
+        "options": {"expires": 6 * 3600},
+    },
+    "billing-metering-full-sweep": {
+        "task": "billing.metering_full_sweep",
+        "schedule": crontab(hour=0, minute=15),
+        "options": {"expires": 6 * 3600},
+    },
+    "billing-budgets-check": {
+        "task": "billing.budgets_check",
+        "schedule": 900.0,
+        "options": {"expires": 900},
+    },
 }
+
+# Billing: currency of rates that name none; time zone whose midnights cut billing days (default TIME_ZONE).
+BILLING_CURRENCY = env.str("BILLING_CURRENCY", default="EUR").upper()
+BILLING_TIME_ZONE = env.str("BILLING_TIME_ZONE", default="") or TIME_ZONE
+try:
+    ZoneInfo(BILLING_TIME_ZONE)
+except (ValueError, ZoneInfoNotFoundError) as exc:
+    raise ImproperlyConfigured(f"BILLING_TIME_ZONE: {BILLING_TIME_ZONE!r} is not an IANA time zone") from exc
+if len(BILLING_CURRENCY) != 3 or not BILLING_CURRENCY.isalpha():
+    raise ImproperlyConfigured(f"BILLING_CURRENCY: {BILLING_CURRENCY!r} is not a 3-letter ISO 4217 code")
+# Mail (budget alerts): printed to the console in development, SMTP (EMAIL_HOST…) in production.
+_MAIL_BACKEND = "smtp" if PRODUCTION else "console"
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default=f"django.core.mail.backends.{_MAIL_BACKEND}.EmailBackend")
+EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="GPU Pool Portal <gpu-portal@localhost>")
 
 # Cluster backends.
 PORTAL_DEFAULT_BACKEND = env.str("PORTAL_DEFAULT_BACKEND", default="simulated")

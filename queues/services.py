@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from billing.selectors import team_priority_override
 from pools.models import USABLE_HEALTH, Cluster, Device, ResourceClass
 from portal.errors import Conflict, ValidationFailed
 from queues.models import Allocation, Job, JobEvent, Membership, PriorityClass, Team, WaitReason
@@ -189,7 +190,10 @@ def job_submit(
         if quota is None:
             raise ValidationFailed({"team": [f"team {team.slug} has no quota in any cluster: ask an admin"]})
         cluster = quota.cluster
-    priority_class = spec.priority_class or PriorityClass.objects.filter(is_default=True).first()
+    # A team demoted at 100 % of its budget submits at the non-preempting class (billing, docs/billing.md).
+    priority_class = (
+        team_priority_override(team) or spec.priority_class or PriorityClass.objects.filter(is_default=True).first()
+    )
     job = Job.objects.create(
         team=team,
         owner=owner,

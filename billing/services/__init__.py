@@ -10,6 +10,7 @@ from billing.services.budgets import (
     team_demotion_lift,
 )
 from billing.services.metering import MeteringReport, hard_stop, metering_sync
+from billing.services.quotas import QuotaHistoryReport, quota_history_sync
 from billing.services.rates import rate_errors, rate_set
 from billing.services.rollup import (
     is_hardware_reason,
@@ -21,6 +22,7 @@ from billing.services.rollup import (
 
 __all__ = [
     "MeteringReport",
+    "QuotaHistoryReport",
     "budget_check",
     "budget_check_one",
     "budget_set",
@@ -30,6 +32,7 @@ __all__ = [
     "metering_sync",
     "pending_days",
     "period_bounds",
+    "quota_history_sync",
     "rate_errors",
     "rate_set",
     "team_demote",

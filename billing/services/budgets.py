@@ -13,7 +13,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Sum
 
 from billing.models import Budget, Notification, TeamDemotion, UsageRecord
-from billing.pricing import local_day
+from billing.pricing import duration_us, local_day
 from billing.services.common import billing_tz, require_aware
 from portal.errors import ValidationFailed
 from queues.models import Membership, PriorityClass, Team
@@ -37,12 +37,16 @@ def period_bounds(period: str, day: date) -> tuple[date, date]:
     return start, date(start.year + year, month + 1, 1)
 
 
-def budget_spent(budget: Budget, *, start: date, end: date) -> Decimal:
-    """Usage cost (owned + borrowed) of the budget's team in its currency over [start, end), from the records."""
-    total = UsageRecord.objects.filter(
-        team_id=budget.team_id, currency=budget.currency, day__gte=start, day__lt=end
-    ).aggregate(total=Sum("cost"))["total"]
-    return Decimal(total or 0)
+def budget_spent(budget: Budget, *, start: date, end: date, until: datetime | None = None) -> Decimal:
+    """Usage cost (owned + borrowed) of the budget's team in its currency over the days [start, end), from the
+    records; with ``until``, only the device time before that instant (a record straddling it pro rata)."""
+    records = UsageRecord.objects.filter(team_id=budget.team_id, currency=budget.currency, day__gte=start, day__lt=end)
+    if until is None:
+        return Decimal(records.aggregate(total=Sum("cost"))["total"] or 0)
+    total = Decimal(records.filter(end__lte=until).aggregate(total=Sum("cost"))["total"] or 0)
+    for begin, finish, cost in records.filter(start__lt=until, end__gt=until).values_list("start", "end", "cost"):
+        total += cost * Decimal(duration_us(begin, until)) / Decimal(duration_us(begin, finish))
+    return total
 
 
 def _thresholds(budget: Budget) -> list[int]:
@@ -79,7 +83,7 @@ def budget_check(*, now: datetime) -> list[BudgetCheck]:
 def budget_check_one(*, budget: Budget, now: datetime) -> BudgetCheck:
     """Check one budget; a threshold already notified in this period is not notified again."""
     start, end = period_bounds(budget.period, local_day(now, billing_tz()))
-    spent = budget_spent(budget, start=start, end=end)
+    spent = budget_spent(budget, start=start, end=end, until=now)
     percent = spent * 100 / budget.amount
     notified = []
     for threshold in _thresholds(budget):

@@ -13,13 +13,13 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, Q
 
-from billing.models import Rate, RollupDay, UsageRecord
+from billing.models import MeteringCursor, Rate, RollupDay, UsageRecord
 from billing.pricing import (
     RateBook,
     RatePeriod,
@@ -31,12 +31,15 @@ from billing.pricing import (
     unit_for,
 )
 from billing.services.common import METERING_LOCK, billing_tz, default_currency, require_aware, take_lock
+from billing.services.quotas import quota_history_sync
 from pools.models import Device
 from queues.engine.quantity import parse_decimal
 from queues.models import Allocation, Job, JobEvent, QuotaLine
 
 log = logging.getLogger(__name__)
 
+#: How old the highest allocation pk seen must be before the incremental sweep stops looking below it.
+CURSOR_LAG = timedelta(minutes=10)
 #: Allocations handled per batch of queries.
 BATCH = 500
 #: Fields that decide whether a stored record is up to date (``metered_at`` is not one of them).
@@ -70,6 +73,7 @@ COMPARED = (
 class MeteringReport:
     """What one metering run did."""
 
+    full: bool = False
     allocations: int = 0
     created: int = 0
     updated: int = 0
@@ -86,28 +90,88 @@ class MeteringReport:
         return self.created + self.updated + self.deleted
 
 
-def dirty_allocations(*, now: datetime):
-    """Allocations whose usage records may be missing or stale: open, never metered, changed, or re-priced."""
-    non_final = UsageRecord.objects.filter(allocation=OuterRef("pk"), final=False)
-    up_to_date = UsageRecord.objects.filter(
+def _up_to_date():
+    """Final records computed from the allocation's current timestamps (correlated on the outer allocation)."""
+    return UsageRecord.objects.filter(
         allocation=OuterRef("pk"), final=True, source_start=OuterRef("started_at"), source_end=OuterRef("ended_at")
     )
+
+
+def dirty_allocations(*, now: datetime):
+    """Every allocation whose usage records may be missing or stale (the full sweep: reads the whole history)."""
+    non_final = UsageRecord.objects.filter(allocation=OuterRef("pk"), final=False)
     return Allocation.objects.filter(started_at__lte=now).filter(
-        Q(ended_at__isnull=True) | Exists(non_final) | ~Exists(up_to_date)
+        Q(ended_at__isnull=True) | Exists(non_final) | ~Exists(_up_to_date())
     )
+
+
+def changed_allocation_ids(*, now: datetime, since_pk: int) -> set[int]:
+    """Allocations an incremental run must look at; the cost follows the changes, not the history.
+
+    Open allocations (at most one per device); allocations with records not yet final (open at the last
+    run and closed since, or marked for re-pricing); and allocations above the cursor with no up-to-date
+    records (new since the last runs: inserted open, or opened and closed while the portal was down).
+    Closed allocations are never edited afterwards (``queues`` only closes open ones), so nothing else changes.
+    """
+    # ``order_by()``: the models' default orderings would join jobs (and break the DISTINCT) for nothing.
+    open_ids = (
+        Allocation.objects.filter(ended_at__isnull=True, started_at__lte=now).order_by().values_list("pk", flat=True)
+    )
+    not_final = UsageRecord.objects.filter(final=False).order_by().values_list("allocation_id", flat=True).distinct()
+    new = (
+        Allocation.objects.filter(pk__gt=since_pk, started_at__lte=now)
+        .filter(~Exists(_up_to_date()))
+        .order_by()
+        .values_list("pk", flat=True)
+    )
+    return {*open_ids, *not_final, *new}
+
+
+def _advance_cursor(cursor: MeteringCursor, *, now: datetime, full: bool) -> None:
+    """Move the never-metered mark up to the highest pk seen ``CURSOR_LAG`` ago (see ``MeteringCursor``)."""
+    if full:
+        cursor.full_sweep_at = now
+    if cursor.seen_at is not None and now - cursor.seen_at < CURSOR_LAG:
+        if full:
+            cursor.save(update_fields=["full_sweep_at"])
+        return
+    checked = max(cursor.checked_allocation_id, cursor.seen_allocation_id)
+    future = (
+        Allocation.objects.filter(pk__gt=cursor.checked_allocation_id, started_at__gt=now)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if future is not None:
+        # An allocation stamped after ``now`` (a lagging clock) was skipped: keep looking from it.
+        checked = min(checked, future - 1)
+    cursor.checked_allocation_id = max(checked, 0)
+    cursor.seen_allocation_id = Allocation.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    cursor.seen_at = now
+    cursor.save(update_fields=["checked_allocation_id", "seen_allocation_id", "seen_at", "full_sweep_at"])
 
 
 @transaction.atomic
-def metering_sync(*, now: datetime) -> MeteringReport:
-    """Bring every allocation's usage records up to date as of ``now``; idempotent and safe to run concurrently."""
+def metering_sync(*, now: datetime, full: bool = False) -> MeteringReport:
+    """Bring every allocation's usage records up to date as of ``now``; idempotent and safe to run concurrently.
+
+    Incremental by default (open, unfinished and new allocations); ``full=True`` re-checks every allocation
+    ever recorded — the daily reconcile sweep that heals anything an incremental run could not see.
+    """
     require_aware(now, "now")
     take_lock(METERING_LOCK)
-    report = MeteringReport()
+    quota_history_sync(now=now)
+    cursor, _ = MeteringCursor.objects.get_or_create(name=METERING_LOCK)
+    report = MeteringReport(full=full)
     tz = billing_tz()
     books = _rate_books()
-    ids = list(dirty_allocations(now=now).order_by("pk").values_list("pk", flat=True))
+    if full:
+        ids = list(dirty_allocations(now=now).order_by("pk").values_list("pk", flat=True))
+    else:
+        ids = sorted(changed_allocation_ids(now=now, since_pk=cursor.checked_allocation_id))
     for i in range(0, len(ids), BATCH):
         _meter_batch(ids[i : i + BATCH], now=now, tz=tz, books=books, report=report)
+    _advance_cursor(cursor, now=now, full=full)
     if report.days:
         RollupDay.objects.bulk_create(
             [RollupDay(day=day, dirty=True) for day in sorted(report.days)],
@@ -141,7 +205,7 @@ def _meter_batch(ids: Sequence[int], *, now: datetime, tz, books, report: Meteri
         .order_by("pk")
     )
     existing: dict[int, dict[datetime, UsageRecord]] = defaultdict(dict)
-    for record in UsageRecord.objects.filter(allocation_id__in=ids):
+    for record in UsageRecord.objects.filter(allocation_id__in=ids).order_by():  # no join for the default order
         existing[record.allocation_id][record.start] = record
     units = _units(allocations)
     borrowed = _borrowed_flags([a for a in allocations if not existing.get(a.pk)])

@@ -20,9 +20,9 @@ from billing.models import CapacityDaily, RollupDay, UsageDaily, UsageRecord, Us
 from billing.pricing import US_PER_HOUR, RateBook, Unit, cost_of, day_bounds, duration_us, local_day, unit_for
 from billing.services.common import METERING_LOCK, billing_tz, default_currency, require_aware, take_lock
 from billing.services.metering import _rate_books
+from billing.services.quotas import quota_history_sync, quota_spans
 from pools.models import Device
-from queues.engine.quantity import is_device_resource, parse_decimal
-from queues.models import Allocation, JobEvent, QuotaLine
+from queues.models import Allocation, JobEvent
 
 #: Allocation end reasons (and requeue reasons) that mean the hardware failed, not the scheduler.
 HARDWARE_REASONS = frozenset({"node_lost", "device_lost", "device_unhealthy", "unhealthy", "hardware", "xid"})
@@ -51,6 +51,7 @@ def usage_rollup(*, day: date, now: datetime) -> RollupReport:
     """Replace the rollups of one billing day (hours after ``now`` are not counted yet); idempotent."""
     require_aware(now, "now")
     take_lock(METERING_LOCK)
+    quota_history_sync(now=now)
     tz = billing_tz()
     lo, hi = day_bounds(day, tz)
     until = min(hi, max(now, lo))
@@ -231,18 +232,23 @@ def _lost_hours(*, lo: datetime, hi: datetime):
 
 @dataclass
 class _Line:
-    """One team's nominal quota on a (flavor, resource), with the root cohort it lends to."""
+    """One team's reserved capacity on a (flavor, resource) over the hours of a day, and the root cohort it lends to.
+
+    ``reserved[h]`` is the nominal quota in force × the time of hour ``h`` (µs, summed over the team's
+    clusters); ``lend_cap[h]`` the same for the lending limit (the nominal where there is none).
+    """
 
     team_id: int
     flavor_id: int
     resource_name: str
-    nominal: Decimal
     cohort_id: int | None
+    reserved: list[int]
+    lend_cap: list[int]
 
 
-def _quota_lines() -> dict[tuple[int, int, str], _Line]:
-    """Nominal quota per (team, flavor, device resource), summed over the team's clusters."""
-    from queues.models import Cohort
+def _root_cohorts() -> dict[int, int | None]:
+    """Each team's root cohort (the top of its quota's cohort tree), where it has one."""
+    from queues.models import Cohort, TeamQuota
 
     parents = dict(Cohort.objects.values_list("pk", "parent_id"))
 
@@ -253,19 +259,30 @@ def _quota_lines() -> dict[tuple[int, int, str], _Line]:
             cohort_id = parents[cohort_id]
         return cohort_id
 
+    roots: dict[int, int | None] = {}
+    for team_id, cohort_id in TeamQuota.objects.filter(cohort__isnull=False).values_list("team_id", "cohort_id"):
+        roots.setdefault(team_id, root(cohort_id))
+    return roots
+
+
+def _quota_lines(hours: list[tuple[datetime, datetime]], *, lo: datetime, hi: datetime) -> dict[tuple, _Line]:
+    """Reserved capacity per (team, flavor, device resource), hour by hour, from the quota history."""
+    roots = _root_cohorts()
     lines: dict[tuple[int, int, str], _Line] = {}
-    for q in QuotaLine.objects.filter(team_quota__isnull=False).values(
-        "team_quota__team_id", "team_quota__cohort_id", "flavor_id", "resource_name", "nominal"
-    ):
-        if not is_device_resource(q["resource_name"]):
-            continue
-        try:
-            nominal = parse_decimal(q["nominal"])
-        except ValueError:
-            continue
-        key = (q["team_quota__team_id"], q["flavor_id"], q["resource_name"])
-        line = lines.setdefault(key, _Line(*key, Decimal(0), root(q["team_quota__cohort_id"])))
-        line.nominal += nominal
+    for key, spans in quota_spans(lo=lo, hi=hi).items():
+        reserved = [0] * len(hours)
+        lend_cap = [0] * len(hours)
+        for span in spans:
+            for h, (hs, he) in enumerate(hours):
+                start = max(hs, span.start) if span.start else hs
+                end = min(he, span.end) if span.end else he
+                if end <= start:
+                    continue
+                us = duration_us(start, end)
+                reserved[h] += int(span.nominal * us)
+                limit = span.nominal if span.lending_limit is None else min(span.lending_limit, span.nominal)
+                lend_cap[h] += int(limit * us)
+        lines[key] = _Line(*key, roots.get(key[0]), reserved, lend_cap)
     return lines
 
 
@@ -314,10 +331,10 @@ def _resource_units(keys) -> dict[tuple[int, str], Unit]:
 
 def _capacity_rows(*, day: date, lo: datetime, until: datetime) -> list[CapacityDaily]:
     """Reserved, idle and lent device time of every team with nominal quota, hour by hour over the day."""
-    lines = _quota_lines()
+    hours = _hours(lo, until)
+    lines = _quota_lines(hours, lo=lo, hi=max(until, lo + timedelta(microseconds=1)))
     if not lines:
         return []
-    hours = _hours(lo, until)
     owned = defaultdict(lambda: [0] * len(hours))  # (team, flavor, resource) → µs per hour
     borrowed = defaultdict(lambda: [0] * len(hours))  # (team, flavor, resource) → µs per hour
     records = UsageRecord.objects.filter(day=day, start__lt=until, end__gt=lo, duration_us__gt=0).values_list(
@@ -328,14 +345,13 @@ def _capacity_rows(*, day: date, lo: datetime, until: datetime) -> list[Capacity
         for h, (hs, he) in enumerate(hours):
             if start < he and end > hs:
                 series[h] += duration_us(max(start, hs), min(end, he))
-    idle: dict[tuple, list[int]] = {}
-    for key, line in lines.items():
-        idle[key] = [
-            max(int(line.nominal * duration_us(hs, he)) - owned[key][h], 0) for h, (hs, he) in enumerate(hours)
-        ]
+    idle: dict[tuple, list[int]] = {
+        key: [max(line.reserved[h] - owned[key][h], 0) for h in range(len(hours))] for key, line in lines.items()
+    }
     lent = _lent(lines=lines, idle=idle, borrowed=borrowed, n_hours=len(hours))
     books: dict[int | None, RateBook] = _rate_books()
     units = _resource_units({(line.flavor_id, line.resource_name) for line in lines.values()})
+    counted_us = duration_us(lo, until) if until > lo else 0
     rows = []
     for key, line in lines.items():
         unit = units[(line.flavor_id, line.resource_name)]
@@ -346,14 +362,16 @@ def _capacity_rows(*, day: date, lo: datetime, until: datetime) -> list[Capacity
             price = book.price(unit, hs)
             idle_cost += cost_of(idle[key][h], price.unit_price)
             lent_credit += cost_of(lent[key][h], price.unit_price)
+        reserved = sum(line.reserved)
+        nominal = (Decimal(reserved) / counted_us).quantize(Decimal("0.001")) if counted_us else Decimal(0)
         rows.append(
             CapacityDaily(
                 day=day,
                 team_id=line.team_id,
                 flavor_id=line.flavor_id,
                 resource_name=line.resource_name,
-                nominal=line.nominal,
-                reserved_us=sum(int(line.nominal * duration_us(hs, he)) for hs, he in hours),
+                nominal=nominal,
+                reserved_us=reserved,
                 owned_us=sum(owned[key]),
                 idle_us=sum(idle[key]),
                 lent_us=sum(lent[key]),
@@ -370,13 +388,15 @@ def _lent(*, lines, idle, borrowed, n_hours: int) -> dict[tuple, list[int]]:
     """Idle time of each team that other teams of its cohort consumed by borrowing, hour by hour.
 
     Per (root cohort, flavor, resource, hour): each team's idle time is lent in proportion to what the
-    *other* teams borrowed over all the idle time of the cohort, never more than its own idle time.
+    *other* teams borrowed over all the idle time of the cohort, never more than its own idle time nor its
+    lending limit.
     """
     by_group: dict[tuple, list[tuple]] = defaultdict(list)
     for key, line in lines.items():
         if line.cohort_id is not None:
             by_group[(line.cohort_id, line.flavor_id, line.resource_name)].append(key)
-    team_cohort = {line.team_id: line.cohort_id for line in lines.values() if line.cohort_id is not None}
+    # Every team of the cohort can borrow, including teams with no quota of their own on this flavor.
+    team_cohort = {team_id: root for team_id, root in _root_cohorts().items() if root is not None}
     borrowed_in_group: dict[tuple, list[tuple[int, list[int]]]] = defaultdict(list)
     for (team_id, flavor_id, resource_name), series in borrowed.items():
         cohort_id = team_cohort.get(team_id)
@@ -392,5 +412,6 @@ def _lent(*, lines, idle, borrowed, n_hours: int) -> dict[tuple, list[int]]:
             total_borrowed = sum(series[h] for _, series in borrowers)
             for k in keys:
                 others = total_borrowed - sum(series[h] for team_id, series in borrowers if team_id == k[0])
-                lent[k][h] = min(idle[k][h], idle[k][h] * others // pool) if others > 0 else 0
+                share = min(idle[k][h], idle[k][h] * others // pool) if others > 0 else 0
+                lent[k][h] = min(share, lines[k].lend_cap[h])
     return lent

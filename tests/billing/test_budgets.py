@@ -116,3 +116,24 @@ def test_budget_statuses_for_the_page(spent_60):
     [status] = selectors.budget_statuses(teams=[world.team], now=T0 + timedelta(hours=12))
     assert status.percent == Decimal("75.0")
     assert status.level == "warning"
+
+
+def test_a_demoted_team_submits_at_the_demotion_class(spent_60):
+    from queues import services as job_services
+
+    world = spent_60
+    scavenger = PriorityClassFactory(name="scavenger", value=1, may_preempt=False)
+    urgent = PriorityClassFactory(name="urgent", value=1000, may_preempt=True)
+    spec = job_services.JobSpec(name="train", image="registry.example/train:1", resource_class=world.rc)
+    before = job_services.job_submit(owner=world.alice, team=world.team, spec=spec, notify_backend=False)
+    assert before.priority_class != scavenger
+    services.budget_set(team=world.team, amount="50", action_at_limit=Budget.Action.DEMOTE)
+    services.budget_check(now=T0 + 12 * H)
+    spec.priority_class = urgent
+    demoted = job_services.job_submit(owner=world.alice, team=world.team, spec=spec, notify_backend=False)
+    assert (demoted.priority_class, demoted.priority) == (scavenger, 1)
+    other = job_services.job_submit(owner=world.carol, team=world.other, spec=spec, notify_backend=False)
+    assert other.priority_class == urgent
+    services.team_demotion_lift(team=world.team, now=T0 + 14 * H, user=world.lead)
+    again = job_services.job_submit(owner=world.alice, team=world.team, spec=spec, notify_backend=False)
+    assert again.priority_class == urgent

@@ -124,3 +124,47 @@ def test_concurrent_budget_checks_notify_each_threshold_once():
         100,
     ]
     assert len(mail.outbox) == 3
+
+
+def test_an_allocation_committed_after_a_metering_run_is_still_metered():
+    """A worker's transaction takes an allocation id, a later insert commits first and is metered, the cursor
+    moves past both ids; the late commit is still found by the next run (the cursor lags one interval)."""
+    from django.db import transaction
+
+    from billing.models import MeteringCursor
+    from billing.services.metering import CURSOR_LAG
+
+    world = build_usage()
+    t = T0 + 4 * H
+    services.metering_sync(now=t)
+    services.metering_sync(now=t + 2 * CURSOR_LAG)
+    inserted, release, late = threading.Event(), threading.Event(), {}
+
+    def slow_writer():
+        with transaction.atomic():
+            job = run_job(world, devices=world.free(6)[-1:], start=T0 + H, end=T0 + 2 * H)  # not the quick one's
+            late["pk"] = job.allocations.get().pk
+            inserted.set()
+            assert release.wait(30)
+
+    writer = threading.Thread(target=lambda: (slow_writer(), connection.close()))
+    writer.start()
+    try:
+        assert inserted.wait(30)
+        quick = run_job(world, team=world.other, owner=world.carol, devices=1, start=T0, end=T0 + H)
+        assert quick.allocations.get().pk > late["pk"]
+        services.metering_sync(now=t + 4 * CURSOR_LAG)  # sees the quick one only
+        assert UsageRecord.objects.filter(job=quick).exists()
+    finally:
+        release.set()
+        writer.join(30)
+    assert not UsageRecord.objects.filter(allocation_id=late["pk"]).exists()
+    assert MeteringCursor.objects.get().seen_allocation_id >= quick.allocations.get().pk
+    report = services.metering_sync(now=t + 6 * CURSOR_LAG)
+    assert report.created >= 1
+    assert UsageRecord.objects.filter(allocation_id=late["pk"]).exists()
+    assert MeteringCursor.objects.get().checked_allocation_id > late["pk"]
+    closed = Allocation.objects.exclude(ended_at__isnull=True)
+    assert UsageRecord.objects.filter(final=True).aggregate(t=Sum("duration_us"))["t"] == allocation_us(
+        closed, T0, t + 6 * CURSOR_LAG
+    )

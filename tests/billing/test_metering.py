@@ -299,3 +299,13 @@ def test_usage_reconciles_with_allocations_clipped_to_the_range(world):
             by_user = selectors.cost_report(teams=[team], start=lo_day, end=hi_day, user=owner)  # the user rollup
             assert by_user.totals.owned_us + by_user.totals.borrowed_us == truth
             assert sum(g.usage.owned_us + g.usage.borrowed_us for g in report.by_user) == truth
+            # Per job (the cost page's jobs panel): every job's usage is its own allocations clipped to the range.
+            jobs = selectors.report_jobs(teams=[team], start=lo_day, end=hi_day, limit=None)
+            assert jobs.totals.owned_us + jobs.totals.borrowed_us == truth
+            assert jobs.totals.cost == report.totals.cost
+            for row in jobs.rows:
+                job_truth = allocation_us(row.job.allocations.all(), lo, hi)
+                assert row.usage.owned_us + row.usage.borrowed_us == job_truth
+            active = {a.job_id for a in Allocation.objects.filter(job__team=team) if allocation_us([a], lo, hi) > 0}
+            assert {row.job.pk for row in jobs.rows} == active
+            assert jobs.count == len(active)

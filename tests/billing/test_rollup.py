@@ -144,3 +144,47 @@ def test_usage_rollup_follows_a_retroactive_change(world):
     services.metering_sync(now=T0 + 4 * H)
     services.usage_rollup_pending(now=T0 + 4 * H)
     assert UsageDaily.objects.get().owned_us == US_PER_HOUR
+
+
+def test_idle_uses_the_nominal_in_force_at_the_time(world):
+    from billing.models import QuotaPeriod
+    from queues.models import QuotaLine
+
+    services.metering_sync(now=MIDNIGHT - 3 * H)  # the history starts with nominal 4 (assumed since ever)
+    QuotaLine.objects.filter(team_quota__team=world.team).update(nominal="8")
+    services.metering_sync(now=MIDNIGHT + 12 * H)  # the change is seen at noon
+    services.usage_rollup(day=DAY, now=END_OF_DAY)
+    services.usage_rollup(day=DAY - timedelta(days=1), now=END_OF_DAY)
+    assert capacity(world.team).reserved_us == (4 * 12 + 8 * 12) * US_PER_HOUR
+    assert capacity(world.team).nominal == Decimal(6)  # the average over the day
+    before = CapacityDaily.objects.get(day=DAY - timedelta(days=1), team=world.team)
+    assert before.reserved_us == before.idle_us == 4 * 24 * US_PER_HOUR  # not today's 8
+    assert capacity(world.other).reserved_us == 4 * 24 * US_PER_HOUR
+    periods = QuotaPeriod.objects.filter(team=world.team).order_by("pk")
+    assert [(p.nominal, p.valid_from, p.valid_to) for p in periods] == [
+        (Decimal(4), None, MIDNIGHT + 12 * H),
+        (Decimal(8), MIDNIGHT + 12 * H, None),
+    ]
+    services.metering_sync(now=MIDNIGHT + 13 * H)
+    assert QuotaPeriod.objects.count() == 3  # nothing changed: no new period
+
+
+def test_a_quota_removed_stops_reserving(world):
+    from queues.models import QuotaLine
+
+    services.metering_sync(now=MIDNIGHT - H)
+    QuotaLine.objects.filter(team_quota__team=world.team).delete()
+    services.metering_sync(now=MIDNIGHT + 6 * H)
+    services.usage_rollup(day=DAY, now=END_OF_DAY)
+    assert capacity(world.team).reserved_us == 4 * 6 * US_PER_HOUR
+
+
+def test_lending_limit_caps_the_lent_hours(world):
+    from queues.models import QuotaLine
+
+    QuotaLine.objects.filter(team_quota__team=world.team).update(lending_limit="1")
+    run_job(world, team=world.other, owner=world.carol, devices=6, start=T0, end=T0 + H, borrowing=True)
+    services.metering_sync(now=END_OF_DAY)
+    services.usage_rollup(day=DAY, now=END_OF_DAY)
+    assert capacity(world.team).lent_us == 1 * US_PER_HOUR
+    assert capacity(world.team).lent_credit == Decimal("2.00")

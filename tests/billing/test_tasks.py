@@ -31,3 +31,19 @@ def test_tasks_run_the_services(world):
     tasks.usage_rollup_day.delay((now - timedelta(days=2)).date().isoformat())
     assert RollupDay.objects.filter(day=(now - timedelta(days=2)).date(), complete=True).exists()
     tasks.budgets_check.delay()
+
+
+def test_beat_schedule_runs_every_billing_task_with_an_expiry(settings):
+    entries = {e["task"]: e for e in settings.CELERY_BEAT_SCHEDULE.values()}
+    for name in (
+        "billing.metering_sync",
+        "billing.metering_full_sweep",
+        "billing.usage_rollup_pending",
+        "billing.usage_rollup_day",
+        "billing.budgets_check",
+    ):
+        assert name in entries, name
+        assert entries[name]["options"]["expires"] > 0
+    assert entries["billing.metering_sync"]["schedule"] == 300
+    assert entries["billing.budgets_check"]["schedule"] == 900
+    assert tasks.metering_full_sweep.name == "billing.metering_full_sweep"

@@ -104,7 +104,7 @@ def test_cost_page_bad_filters_are_form_errors(client, usage):
 
 def test_cost_page_query_count_is_bounded(client, usage, django_assert_max_num_queries):
     login(client, usage.lead)
-    with django_assert_max_num_queries(16):
+    with django_assert_max_num_queries(20):  # + the jobs panel: totals, ranking, the chosen jobs and their usage
         client.get(URL, {"start": "2026-01-01", "end": "2026-12-31", "bucket": "month"})
 
 
@@ -129,3 +129,30 @@ def test_cost_csv_filtered_by_user(client, usage):
     response = login(client, usage.lead).get(CSV_URL, {**RANGE, "user": str(usage.bob.pk)})
     total = next(r for r in csv.DictReader(io.StringIO(response.content.decode())) if r["section"] == "total")
     assert Decimal(total["used_hours"]) == 1
+
+
+def test_cost_page_lists_the_jobs_and_their_total_equals_the_usage(client, usage):
+    login(client, usage.lead)
+    response = client.get(URL, RANGE)
+    jobs = response.context["jobs"]
+    report = response.context["report"]
+    assert jobs.count == 2
+    assert [r.job.owner for r in jobs.rows] == [usage.alice, usage.bob]  # 6 h, then 1 h
+    assert jobs.totals.owned_us + jobs.totals.borrowed_us == report.totals.owned_us + report.totals.borrowed_us
+    assert jobs.totals.cost == report.totals.cost
+    html = response.content.decode()
+    assert f'href="/jobs/{jobs.rows[0].job.pk}/"' in html
+    assert 'data-total="cost">14.00 EUR<' in html  # 7 device-hours at 2.00 EUR
+
+
+def test_cost_page_defaults_to_the_last_30_days_and_offers_usual_ranges(client, usage):
+    from django.utils import timezone
+
+    login(client, usage.lead)
+    response = client.get(URL)
+    query = response.context["query"]
+    today = timezone.now().date()
+    assert (query.start, query.end) == (today - timedelta(days=29), today)
+    labels = [label for label, _, _ in response.context["ranges"]]
+    assert labels == ["Last 30 days", "This month", "Last month", "This quarter"]
+    assert response.context["ranges"][0][2]  # the default range is the chosen one

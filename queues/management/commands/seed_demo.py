@@ -5,7 +5,9 @@ from __future__ import annotations
 import time
 
 from django.core.management.base import BaseCommand
+from django.utils import timezone
 
+from billing.demo import billing_demo_seed
 from queues.demo import DEMO_PASSWORD, USERS, demo_seed
 
 
@@ -21,7 +23,9 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         """Seed and report."""
         started = time.monotonic()
-        report = demo_seed(days=options["days"])
+        now = timezone.now()
+        report = demo_seed(now=now, days=options["days"])
+        billing = billing_demo_seed(now=now, days=options["days"])
         took = time.monotonic() - started
         if report.history_jobs:
             self.stdout.write(
@@ -30,5 +34,9 @@ class Command(BaseCommand):
             )
         else:
             self.stdout.write(f"Demo already seeded; pool and policy checked in {took:.1f}s.")
+        self.stdout.write(
+            f"Billing: {billing.rates} rates and {billing.budgets} budgets added, {billing.records} usage records "
+            f"metered, {billing.days} days rolled up."
+        )
         logins = ", ".join(username for username, *_ in USERS)
         self.stdout.write(f"Logins: {logins} (password {DEMO_PASSWORD!r}).")

@@ -1,0 +1,121 @@
+"""Quota history: the nominal quota (and lending limit) each team had, and when, for idle reserved hours.
+
+Quotas are edited by admins in ``queues``; billing records what it sees on each metering run as
+``QuotaPeriod`` rows (a change closes the old period and opens a new one at that run), so a day rolled up
+later still uses the nominal that was in force during it. The resolution is the metering interval (5 min).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from django.db.models import Q
+
+from billing.models import QuotaPeriod
+from billing.services.common import require_aware
+from queues.engine.quantity import is_device_resource, parse_decimal
+from queues.models import QuotaLine
+
+#: Decimal places of a recorded nominal (``QuotaPeriod.nominal``).
+PLACES = Decimal("0.001")
+
+
+@dataclass
+class QuotaHistoryReport:
+    """What one history sync changed."""
+
+    opened: int = 0
+    closed: int = 0
+
+
+def current_quotas() -> dict[tuple[int, int, int, str], tuple[Decimal, Decimal | None]]:
+    """(nominal, lending limit or None) per (team, cluster, flavor, device resource) from the live quota lines."""
+    out: dict[tuple[int, int, int, str], tuple[Decimal, Decimal | None]] = {}
+    lines = QuotaLine.objects.filter(team_quota__isnull=False).values_list(
+        "team_quota__team_id", "team_quota__cluster_id", "flavor_id", "resource_name", "nominal", "lending_limit"
+    )
+    for team_id, cluster_id, flavor_id, resource_name, nominal, lending in lines:
+        if not is_device_resource(resource_name):
+            continue
+        try:
+            value = parse_decimal(nominal).quantize(PLACES)
+            limit = parse_decimal(lending).quantize(PLACES) if lending else None
+        except (ValueError, ArithmeticError):
+            continue
+        out[(team_id, cluster_id, flavor_id, resource_name)] = (value, limit)
+    return out
+
+
+def quota_history_sync(*, now: datetime) -> QuotaHistoryReport:
+    """Record quota changes since the last run as ``QuotaPeriod`` rows (caller holds the metering lock).
+
+    The first run on an empty history opens every current quota with no start (it is assumed in force for
+    the past that billing backfills); later runs open new quotas and close changed or removed ones at ``now``.
+    """
+    require_aware(now, "now")
+    report = QuotaHistoryReport()
+    current = current_quotas()
+    empty = not QuotaPeriod.objects.exists()
+    open_periods = {
+        (p.team_id, p.cluster_id, p.flavor_id, p.resource_name): p
+        for p in QuotaPeriod.objects.filter(valid_to__isnull=True)
+    }
+    to_close = []
+    for key, period in open_periods.items():
+        if current.get(key) != (period.nominal, period.lending_limit):
+            # A lagging worker's clock never closes a period before it began.
+            period.valid_to = max(now, period.valid_from) if period.valid_from else now
+            to_close.append(period)
+    if to_close:
+        QuotaPeriod.objects.bulk_update(to_close, ["valid_to"])
+    closed = {(p.team_id, p.cluster_id, p.flavor_id, p.resource_name) for p in to_close}
+    to_open = [
+        QuotaPeriod(
+            team_id=key[0],
+            cluster_id=key[1],
+            flavor_id=key[2],
+            resource_name=key[3],
+            nominal=nominal,
+            lending_limit=lending,
+            valid_from=None if empty else now,
+        )
+        for key, (nominal, lending) in current.items()
+        if key not in open_periods or key in closed
+    ]
+    QuotaPeriod.objects.bulk_create(to_open)
+    report.opened, report.closed = len(to_open), len(to_close)
+    return report
+
+
+@dataclass(frozen=True)
+class QuotaSpan:
+    """Nominal and lending limit of one team's (flavor, resource) over [start, end) (None: unbounded)."""
+
+    team_id: int
+    cluster_id: int
+    flavor_id: int
+    resource_name: str
+    nominal: Decimal
+    lending_limit: Decimal | None
+    start: datetime | None
+    end: datetime | None
+
+
+def quota_spans(*, lo: datetime, hi: datetime) -> dict[tuple[int, int, str], list[QuotaSpan]]:
+    """The recorded quota periods overlapping [lo, hi), per (team, flavor, resource)."""
+    spans: dict[tuple[int, int, str], list[QuotaSpan]] = defaultdict(list)
+    rows = (
+        QuotaPeriod.objects.filter(Q(valid_from__isnull=True) | Q(valid_from__lt=hi))
+        .filter(Q(valid_to__isnull=True) | Q(valid_to__gt=lo))
+        .values_list(
+            "team_id", "cluster_id", "flavor_id", "resource_name", "nominal", "lending_limit", "valid_from", "valid_to"
+        )
+    )
+    for team_id, cluster_id, flavor_id, resource_name, nominal, lending, start, end in rows:
+        spans[(team_id, flavor_id, resource_name)].append(
+            QuotaSpan(team_id, cluster_id, flavor_id, resource_name, nominal, lending, start, end)
+        )
+    return spans

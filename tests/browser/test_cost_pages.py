@@ -1,0 +1,173 @@
+"""Browser test of the cost page: Playwright (sync API) driving Debian's /usr/bin/chromium headless.
+
+A team lead opens the cost page and sees numbers that add up to the jobs, the charts drawn by plotly.js served
+locally, a filter applied through HTMX, and a CSV with the same totals. Screenshots go to docs/screenshots/
+when SAVE_SCREENSHOTS=1, else to a temp folder.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import threading
+from datetime import datetime, time, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from django.core.handlers.wsgi import WSGIHandler
+from django.utils import timezone
+
+from billing import services
+from billing.pricing import local_day
+from billing.services.common import billing_tz
+from tests.billing.conftest import make_world, run_job
+from tests.factories import PASSWORD
+
+CHROMIUM = Path("/usr/bin/chromium")
+if not CHROMIUM.exists():
+    pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
+
+from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+H = timedelta(hours=1)
+_db_lock = threading.RLock()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    # Playwright's sync API runs an event loop in this thread; the ORM calls between page steps are safe.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=LAUNCH_ARGS)
+        yield chromium
+        chromium.close()
+    if previous is None:
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    else:
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture
+def page(browser, live_server, monkeypatch):
+    original = WSGIHandler.__call__
+
+    def locked(self, environ, start_response):
+        with _db_lock:
+            return original(self, environ, start_response)
+
+    monkeypatch.setattr(WSGIHandler, "__call__", locked)
+    context = browser.new_context(viewport={"width": 1360, "height": 1000}, base_url=live_server.url)
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def shots(tmp_path) -> Path:
+    if os.environ.get("SAVE_SCREENSHOTS") == "1":
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        return SCREENSHOTS
+    return tmp_path
+
+
+@pytest.fixture
+def usage(settings):
+    """Two days ago: alice 2 GPUs × 3 h, bob 1 GPU × 1 h (vision); carol 6 GPUs × 1 h (nlp, 2 borrowed)."""
+    settings.BILLING_TIME_ZONE = "UTC"
+    world = make_world()
+    now = timezone.now()
+    tz = billing_tz()
+    day = local_day(now, tz) - timedelta(days=2)
+    start = datetime.combine(day, time(8), tzinfo=tz)
+    run_job(world, devices=2, start=start, end=start + 3 * H)
+    run_job(world, owner=world.bob, devices=1, start=start + H, end=start + 2 * H)
+    run_job(world, team=world.other, owner=world.carol, devices=6, start=start, end=start + H, borrowing=True)
+    services.metering_sync(now=now)
+    services.usage_rollup_range(start=day - timedelta(days=1), end=local_day(now, tz), now=now)
+    return world
+
+
+def login(page: Page, username: str) -> None:
+    page.goto("/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(lambda url: "/accounts/login/" not in url)
+
+
+def kpi(page: Page, name: str):
+    return page.locator(".kpi", has=page.locator("dt", has_text=re.compile(f"^{re.escape(name)}$", re.I))).locator("dd")
+
+
+def test_team_lead_cost_page_adds_up_to_the_jobs(page, usage, shots):
+    login(page, "lead")
+    page.goto("/cost/")
+    expect(page.locator("h1")).to_have_text("Cost")
+    # 7 device-hours at 2.00 EUR: 6 owned by alice, 1 by bob; nothing borrowed by vision.
+    expect(kpi(page, "Owned GPU-h")).to_have_text("7.0")
+    expect(kpi(page, "Borrowed GPU-h")).to_have_text("0.0")
+    expect(kpi(page, "Lent GPU-h (credited)")).to_have_text("2.0")
+    jobs = page.locator("#billing-cost-jobs")
+    expect(jobs.locator("tbody tr")).to_have_count(2)
+    expect(jobs.locator("tfoot [data-total=owned]")).to_have_text("7.0")
+    expect(jobs.locator("tfoot [data-total=cost]")).to_have_text("14.00 EUR")
+    per_user = page.locator(".panel", has=page.locator("h2", has_text="Per user")).locator("table")
+    expect(per_user.locator("tbody tr")).to_have_count(2)
+    # The charts are drawn by the locally served plotly.js: four stacked series of hours, two bars per user.
+    hours = page.locator("[data-plotly-figure=billing-fig-hours]")
+    expect(hours.locator(".main-svg").first).to_be_visible()
+    traces = page.evaluate(
+        "() => document.querySelector('[data-plotly-figure=billing-fig-hours]').data.map(t => [t.name, t.stackgroup])"
+    )
+    assert [name for name, _ in traces] == [
+        "Owned (within quota)",
+        "Borrowed",
+        "Idle reserved",
+        "Lost (preemption, hardware)",
+    ]
+    assert {group for _, group in traces} == {"hours"}
+    owned = page.evaluate(
+        "() => document.querySelector('[data-plotly-figure=billing-fig-hours]').data[0].y.reduce((a, b) => a + b, 0)"
+    )
+    assert owned == pytest.approx(7.0)
+    expect(page.locator("[data-plotly-figure=billing-fig-users] .main-svg").first).to_be_visible()
+    page.screenshot(path=str(shots / "cost-report-test.png"), full_page=True)
+
+    # Filter on bob through HTMX: the report fragment is swapped and the URL follows.
+    page.select_option("#id_user", str(usage.bob.pk))
+    page.get_by_role("button", name="Apply").click()
+    expect(jobs.locator("tfoot [data-total=cost]")).to_have_text("2.00 EUR")
+    expect(kpi(page, "Owned GPU-h")).to_have_text("1.0")
+    assert f"user={usage.bob.pk}" in page.url
+    bob_owned = page.evaluate(
+        "() => document.querySelector('[data-plotly-figure=billing-fig-hours]').data[0].y.reduce((a, b) => a + b, 0)"
+    )
+    assert bob_owned == pytest.approx(1.0)
+
+    # The CSV export takes the same filters and has the same numbers.
+    with page.expect_download() as download:
+        page.click("text=Export CSV")
+    rows = list(csv.DictReader(io.StringIO(Path(download.value.path()).read_text())))
+    total = next(r for r in rows if r["section"] == "total")
+    assert Decimal(total["used_hours"]) == 1
+    assert Decimal(total["cost_EUR"]) == Decimal("2.00")
+
+
+def test_another_teams_lead_cannot_see_the_team(page, usage):
+    login(page, "carol")  # leads nlp, not vision
+    page.goto("/cost/")
+    expect(page.locator("#id_team option")).to_have_count(1)
+    # 6 GPUs for an hour above a nominal quota of 4: 4 owned, 2 borrowed.
+    expect(page.locator("#billing-cost-jobs tfoot [data-total=owned]")).to_have_text("4.0")
+    expect(page.locator("#billing-cost-jobs tfoot [data-total=borrowed]")).to_have_text("2.0")
+    response = page.goto("/cost/?team=vision")
+    assert response.status == 404
