@@ -300,7 +300,7 @@ def _history(start: datetime, end: datetime, rng: random.Random) -> list[Submiss
     while t < end:
         hour = t.hour
         busy = 9 <= hour <= 19 and t.weekday() < 5
-        t += timedelta(minutes=rng.expovariate(1 / (55 if busy else 150)))
+        t += timedelta(minutes=rng.expovariate(1 / (30 if busy else 90)))
         if t >= end:
             break
         team = rng.choice(list(TEAM_CLASSES))
@@ -308,7 +308,7 @@ def _history(start: datetime, end: datetime, rng: random.Random) -> list[Submiss
         counts = classes[slug]["allowed_counts"]
         devices = rng.choice(counts)
         pods = rng.choice([2, 2, 3]) if slug == "h100-nvlink-8x" else 1
-        runtime = int(rng.lognormvariate(8.3, 0.9))  # median ~70 min
+        runtime = int(rng.lognormvariate(9.0, 0.9))  # median ~2 h 15 min
         runtime = max(300, min(runtime, 14 * 3600))
         roll = rng.random()
         n += 1
