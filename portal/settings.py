@@ -195,7 +195,18 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": SIMULATOR_TICK_SECONDS,
         "options": {"expires": SIMULATOR_TICK_SECONDS},
     },
+    "policy-push-retry-due": {
+        "task": "queues.policy_push_retry_due",
+        "schedule": 30.0,
+        "options": {"expires": 30.0},
+    },
 }
+# Pushing a saved policy change to its clusters: retries of an unreachable cluster back off exponentially.
+POLICY_PUSH_BACKOFF_SECONDS = env.int("POLICY_PUSH_BACKOFF_SECONDS", default=30)
+POLICY_PUSH_BACKOFF_MAX_SECONDS = env.int("POLICY_PUSH_BACKOFF_MAX_SECONDS", default=1800)
+POLICY_PUSH_MAX_ATTEMPTS = env.int("POLICY_PUSH_MAX_ATTEMPTS", default=8)
+# What-if previews replay this many days of recorded jobs unless the admin asks for another window.
+WHATIF_DEFAULT_DAYS = env.int("WHATIF_DEFAULT_DAYS", default=14)
 
 # Cluster backends.
 PORTAL_DEFAULT_BACKEND = env.str("PORTAL_DEFAULT_BACKEND", default="simulated")

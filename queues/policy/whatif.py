@@ -299,3 +299,66 @@ def whatif_compare(
         current=replay_policy(config=current, **args),
         proposed=replay_policy(config=proposed, **args),
     )
+
+
+def _quota_map(groups: Iterable[m.ResourceGroup]) -> dict[str, tuple]:
+    """``flavor/resource`` → (nominal, borrowing limit, lending limit) of resource groups."""
+    return {
+        f"{fq.name}/{rq.name}": (rq.nominal, rq.borrowing_limit, rq.lending_limit)
+        for rg in groups
+        for fq in rg.flavors
+        for rq in fq.resources
+    }
+
+
+def _limit(value: int | None, resource: str) -> str:
+    from queues.engine.quantity import format_quantity
+
+    return "none" if value is None else format_quantity(value, resource)
+
+
+def config_changes(current: m.ClusterState, proposed: m.ClusterState) -> list[str]:
+    """Plain-language differences between two policies: queues and cohorts added, removed or changed, per line."""
+    out: list[str] = []
+    for kind, before_all, after_all in (
+        ("ClusterQueue", current.cluster_queues, proposed.cluster_queues),
+        ("Cohort", current.cohorts, proposed.cohorts),
+    ):
+        before, after = {x.name: x for x in before_all}, {x.name: x for x in after_all}
+        for name in sorted(set(before) | set(after)):
+            b, a = before.get(name), after.get(name)
+            if b is None:
+                out.append(f"{kind} {name}: added")
+                continue
+            if a is None:
+                out.append(f"{kind} {name}: removed")
+                continue
+            if b == a:
+                continue
+            parent_attr = "cohort" if kind == "ClusterQueue" else "parent"
+            if getattr(b, parent_attr) != getattr(a, parent_attr):
+                out.append(
+                    f"{kind} {name}: {parent_attr} {getattr(b, parent_attr) or 'none'} → "
+                    f"{getattr(a, parent_attr) or 'none'}"
+                )
+            qb, qa = _quota_map(b.resource_groups), _quota_map(a.resource_groups)
+            for line in sorted(set(qb) | set(qa)):
+                resource = line.split("/", 1)[1]
+                if line not in qb:
+                    out.append(f"{kind} {name}: {line} added, nominal {_limit(qa[line][0], resource)}")
+                elif line not in qa:
+                    out.append(f"{kind} {name}: {line} removed")
+                else:
+                    for idx, what in enumerate(("nominal", "borrowing limit", "lending limit")):
+                        if qb[line][idx] != qa[line][idx]:
+                            out.append(
+                                f"{kind} {name}: {line} {what} {_limit(qb[line][idx], resource)} → "
+                                f"{_limit(qa[line][idx], resource)}"
+                            )
+            if kind == "ClusterQueue":
+                for attr in ("preemption", "queueing_strategy", "flavor_fungibility", "stop_policy", "fair_weight"):
+                    if getattr(b, attr) != getattr(a, attr):
+                        out.append(f"{kind} {name}: {attr.replace('_', ' ')} changed")
+            elif b.fair_weight != a.fair_weight:
+                out.append(f"{kind} {name}: fair weight {b.fair_weight:g} → {a.fair_weight:g}")
+    return out
