@@ -170,6 +170,23 @@ class TeamQuotaAdmin(WhatIfAdminMixin, PolicyAdmin):
     list_select_related = ("team", "cluster", "cohort")
     search_fields = ("cluster_queue_name", "team__name")
     inlines = [QuotaLineInline]
+    readonly_fields = ("cluster_follows",)
+
+    @admin.display(description="cluster follows the policy?")
+    def cluster_follows(self, obj: TeamQuota) -> str:
+        """The latest push of this quota's cluster: applied, or failing with its error and the next retry."""
+        if obj is None or not obj.cluster_id:
+            return "–"
+        push = PolicyPush.objects.filter(cluster_id=obj.cluster_id).first()
+        if push is None:
+            return "no policy change pushed yet"
+        when = f"{push.requested_at:%Y-%m-%d %H:%M:%S} UTC"
+        if push.state == PolicyPush.State.SUCCEEDED:
+            return f"yes: last change ({push.reason}, {when}) applied — {push.report}"
+        if push.state == PolicyPush.State.PENDING:
+            return f"pushing the change of {when}…"
+        retry = f"; next attempt {push.next_attempt_at:%H:%M:%S} UTC" if push.next_attempt_at else "; gave up"
+        return f"NO: push of {when} failed after {push.attempts} attempt(s): {push.error}{retry}"
 
 
 @admin.register(PriorityClass)

@@ -17,6 +17,7 @@ from tests.factories import (
     TeamFactory,
     UserFactory,
 )
+from tests.kube.conftest import _kube_settings, cluster, emulator, portal  # noqa: F401  (the API emulator's fixtures)
 
 GPU = "nvidia.com/gpu"
 T0 = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
@@ -47,7 +48,11 @@ class Pool:
 
     def job(self, team, *, devices: int, submitted: timedelta, started: timedelta | None, finished: timedelta | None):
         """A recorded job, times relative to T0."""
-        state = Job.State.SUCCEEDED if finished is not None else (Job.State.RUNNING if started else Job.State.PENDING)
+        state = (
+            Job.State.SUCCEEDED
+            if finished is not None
+            else (Job.State.RUNNING if started is not None else Job.State.PENDING)
+        )
         return JobFactory(
             team=team,
             owner=self.owner,

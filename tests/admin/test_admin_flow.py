@@ -104,7 +104,7 @@ def test_apply_saves_audits_and_pushes(admin_client, pool, django_capture_on_com
         ([{"nominal": "2", "lending_limit": "3"}], True, "lending limit 3 is above the nominal quota 2"),
         ([{"nominal": "2", "borrowing_limit": "4"}], False, "borrowing limit 4 has nobody to borrow from"),
         ([{"nominal": "2"}, {"nominal": "3"}], True, "the flavor is listed 2 times"),
-        ([{"nominal": "2Gb"}], True, "nominal quota &#x27;2Gb&#x27; is not a Kubernetes quantity"),
+        ([{"nominal": "2Gb"}], True, "nominal quota: invalid quantity &#x27;2Gb&#x27;"),
     ],
 )
 def test_quota_validation_errors_block_the_save(admin_client, pool, lines, cohort, message):
