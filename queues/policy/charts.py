@@ -133,6 +133,7 @@ def team_queue_figure(rows: Sequence) -> dict:
     layout = {
         **BASE_LAYOUT,
         "title": {"text": "Queue length and wait per team"},
+        "margin": {**BASE_LAYOUT["margin"], "r": 60},
         "yaxis": {"title": {"text": "pending jobs"}, "rangemode": "tozero"},
         "yaxis2": {"title": {"text": "hours"}, "overlaying": "y", "side": "right", "rangemode": "tozero"},
         "height": 340,

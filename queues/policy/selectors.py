@@ -60,17 +60,17 @@ class QueueFigures:
     nominal: int = 0
     used: int = 0
     borrowed: int = 0
-    lendable: int = 0
     lent: float = 0.0
-    by_resource: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
+    borrowed_fr: dict[FR, int] = field(default_factory=dict)
+    lendable_fr: dict[FR, int] = field(default_factory=dict)
 
 
 def queue_figures() -> list[QueueFigures]:
     """Per team quota: nominal, used and borrowed device units now; lent = the cohort's borrowing shared out.
 
     Borrowing is per (flavor, resource): units in use above the line's nominal. What the borrowers of a
-    cohort take comes from its members' unused quota; it is attributed to the lenders in proportion to
-    what each could lend (unused nominal, capped by its lending limit).
+    cohort tree take of a (flavor, resource) comes from its members' unused quota of it; it is attributed
+    to the lenders in proportion to what each could lend (unused nominal, capped by its lending limit).
     """
     usage = live_usage()
     quotas = list(TeamQuota.objects.select_related("team", "cluster", "cohort").order_by("cluster__name", "team__name"))
@@ -79,41 +79,43 @@ def queue_figures() -> list[QueueFigures]:
         lines[line.team_quota_id].append(line)
     figures = []
     for quota in quotas:
-        used_fr = usage.get((quota.team_id, quota.cluster_id), {})
+        used_fr = dict(usage.get((quota.team_id, quota.cluster_id), {}))
         fig = QueueFigures(quota=quota)
-        seen: set[FR] = set()
         for line in lines[quota.pk]:
             if not is_device_resource(line.resource_name):
                 continue
             fr = (line.flavor_id, line.resource_name)
-            seen.add(fr)
-            nominal, used = _nominal(line), used_fr.get(fr, 0)
+            nominal, used = _nominal(line), used_fr.pop(fr, 0)
             fig.nominal += nominal
             fig.used += used
-            fig.borrowed += max(0, used - nominal)
+            fig.borrowed_fr[fr] = max(0, used - nominal)
             unused = max(0, nominal - used)
             limit = _lending(line)
-            fig.lendable += unused if limit is None else min(unused, limit)
-            fig.by_resource[line.resource_name][0] += nominal
-            fig.by_resource[line.resource_name][1] += used
-        for fr, used in used_fr.items():
-            if fr not in seen and is_device_resource(fr[1] or ""):
+            fig.lendable_fr[fr] = unused if limit is None else min(unused, limit)
+        for fr, used in used_fr.items():  # usage on a flavor the queue has no line for (moved quota)
+            if is_device_resource(fr[1] or ""):
                 fig.used += used
-                fig.borrowed += used
-                fig.by_resource[fr[1]][1] += used
+                fig.borrowed_fr[fr] = fig.borrowed_fr.get(fr, 0) + used
+        fig.borrowed = sum(fig.borrowed_fr.values())
         figures.append(fig)
-    cohort_root = _roots()
-    borrowed: dict[tuple[int, int | None], int] = defaultdict(int)
-    lendable: dict[tuple[int, int | None], int] = defaultdict(int)
+    root = _roots()
+    borrowed: dict[tuple, int] = defaultdict(int)
+    lendable: dict[tuple, int] = defaultdict(int)
     for fig in figures:
         if fig.quota.cohort_id:
-            key = (fig.quota.cluster_id, cohort_root.get(fig.quota.cohort_id))
-            borrowed[key] += fig.borrowed
-            lendable[key] += fig.lendable
+            tree = (fig.quota.cluster_id, root.get(fig.quota.cohort_id))
+            for fr, units in fig.borrowed_fr.items():
+                borrowed[(*tree, fr)] += units
+            for fr, units in fig.lendable_fr.items():
+                lendable[(*tree, fr)] += units
     for fig in figures:
-        if fig.quota.cohort_id and fig.lendable:
-            key = (fig.quota.cluster_id, cohort_root.get(fig.quota.cohort_id))
-            fig.lent = min(fig.lendable, borrowed[key] * fig.lendable / lendable[key])
+        if fig.quota.cohort_id:
+            tree = (fig.quota.cluster_id, root.get(fig.quota.cohort_id))
+            fig.lent = sum(
+                min(units, borrowed[(*tree, fr)] * units / lendable[(*tree, fr)])
+                for fr, units in fig.lendable_fr.items()
+                if units
+            )
     return figures
 
 

@@ -17,7 +17,8 @@ def _fmt(value, kind: str) -> str:
             return f"{seconds / 60:.0f} min"
         return f"{seconds / 3600:.1f} h"
     if kind == "percent":
-        return f"{float(value) * 100:.0f}%"
+        percent = float(value) * 100
+        return f"{percent:.0f}%" if percent >= 10 else f"{percent:.1f}%"
     if kind == "int":
         return f"{int(value)}"
     return f"{float(value):.1f}"
