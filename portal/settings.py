@@ -207,6 +207,8 @@ POLICY_PUSH_BACKOFF_MAX_SECONDS = env.int("POLICY_PUSH_BACKOFF_MAX_SECONDS", def
 POLICY_PUSH_MAX_ATTEMPTS = env.int("POLICY_PUSH_MAX_ATTEMPTS", default=8)
 # What-if previews replay this many days of recorded jobs unless the admin asks for another window.
 WHATIF_DEFAULT_DAYS = env.int("WHATIF_DEFAULT_DAYS", default=14)
+# Wall-clock budget of one what-if replay (seconds); past it the preview asks for a shorter window.
+WHATIF_MAX_SECONDS = env.int("WHATIF_MAX_SECONDS", default=60)
 
 # Cluster backends.
 PORTAL_DEFAULT_BACKEND = env.str("PORTAL_DEFAULT_BACKEND", default="simulated")

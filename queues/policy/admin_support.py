@@ -7,6 +7,8 @@ and nothing is kept. Apply re-posts the same form with ``_whatif_apply``.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from django.conf import settings
 from django.contrib import messages
 from django.db import transaction
@@ -18,7 +20,13 @@ from simple_history.admin import SimpleHistoryAdmin
 from pools.models import Cluster
 from queues.policy.charts import whatif_figure
 from queues.policy.push import policy_push_clusters, policy_push_request
-from queues.policy.whatif import WhatIfRequest, config_changes, policy_configuration, whatif_compare
+from queues.policy.whatif import (
+    WhatIfRequest,
+    WhatIfTooSlow,
+    config_changes,
+    policy_configuration,
+    whatif_compare,
+)
 
 PREVIEW_FLAG = "_whatif"
 MAX_DAYS = 90
@@ -106,21 +114,30 @@ class WhatIfAdminMixin:
         """Replay under both policies, roll the save back, and render the preview (before the rollback runs)."""
         days = self._days(request)
         captured = getattr(request, PREVIEW_FLAG)
-        results, changes = [], []
+        results, changes, failures = [], [], []
         for cluster, current in captured.values():
             proposed = policy_configuration(cluster=cluster)
             if proposed == current:
                 continue
             changes.extend(f"{cluster.name}: {line}" for line in config_changes(current, proposed))
-            whatif = whatif_compare(
-                cluster=cluster, current=current, proposed=proposed, request=WhatIfRequest(days=days)
-            )
+            try:
+                whatif = whatif_compare(
+                    cluster=cluster, current=current, proposed=proposed, request=WhatIfRequest(days=days)
+                )
+            except WhatIfTooSlow as exc:
+                failures.append(f"{cluster.name}: {exc}")
+                continue
             results.append(
                 {
                     "whatif": whatif,
                     "rows": whatif.rows(),
                     "figure": whatif_figure(whatif.rows()),
                     "chart_id": f"whatif-fig-{len(results) + 1}",
+                    "unsettled": [
+                        (side, [datetime.fromtimestamp(t, tz=UTC) for t in outcome.unsettled])
+                        for side, outcome in (("current", whatif.current), ("proposed", whatif.proposed))
+                        if outcome.unsettled
+                    ],
                 }
             )
         warnings = list(getattr(request, "_policy_warnings", []))
@@ -146,6 +163,7 @@ class WhatIfAdminMixin:
             "results": results,
             "changes": changes,
             "warnings": warnings,
+            "failures": failures,
             "hidden": hidden,
             "discard_url": discard_url,
         }

@@ -14,15 +14,18 @@ A preempted workload restarts with its full run time, as a job without checkpoin
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
+from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
 from pools.models import Cluster
+from portal.errors import DomainError
 from queues.engine import model as m
 from queues.engine.quantity import is_device_resource
 from queues.engine.scheduler import Engine
@@ -31,6 +34,8 @@ from queues.engine_input import cluster_engine_input, job_pod_set, ts, workload_
 from queues.models import Job, TeamQuota
 
 DEFAULT_DAYS = 14
+#: Scheduling cycles allowed at one instant of a replay before it moves on (a settled instant needs a few).
+MAX_CYCLES_PER_INSTANT = 500
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,7 @@ class ReplayOutcome:
     """One replay: figures per ClusterQueue, in name order."""
 
     teams: tuple[TeamOutcome, ...]
+    unsettled: tuple[float, ...] = ()
 
     def by_queue(self) -> dict[str, TeamOutcome]:
         """Outcomes keyed by ClusterQueue name."""
@@ -101,11 +107,22 @@ class WhatIf:
         return out
 
 
-class _MeteredReplay(Replay):
-    """A replay that also integrates, per ClusterQueue, device units in use and units above nominal."""
+class WhatIfTooSlow(DomainError):
+    """The replay ran past its time budget (``WHATIF_MAX_SECONDS``); a shorter window answers sooner."""
 
-    def __init__(self, engine: Engine, *, start: float) -> None:
-        super().__init__(engine, start=start)
+
+class _MeteredReplay(Replay):
+    """A replay that also integrates, per ClusterQueue, device units in use and units above nominal.
+
+    Guards: at most ``MAX_CYCLES_PER_INSTANT`` scheduling cycles at one instant (instants that hit it are
+    recorded in ``unsettled``: the engine kept preempting and re-admitting there) and a wall-clock budget.
+    """
+
+    def __init__(self, engine: Engine, *, start: float, budget_seconds: float | None = None) -> None:
+        super().__init__(engine, start=start, max_cycles_per_instant=MAX_CYCLES_PER_INSTANT)
+        self.unsettled: list[float] = []
+        self.budget = budget_seconds
+        self._deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
         self.used_seconds: dict[str, float] = defaultdict(float)
         self.borrowed_seconds: dict[str, float] = defaultdict(float)
         self._level: dict[str, tuple[float, int, int]] = dict.fromkeys(engine.cqs, (start, 0, 0))
@@ -126,6 +143,18 @@ class _MeteredReplay(Replay):
         self.used_seconds[name] += used * (now - since)
         self.borrowed_seconds[name] += borrowed * (now - since)
         self._level[name] = (now, *self._levels(name))
+
+    def _settle(self, now: float) -> set[str]:
+        before = self.cycles
+        touched = super()._settle(now)
+        if self.cycles - before >= self.max_cycles:
+            self.unsettled.append(now)
+        if self._deadline is not None and time.monotonic() > self._deadline:
+            raise WhatIfTooSlow(
+                f"the replay took longer than {self.budget:g} s (it had reached "
+                f"{datetime.fromtimestamp(now, tz=UTC):%Y-%m-%d %H:%M} UTC); preview a shorter window"
+            )
+        return touched
 
     def _integrate(self, now: float, names: list[str] | None = None) -> None:
         if names is None:
@@ -207,7 +236,8 @@ def replay_policy(
     """Replay recorded jobs through the engine under ``config`` from ``start`` to ``end`` (engine seconds)."""
     declared = _declared(config)
     engine = Engine(replace(config, workloads=()), start)
-    replay = _MeteredReplay(engine, start=start)
+    budget = getattr(settings, "WHATIF_MAX_SECONDS", 60)
+    replay = _MeteredReplay(engine, start=start, budget_seconds=float(budget) if budget else None)
     carried: set[str] = set()
     for rec in jobs:
         job = rec.job
@@ -263,7 +293,7 @@ def replay_policy(
                 preemptions=result.queues[name].preempted,
             )
         )
-    return ReplayOutcome(tuple(teams_out))
+    return ReplayOutcome(tuple(teams_out), tuple(replay.unsettled))
 
 
 @dataclass

@@ -27,6 +27,8 @@ def _fmt(value, kind: str) -> str:
 @register.simple_tag
 def whatif_cell(before, after, kind: str, lower_is_better) -> str:
     """``before → after``, the after value marked better or worse when it moved and direction matters."""
+    before = None if before == "" else before  # a queue that exists on one side only
+    after = None if after == "" else after
     if before == after or lower_is_better is None or before is None or after is None:
         css = ""
     elif (after < before) == bool(lower_is_better):

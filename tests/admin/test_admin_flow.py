@@ -199,3 +199,41 @@ def test_dashboard_renders_charts(admin_client, pool):
     for fig in ("policy-fig-classes", "policy-fig-queues", "policy-fig-borrowed", "policy-fig-tree"):
         assert f'id="{fig}"' in body
     assert "vendor/plotly/plotly.min.js" in body
+
+
+def test_preview_reports_a_replay_past_its_budget(admin_client, pool, settings):
+    settings.WHATIF_MAX_SECONDS = 1e-9
+    url = reverse("admin:queues_teamquota_change", args=[pool.vq.pk])
+    response = admin_client.post(url, _quota_post(pool.vq, [_line(pool.vline, nominal="4")]))
+    body = response.content.decode()
+    assert "No preview for cluster sim-east: the replay took longer than 1e-09 s" in body
+    assert 'name="_whatif_apply"' in body
+
+
+def test_discard_leaves_the_policy_and_apply_add_creates(admin_client, pool):
+    from queues.models import Team
+
+    team = Team.objects.create(slug="speech", name="Speech", namespace="speech")
+    url = reverse("admin:queues_teamquota_add")
+    new = TeamQuota(team=team, cluster=pool.cluster, cluster_queue_name="speech", cohort=pool.cohort)
+    data = _quota_post(
+        new,
+        [
+            {
+                "flavor": pool.flavor.pk,
+                "flavor_order": 0,
+                "resource_name": "nvidia.com/gpu",
+                "nominal": "1",
+                "borrowing_limit": "",
+                "lending_limit": "",
+            }
+        ],
+    )
+    data = {k: v for k, v in data.items() if not k.endswith("-team_quota")}
+    preview = admin_client.post(url, data)
+    assert "ClusterQueue speech: added" in preview.content.decode()
+    assert not TeamQuota.objects.filter(cluster_queue_name="speech").exists()
+    assert reverse("admin:queues_teamquota_changelist") in preview.content.decode()  # discard goes back to the list
+    applied = admin_client.post(url, {**data, "_whatif_apply": "Apply change"})
+    assert applied.status_code == 302
+    assert TeamQuota.objects.get(cluster_queue_name="speech").lines.get().nominal == "1"

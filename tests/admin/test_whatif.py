@@ -83,3 +83,17 @@ def test_whatif_job_still_waiting_counts_its_wait_so_far(pool):
     nlp = result.current.by_queue()["nlp"]
     assert (nlp.jobs, nlp.admitted, nlp.still_waiting) == (1, 0, 1)
     assert nlp.wait_p50_seconds == 3 * 3600
+
+
+def test_whatif_past_its_time_budget_says_so(history, settings):
+    from queues.policy.whatif import WhatIfTooSlow
+
+    settings.WHATIF_MAX_SECONDS = 1e-9
+    config = policy_configuration(cluster=history.cluster)
+    with pytest.raises(WhatIfTooSlow, match="the replay took longer than 1e-09 s"):
+        whatif_compare(
+            cluster=history.cluster,
+            current=config,
+            proposed=config,
+            request=WhatIfRequest(now=T0 + 4 * H, window=4 * H),
+        )
