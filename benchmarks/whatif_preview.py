@@ -55,6 +55,7 @@ from queues.models import Cohort, Job, QuotaLine, Team, TeamQuota  # noqa: E402
 from queues.policy.whatif import (  # noqa: E402
     MAX_CYCLES_PER_INSTANT,
     WhatIfRequest,
+    WhatIfTooSlow,
     policy_configuration,
     recorded_jobs,
     replay_policy,
@@ -141,7 +142,7 @@ def build() -> Cluster:
     return cluster
 
 
-def timed(label: str, fn, repeat: int = 3):
+def timed(label: str, fn, repeat: int = 2):
     """Best of ``repeat`` wall times, printed in ms."""
     best, value = float("inf"), None
     for _ in range(repeat):
@@ -180,16 +181,22 @@ def main() -> None:
         TeamQuota.objects.filter(pk=quota.pk).update(reclaim_within_cohort="Any")
         reclaiming = policy_configuration(cluster=cluster)
         transaction.set_rollback(True)
-    reclaim = timed(
-        "whatif_compare, t1 reclaims within its cohort (preemptions)",
-        lambda: whatif_compare(cluster=cluster, current=config, proposed=reclaiming, request=WhatIfRequest(now=now)),
-        repeat=1,
-    )
-    print(
-        f"  preemptions under the reclaiming policy: {sum(t.preemptions for t in reclaim.proposed.teams)}; "
-        f"instants where the engine did not settle within {MAX_CYCLES_PER_INSTANT} cycles: "
-        f"{len(reclaim.proposed.unsettled)}"
-    )
+    try:
+        reclaim = timed(
+            "whatif_compare, t1 reclaims within its cohort (preemptions)",
+            lambda: whatif_compare(
+                cluster=cluster, current=config, proposed=reclaiming, request=WhatIfRequest(now=now)
+            ),
+            repeat=1,
+        )
+    except WhatIfTooSlow as exc:
+        print(f"whatif_compare, t1 reclaims within its cohort: {exc}")
+    else:
+        print(
+            f"  preemptions under the reclaiming policy: {sum(t.preemptions for t in reclaim.proposed.teams)}; "
+            f"instants where the engine did not settle within {MAX_CYCLES_PER_INSTANT} cycles: "
+            f"{len(reclaim.proposed.unsettled)}"
+        )
     admin, _ = get_user_model().objects.get_or_create(
         username="bench-admin", defaults={"is_staff": True, "is_superuser": True}
     )

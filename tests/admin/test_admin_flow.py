@@ -237,3 +237,34 @@ def test_discard_leaves_the_policy_and_apply_add_creates(admin_client, pool):
     applied = admin_client.post(url, {**data, "_whatif_apply": "Apply change"})
     assert applied.status_code == 302
     assert TeamQuota.objects.get(cluster_queue_name="speech").lines.get().nominal == "1"
+
+
+def test_cohort_change_previews_then_pushes_every_cluster(admin_client, pool, django_capture_on_commit_callbacks):
+    url = reverse("admin:queues_cohort_change", args=[pool.cohort.pk])
+    data = {
+        "name": "research",
+        "parent": "",
+        "fair_weight": "2",
+        "lines-TOTAL_FORMS": "1",
+        "lines-INITIAL_FORMS": "0",
+        "lines-MIN_NUM_FORMS": "0",
+        "lines-MAX_NUM_FORMS": "1000",
+        "lines-0-flavor": pool.flavor.pk,
+        "lines-0-flavor_order": "0",
+        "lines-0-resource_name": "nvidia.com/gpu",
+        "lines-0-nominal": "4",
+        "lines-0-borrowing_limit": "",
+        "lines-0-lending_limit": "",
+        "lines-0-cohort": pool.cohort.pk,
+        "_save": "Save",
+    }
+    preview = admin_client.post(url, data).content.decode()
+    assert "Cohort research: h100/nvidia.com/gpu added, nominal 4" in preview
+    assert "Cohort research: fair weight 1 → 2" in preview
+    assert "Cluster sim-east:" in preview
+    assert not QuotaLine.objects.filter(cohort=pool.cohort).exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client.post(url, {**data, "_whatif_apply": "Apply change"})
+    assert response.status_code == 302
+    assert QuotaLine.objects.get(cohort=pool.cohort).nominal == "4"
+    assert list(PolicyPush.objects.values_list("cluster__name", "state")) == [("sim-east", "succeeded")]
