@@ -205,6 +205,8 @@ CELERY_BEAT_SCHEDULE = {
 POLICY_PUSH_BACKOFF_SECONDS = env.int("POLICY_PUSH_BACKOFF_SECONDS", default=30)
 POLICY_PUSH_BACKOFF_MAX_SECONDS = env.int("POLICY_PUSH_BACKOFF_MAX_SECONDS", default=1800)
 POLICY_PUSH_MAX_ATTEMPTS = env.int("POLICY_PUSH_MAX_ATTEMPTS", default=8)
+# Policy history is read-only in the admin: reverting there would skip the what-if preview and the push.
+SIMPLE_HISTORY_REVERT_DISABLED = True
 # What-if previews replay this many days of recorded jobs unless the admin asks for another window.
 WHATIF_DEFAULT_DAYS = env.int("WHATIF_DEFAULT_DAYS", default=14)
 # Wall-clock budget of one what-if replay (seconds); past it the preview asks for a shorter window.

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -46,6 +47,12 @@ class PolicyAdmin(SimpleHistoryAdmin):
         for warning in warnings:
             self.message_user(request, warning, messages.WARNING)
         self._push(request, form.instance, "changed" if change else "created")
+
+    def history_form_view(self, request, object_id, version_id, extra_context=None):
+        """Old versions can be viewed, not saved back: a revert would skip validation, the preview and the push."""
+        if request.method == "POST":
+            raise PermissionDenied("Reverting from history is disabled: edit the object to restore old values.")
+        return super().history_form_view(request, object_id, version_id, extra_context)
 
     def delete_model(self, request, obj):
         """Delete, then push the clusters the object reached."""

@@ -268,3 +268,15 @@ def test_cohort_change_previews_then_pushes_every_cluster(admin_client, pool, dj
     assert response.status_code == 302
     assert QuotaLine.objects.get(cohort=pool.cohort).nominal == "4"
     assert list(PolicyPush.objects.values_list("cluster__name", "state")) == [("sim-east", "succeeded")]
+
+
+def test_history_is_visible_but_cannot_be_reverted(admin_client, pool):
+    url = reverse("admin:queues_teamquota_change", args=[pool.vq.pk])
+    admin_client.post(url, _quota_post(pool.vq, [_line(pool.vline)], cohort="", _whatif_apply="Apply change"))
+    history = admin_client.get(reverse("admin:queues_teamquota_history", args=[pool.vq.pk]))
+    assert history.status_code == 200
+    assert "root" in history.content.decode()
+    record = pool.vq.history.order_by("history_id").first()
+    revert_url = reverse("admin:queues_teamquota_simple_history", args=[pool.vq.pk, record.history_id])
+    assert admin_client.get(revert_url).status_code == 200
+    assert admin_client.post(revert_url, {"cluster_queue_name": "x"}).status_code == 403
