@@ -182,6 +182,20 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
+#: Job fields the replay never reads (large texts and JSON): not loaded.
+_UNUSED_JOB_FIELDS = (
+    "image",
+    "command",
+    "args",
+    "env",
+    "checkpoint_command",
+    "wait_message",
+    "kueue_message",
+    "wait_details",
+    "assignment",
+)
+
+
 def recorded_jobs(*, cluster: Cluster, start: datetime, end: datetime) -> tuple[list[RecordedJob], int]:
     """Jobs of the cluster to replay in [start, end), and how many were left out (cancelled before starting)."""
     jobs = (
@@ -193,6 +207,7 @@ def recorded_jobs(*, cluster: Cluster, start: datetime, end: datetime) -> tuple[
         )
         .select_related("team", "priority_class", "resource_class")
         .prefetch_related("resource_class__flavor_links__flavor")
+        .defer(*_UNUSED_JOB_FIELDS)
         .order_by("submitted_at", "pk")
     )
     out: list[RecordedJob] = []
