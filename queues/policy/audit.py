@@ -93,8 +93,10 @@ def audit_entries(
             qs = qs.filter(history_date__gte=since)
         if user:
             qs = qs.filter(history_user__username=user)
-        streams.append([_entry(r, label) for r in qs[:limit]])
-    return list(merge(*streams, key=lambda e: e.at, reverse=True))[:limit]
+        streams.append([(r, label) for r in qs[:limit]])
+    newest = list(merge(*streams, key=lambda pair: pair[0].history_date, reverse=True))[:limit]
+    # Diffs are computed for the kept records only (each needs the record before it).
+    return [_entry(record, label) for record, label in newest]
 
 
 def audit_csv(entries: list[AuditEntry]) -> str:

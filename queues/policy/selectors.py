@@ -80,6 +80,12 @@ def queue_figures() -> list[QueueFigures]:
     figures = []
     for quota in quotas:
         used_fr = dict(usage.get((quota.team_id, quota.cluster_id), {}))
+        for (flavor_id, resource), units in list(used_fr.items()):
+            # A job whose flavor is not recorded counts against the queue's first line of its resource.
+            first = next((ln for ln in lines[quota.pk] if ln.resource_name == resource), None)
+            if flavor_id is None and first is not None:
+                del used_fr[(flavor_id, resource)]
+                used_fr[(first.flavor_id, resource)] = used_fr.get((first.flavor_id, resource), 0) + units
         fig = QueueFigures(quota=quota)
         for line in lines[quota.pk]:
             if not is_device_resource(line.resource_name):
