@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import F, Q, Sum
+from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
 from pools.models import Device, ResourceClass
@@ -253,15 +253,17 @@ def flatten(roots: Iterable[TreeNode]) -> list[TreeNode]:
 def class_utilisation(*, start: datetime, end: datetime, bucket: timedelta) -> dict[str, list[tuple[datetime, float]]]:
     """Share of each active class's devices held by jobs per time bucket (allocation intervals, clipped)."""
     classes = list(ResourceClass.objects.filter(active=True).prefetch_related("flavor_links"))
-    capacity: dict[int, int] = {}
-    for rc in classes:
-        flavor_ids = [link.flavor_id for link in rc.flavor_links.all()]
-        capacity[rc.pk] = Device.objects.filter(
-            resource_name=rc.resource_name,
-            gone_at__isnull=True,
-            node__gone_at__isnull=True,
-            node__flavor_id__in=flavor_ids,
-        ).count()
+    units = {
+        (row["resource_name"], row["node__flavor_id"]): row["n"]
+        for row in Device.objects.filter(gone_at__isnull=True, node__gone_at__isnull=True)
+        .exclude(resource_name="")
+        .values("resource_name", "node__flavor_id")
+        .annotate(n=Count("id"))
+        .order_by()
+    }
+    capacity = {
+        rc.pk: sum(units.get((rc.resource_name, link.flavor_id), 0) for link in rc.flavor_links.all()) for rc in classes
+    }
     n = max(1, int((end - start) / bucket))
     held: dict[int, list[float]] = {rc.pk: [0.0] * n for rc in classes}
     rows = (

@@ -280,3 +280,15 @@ def test_history_is_visible_but_cannot_be_reverted(admin_client, pool):
     revert_url = reverse("admin:queues_teamquota_simple_history", args=[pool.vq.pk, record.history_id])
     assert admin_client.get(revert_url).status_code == 200
     assert admin_client.post(revert_url, {"cluster_queue_name": "x"}).status_code == 403
+
+
+def test_dashboard_query_count_does_not_grow_with_teams_and_classes(admin_client, pool, django_assert_max_num_queries):
+    from tests.factories import ResourceClassFactory, TeamFactory, TeamQuotaFactory
+
+    admin_client.get(reverse("policy:dashboard"))  # warm the session and content types
+    for n in range(5):
+        team = TeamFactory(slug=f"extra-{n}")
+        TeamQuotaFactory(team=team, cluster=pool.cluster, cohort=pool.cohort)
+        ResourceClassFactory(slug=f"extra-class-{n}", flavors=[pool.flavor])
+    with django_assert_max_num_queries(18):
+        assert admin_client.get(reverse("policy:dashboard")).status_code == 200
