@@ -9,11 +9,12 @@ from django.forms.models import BaseInlineFormSet
 
 from pools.models import Cluster, Device, Node, ResourceClass, ResourceClassFlavor, ResourceFlavor, Topology
 from pools.services import ClassSpec, resource_class_check
+from queues.policy.admin_support import PolicyAdmin
 
 
 @admin.register(Cluster)
-class ClusterAdmin(admin.ModelAdmin):
-    """Clusters and their sync health."""
+class ClusterAdmin(PolicyAdmin):
+    """Clusters and their sync health; changes are audited and pushed."""
 
     list_display = ("name", "display_name", "backend", "last_synced_at", "last_sync_error_at", "node_count")
     list_filter = ("backend",)
@@ -39,8 +40,8 @@ class TopologyAdmin(admin.ModelAdmin):
 
 
 @admin.register(ResourceFlavor)
-class ResourceFlavorAdmin(admin.ModelAdmin):
-    """Flavors and how many nodes each selects."""
+class ResourceFlavorAdmin(PolicyAdmin):
+    """Flavors and how many nodes each selects; audited, pushed to the clusters."""
 
     list_display = ("name", "display_name", "node_labels", "topology", "node_count")
     list_filter = ("topology",)
@@ -165,8 +166,8 @@ class ResourceClassFlavorInline(admin.TabularInline):
 
 
 @admin.register(ResourceClass)
-class ResourceClassAdmin(admin.ModelAdmin):
-    """Resource classes, validated by the same service the API uses."""
+class ResourceClassAdmin(PolicyAdmin):
+    """Resource classes, validated by the same service the API uses; audited."""
 
     inlines = [ResourceClassFlavorInline]
     list_display = ("name", "slug", "resource_name", "sharing", "allowed_counts", "topology_mode", "active")

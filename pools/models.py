@@ -6,6 +6,8 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
+from portal.history import PolicyHistory
+
 dns_label = RegexValidator(
     r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
     "Use a DNS-1123 label: lower-case letters, digits and '-', starting and ending with a letter or digit, "
@@ -31,6 +33,7 @@ class Cluster(models.Model):
     last_sync_error = models.TextField(blank=True)
     last_sync_error_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    history = PolicyHistory(bookkeeping=("sync_bookmarks", "last_synced_at", "last_sync_error", "last_sync_error_at"))
 
     class Meta:
         ordering = ["name"]
@@ -44,6 +47,7 @@ class Topology(models.Model):
 
     name = models.CharField(max_length=63, unique=True, validators=[dns_label])
     levels = models.JSONField(default=list, help_text="Node label keys, highest level first.")
+    history = PolicyHistory()
 
     class Meta:
         ordering = ["name"]
@@ -62,6 +66,7 @@ class ResourceFlavor(models.Model):
     node_taints = models.JSONField(default=list, blank=True, help_text="[{key, value, effect}]")
     tolerations = models.JSONField(default=list, blank=True)
     topology = models.ForeignKey(Topology, null=True, blank=True, on_delete=models.PROTECT, related_name="flavors")
+    history = PolicyHistory()
 
     class Meta:
         ordering = ["name"]
@@ -225,6 +230,7 @@ class ResourceClass(models.Model):
     min_cuda_version = models.CharField(max_length=40, blank=True)
     active = models.BooleanField(default=True)
     display_order = models.PositiveIntegerField(default=100)
+    history = PolicyHistory()
 
     class Meta:
         ordering = ["display_order", "name"]
@@ -240,6 +246,7 @@ class ResourceClassFlavor(models.Model):
     resource_class = models.ForeignKey(ResourceClass, on_delete=models.CASCADE, related_name="flavor_links")
     flavor = models.ForeignKey(ResourceFlavor, on_delete=models.PROTECT, related_name="class_links")
     order = models.PositiveIntegerField(default=0)
+    history = PolicyHistory()
 
     class Meta:
         ordering = ["resource_class", "order"]

@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "django_htmx",
+    "simple_history",
     "portal",
     "pools",
     "queues",
@@ -82,6 +83,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "simple_history.middleware.HistoryRequestMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -247,7 +249,22 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 900.0,
         "options": {"expires": 900},
     },
+    "policy-push-retry-due": {
+        "task": "queues.policy_push_retry_due",
+        "schedule": 30.0,
+        "options": {"expires": 30.0},
+    },
 }
+# Pushing a saved policy change to its clusters: retries of an unreachable cluster back off exponentially.
+POLICY_PUSH_BACKOFF_SECONDS = env.int("POLICY_PUSH_BACKOFF_SECONDS", default=30)
+POLICY_PUSH_BACKOFF_MAX_SECONDS = env.int("POLICY_PUSH_BACKOFF_MAX_SECONDS", default=1800)
+POLICY_PUSH_MAX_ATTEMPTS = env.int("POLICY_PUSH_MAX_ATTEMPTS", default=8)
+# Policy history is read-only in the admin: reverting there would skip the what-if preview and the push.
+SIMPLE_HISTORY_REVERT_DISABLED = True
+# What-if previews replay this many days of recorded jobs unless the admin asks for another window.
+WHATIF_DEFAULT_DAYS = env.int("WHATIF_DEFAULT_DAYS", default=14)
+# Wall-clock budget of one what-if replay (seconds); past it the preview asks for a shorter window.
+WHATIF_MAX_SECONDS = env.int("WHATIF_MAX_SECONDS", default=60)
 
 # Billing: currency of rates that name none; time zone whose midnights cut billing days (default TIME_ZONE).
 BILLING_CURRENCY = env.str("BILLING_CURRENCY", default="EUR").upper()

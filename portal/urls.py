@@ -11,6 +11,7 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/policy/", include("queues.policy.urls")),
     path("admin/", admin.site.urls),
     path("pool/", include("pools.urls")),
     path("health/", include("pools.health.urls")),

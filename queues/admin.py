@@ -1,9 +1,12 @@
-"""Django admin for teams, cohorts, quotas, priorities and jobs."""
+"""Django admin for teams, cohorts, quotas, priorities and jobs; policy models are audited, previewed and pushed."""
 
 from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.forms.models import BaseInlineFormSet
+from simple_history.admin import SimpleHistoryAdmin
 
 from queues.models import (
     Allocation,
@@ -12,11 +15,16 @@ from queues.models import (
     Job,
     JobEvent,
     Membership,
+    PolicyPush,
     PriorityClass,
     QuotaLine,
     Team,
     TeamQuota,
 )
+from queues.policy.admin_support import PolicyAdmin, WhatIfAdminMixin
+from queues.policy.push import policy_push_retry_now
+from queues.policy.selectors import cohort_tree, flatten
+from queues.policy.validation import LineSpec, cohort_parent_check, quota_lines_check
 
 
 class MembershipInline(admin.TabularInline):
@@ -28,8 +36,8 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):
-    """Teams (tenants)."""
+class TeamAdmin(PolicyAdmin):
+    """Teams (tenants); changes are audited and pushed (namespaces, LocalQueues)."""
 
     list_display = ("name", "slug", "namespace", "local_queue_name")
     search_fields = ("name", "slug", "namespace")
@@ -37,23 +45,103 @@ class TeamAdmin(admin.ModelAdmin):
     inlines = [MembershipInline]
 
 
+@admin.register(Membership)
+class MembershipAdmin(SimpleHistoryAdmin):
+    """Who is in which team, as member or lead; audited."""
+
+    list_display = ("user", "team", "role")
+    list_filter = ("role", "team")
+    list_select_related = ("user", "team")
+    search_fields = ("user__username", "team__name", "team__slug")
+    raw_id_fields = ("user",)
+
+
+def _line_specs(formset) -> list[LineSpec]:
+    """The quota lines a formset would save (deleted rows left out)."""
+    return [
+        LineSpec(
+            flavor=f.cleaned_data["flavor"],
+            resource_name=f.cleaned_data.get("resource_name", ""),
+            nominal=f.cleaned_data.get("nominal", ""),
+            borrowing_limit=f.cleaned_data.get("borrowing_limit", "") or "",
+            lending_limit=f.cleaned_data.get("lending_limit", "") or "",
+        )
+        for f in formset.forms
+        if getattr(f, "cleaned_data", None) and not f.cleaned_data.get("DELETE") and f.cleaned_data.get("flavor")
+    ]
+
+
+class QuotaLineFormSet(BaseInlineFormSet):
+    """Checks all lines together with the policy rules; errors block the save, warnings are shown."""
+
+    policy_warnings: list[str]
+
+    def clean(self) -> None:
+        """Run quota_lines_check on the lines as they would be saved."""
+        super().clean()
+        self.policy_warnings = []
+        if any(self.errors):
+            return
+        owner = self.instance
+        if isinstance(owner, TeamQuota):
+            check = quota_lines_check(
+                lines=_line_specs(self),
+                in_cohort=owner.cohort_id is not None,
+                owner="queue",
+                cluster=owner.cluster if owner.cluster_id else None,
+            )
+        else:
+            check = quota_lines_check(lines=_line_specs(self), in_cohort=owner.parent_id is not None, owner="cohort")
+        if check.errors:
+            raise ValidationError(check.errors)
+        self.policy_warnings = check.warnings
+
+
 class CohortQuotaLineInline(admin.TabularInline):
     """Quota a cohort adds on top of its members'."""
 
     model = QuotaLine
     fk_name = "cohort"
+    formset = QuotaLineFormSet
     exclude = ("team_quota",)
     extra = 0
 
 
-@admin.register(Cohort)
-class CohortAdmin(admin.ModelAdmin):
-    """Borrowing cohorts (nested)."""
+class CohortForm(forms.ModelForm):
+    """A cohort; its parent may not lead back to it."""
 
+    class Meta:
+        model = Cohort
+        fields = ("name", "parent", "fair_weight")
+
+    def clean(self):
+        """Refuse a cycle among cohorts, naming the path."""
+        data = super().clean()
+        check = cohort_parent_check(
+            cohort=self.instance if self.instance.pk else None,
+            name=data.get("name") or self.instance.name,
+            parent=data.get("parent"),
+        )
+        for message in check.errors:
+            self.add_error("parent", message)
+        return data
+
+
+@admin.register(Cohort)
+class CohortAdmin(WhatIfAdminMixin, PolicyAdmin):
+    """Borrowing cohorts (nested), listed as a tree with the quota summed under each; saving previews first."""
+
+    form = CohortForm
     list_display = ("name", "parent", "fair_weight")
     list_select_related = ("parent",)
     search_fields = ("name",)
     inlines = [CohortQuotaLineInline]
+    change_list_template = "admin/queues/cohort/change_list.html"
+
+    def changelist_view(self, request, extra_context=None):
+        """The list, with the cohort tree above it."""
+        extra_context = {**(extra_context or {}), "tree": flatten(cohort_tree())}
+        return super().changelist_view(request, extra_context)
 
 
 class QuotaLineInline(admin.TabularInline):
@@ -61,13 +149,14 @@ class QuotaLineInline(admin.TabularInline):
 
     model = QuotaLine
     fk_name = "team_quota"
+    formset = QuotaLineFormSet
     exclude = ("cohort",)
     extra = 1
 
 
 @admin.register(TeamQuota)
-class TeamQuotaAdmin(admin.ModelAdmin):
-    """Team quotas (Kueue ClusterQueues)."""
+class TeamQuotaAdmin(WhatIfAdminMixin, PolicyAdmin):
+    """Team quotas (Kueue ClusterQueues); saving shows a what-if replay first, applying pushes to the cluster."""
 
     list_display = (
         "cluster_queue_name",
@@ -82,13 +171,57 @@ class TeamQuotaAdmin(admin.ModelAdmin):
     list_select_related = ("team", "cluster", "cohort")
     search_fields = ("cluster_queue_name", "team__name")
     inlines = [QuotaLineInline]
+    readonly_fields = ("cluster_follows",)
+
+    @admin.display(description="cluster follows the policy?")
+    def cluster_follows(self, obj: TeamQuota) -> str:
+        """The latest push of this quota's cluster: applied, or failing with its error and the next retry."""
+        if obj is None or not obj.cluster_id:
+            return "–"
+        push = PolicyPush.objects.filter(cluster_id=obj.cluster_id).first()
+        if push is None:
+            return "no policy change pushed yet"
+        when = f"{push.requested_at:%Y-%m-%d %H:%M:%S} UTC"
+        if push.state == PolicyPush.State.SUCCEEDED:
+            return f"yes: last change ({push.reason}, {when}) applied — {push.report}"
+        if push.state == PolicyPush.State.PENDING:
+            return f"pushing the change of {when}…"
+        retry = f"; next attempt {push.next_attempt_at:%H:%M:%S} UTC" if push.next_attempt_at else "; gave up"
+        return f"NO: push of {when} failed after {push.attempts} attempt(s): {push.error}{retry}"
 
 
 @admin.register(PriorityClass)
-class PriorityClassAdmin(admin.ModelAdmin):
+class PriorityClassAdmin(PolicyAdmin):
     """Priority classes (Kueue WorkloadPriorityClasses)."""
 
     list_display = ("name", "value", "may_preempt", "is_default", "description")
+
+
+@admin.register(PolicyPush)
+class PolicyPushAdmin(admin.ModelAdmin):
+    """Whether each cluster followed a policy change: state, attempts, the last error; retry failed ones."""
+
+    list_display = ("requested_at", "cluster", "reason", "state", "attempts", "next_attempt_at", "short_error")
+    list_filter = ("state", "cluster")
+    list_select_related = ("cluster", "requested_by")
+    readonly_fields = [f.name for f in PolicyPush._meta.fields]
+    actions = ["retry_now"]
+
+    @admin.display(description="error")
+    def short_error(self, obj: PolicyPush) -> str:
+        """The last error, shortened for the list."""
+        return (obj.error[:140] + "…") if len(obj.error) > 140 else obj.error
+
+    def has_add_permission(self, request):
+        """Pushes are requested by saving policy."""
+        return False
+
+    @admin.action(description="Retry now", permissions=["change"])
+    def retry_now(self, request, queryset):
+        """Make the selected failed pushes due at once."""
+        for push in queryset.exclude(state=PolicyPush.State.SUCCEEDED).order_by("pk"):
+            push = policy_push_retry_now(push=push)
+            self.message_user(request, f"push #{push.pk} to {push.cluster}: {push.get_state_display()}")
 
 
 class JobEventInline(admin.TabularInline):

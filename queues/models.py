@@ -7,6 +7,7 @@ from django.db import models
 from django.db.models import Q
 
 from pools.models import Cluster, Device, ResourceClass, ResourceFlavor, dns_label
+from portal.history import PolicyHistory
 
 
 class Team(models.Model):
@@ -24,6 +25,7 @@ class Team(models.Model):
         verbose_name="allowed priorities",
         help_text="Priorities the team's members may submit with; none selected: every priority.",
     )
+    history = PolicyHistory()
 
     class Meta:
         ordering = ["name"]
@@ -42,6 +44,7 @@ class Membership(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    history = PolicyHistory()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["team", "user"], name="membership_once")]
@@ -56,6 +59,7 @@ class Cohort(models.Model):
     name = models.CharField(max_length=63, unique=True, validators=[dns_label])
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
     fair_weight = models.DecimalField(max_digits=8, decimal_places=3, default=1)
+    history = PolicyHistory()
 
     class Meta:
         ordering = ["name"]
@@ -123,6 +127,7 @@ class TeamQuota(models.Model):
     )
     fair_weight = models.DecimalField(max_digits=8, decimal_places=3, default=1)
     stop_policy = models.CharField(max_length=20, choices=StopPolicy.choices, default=StopPolicy.NONE)
+    history = PolicyHistory()
 
     class Meta:
         ordering = ["cluster", "cluster_queue_name"]
@@ -146,6 +151,7 @@ class QuotaLine(models.Model):
     nominal = models.CharField(max_length=30, help_text="Kubernetes quantity.")
     borrowing_limit = models.CharField(max_length=30, blank=True, help_text="Empty: no limit.")
     lending_limit = models.CharField(max_length=30, blank=True, help_text="Empty: lend all unused quota.")
+    history = PolicyHistory()
 
     class Meta:
         ordering = ["flavor_order", "flavor__name", "resource_name"]
@@ -179,6 +185,7 @@ class PriorityClass(models.Model):
     description = models.CharField(max_length=200, blank=True)
     may_preempt = models.BooleanField(default=True)
     is_default = models.BooleanField(default=False)
+    history = PolicyHistory()
 
     class Meta:
         ordering = ["-value"]
@@ -393,3 +400,34 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…, {self.team.slug})"
+
+
+class PolicyPush(models.Model):
+    """A request to make one cluster follow the portal's queue policy, with its outcome (a status row to poll)."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending"
+        SUCCEEDED = "succeeded", "Applied"
+        RETRYING = "retrying", "Failed, will retry"
+        FAILED = "failed", "Failed, gave up"
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="policy_pushes")
+    reason = models.CharField(max_length=300, help_text="What changed, e.g. 'TeamQuota vision changed'.")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_at = models.DateTimeField()
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True, help_text="When a failed push is tried again.")
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True, help_text="The last attempt's error, as the cluster or backend gave it.")
+    report = models.TextField(blank=True, help_text="What the last attempt changed in the cluster.")
+
+    class Meta:
+        ordering = ["-requested_at", "-id"]
+        indexes = [models.Index(fields=["state", "next_attempt_at"], name="policypush_due")]
+
+    def __str__(self) -> str:
+        return f"push to {self.cluster} at {self.requested_at:%Y-%m-%d %H:%M:%S} ({self.state})"

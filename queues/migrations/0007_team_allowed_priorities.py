@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('queues', '0004_job_sim_fails'),
+        ('queues', '0006_policy_push'),
     ]
 
     operations = [

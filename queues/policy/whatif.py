@@ -1,0 +1,409 @@
+"""What-if: replay the portal's recorded jobs through the engine under the current and a proposed policy.
+
+The replay covers a window (by default the last 14 days). Every job submitted in the window is
+resubmitted at its recorded submit time, with its class, size, priority and recorded run time; jobs
+that were already running when the window opened are carried in at its start with the run time they
+had left (they hold capacity but are left out of the wait figures). Nodes are the cluster's present
+nodes. The engine then decides admission, borrowing and preemption as Kueue would, under each policy.
+
+Run time of a job: started → finished plus what checkpoints banked before an eviction; a job still
+running (or pending without a known run time) runs past the window's end. Jobs cancelled before they
+started are left out (nobody knows whether their owner would have cancelled them under another policy).
+A preempted workload restarts with its full run time, as a job without checkpoints would.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from pools.models import Cluster
+from portal.errors import DomainError
+from queues.engine import model as m
+from queues.engine.quantity import is_device_resource
+from queues.engine.scheduler import Engine
+from queues.engine.simulation import Replay
+from queues.engine_input import cluster_engine_input, job_pod_set, ts, workload_name
+from queues.models import Job, TeamQuota
+
+DEFAULT_DAYS = 14
+#: Scheduling cycles allowed at one instant of a replay before it moves on (a settled instant needs a few).
+MAX_CYCLES_PER_INSTANT = 500
+
+
+@dataclass(frozen=True)
+class RecordedJob:
+    """A recorded job as the replay needs it: when it arrived, how long it ran, and its workload shape."""
+
+    job: Job
+    submit_at: float
+    runtime: float | None
+    carried_in: bool = False
+
+
+@dataclass(frozen=True)
+class TeamOutcome:
+    """Per team (ClusterQueue) figures of one replay."""
+
+    cluster_queue: str
+    team: str
+    jobs: int
+    admitted: int
+    still_waiting: int
+    wait_p50_seconds: float | None
+    wait_p90_seconds: float | None
+    used_device_hours: float
+    nominal_device_hours: float
+    borrowed_device_hours: float
+    preemptions: int
+
+    @property
+    def utilisation(self) -> float | None:
+        """Device-hours used over device-hours of nominal quota (above 1 when the team borrowed)."""
+        if self.nominal_device_hours <= 0:
+            return None
+        return self.used_device_hours / self.nominal_device_hours
+
+
+@dataclass(frozen=True)
+class ReplayOutcome:
+    """One replay: figures per ClusterQueue, in name order."""
+
+    teams: tuple[TeamOutcome, ...]
+    unsettled: tuple[float, ...] = ()
+
+    def by_queue(self) -> dict[str, TeamOutcome]:
+        """Outcomes keyed by ClusterQueue name."""
+        return {t.cluster_queue: t for t in self.teams}
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """The current and the proposed policy replayed over the same window and jobs."""
+
+    cluster: str
+    start: datetime
+    end: datetime
+    jobs: int
+    carried_in: int
+    left_out: int
+    current: ReplayOutcome
+    proposed: ReplayOutcome
+
+    def rows(self) -> list[dict]:
+        """One row per team with both outcomes side by side (for the table and the chart)."""
+        current, proposed = self.current.by_queue(), self.proposed.by_queue()
+        out = []
+        for name in sorted(set(current) | set(proposed)):
+            before, after = current.get(name), proposed.get(name)
+            out.append({"cluster_queue": name, "team": (after or before).team, "current": before, "proposed": after})
+        return out
+
+
+class WhatIfTooSlow(DomainError):
+    """The replay ran past its time budget (``WHATIF_MAX_SECONDS``); a shorter window answers sooner."""
+
+
+class _MeteredReplay(Replay):
+    """A replay that also integrates, per ClusterQueue, device units in use and units above nominal.
+
+    Guards: at most ``MAX_CYCLES_PER_INSTANT`` scheduling cycles at one instant (instants that hit it are
+    recorded in ``unsettled``: the engine kept preempting and re-admitting there) and a wall-clock budget.
+    """
+
+    def __init__(self, engine: Engine, *, start: float, budget_seconds: float | None = None) -> None:
+        super().__init__(engine, start=start, max_cycles_per_instant=MAX_CYCLES_PER_INSTANT)
+        self.unsettled: list[float] = []
+        self.budget = budget_seconds
+        self._deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
+        self.used_seconds: dict[str, float] = defaultdict(float)
+        self.borrowed_seconds: dict[str, float] = defaultdict(float)
+        self._level: dict[str, tuple[float, int, int]] = dict.fromkeys(engine.cqs, (start, 0, 0))
+
+    def _levels(self, name: str) -> tuple[int, int]:
+        cq = self.engine.cqs[name]
+        used = borrowed = 0
+        for (flavor, resource), value in cq.node.usage.items():
+            if not is_device_resource(resource):
+                continue
+            used += value
+            quota = cq.quotas.get((flavor, resource))
+            borrowed += max(0, value - (quota.nominal if quota is not None else 0))
+        return used, borrowed
+
+    def _meter(self, name: str, now: float) -> None:
+        since, used, borrowed = self._level[name]
+        self.used_seconds[name] += used * (now - since)
+        self.borrowed_seconds[name] += borrowed * (now - since)
+        self._level[name] = (now, *self._levels(name))
+
+    def _settle(self, now: float) -> set[str]:
+        before = self.cycles
+        touched = super()._settle(now)
+        if self.cycles - before >= self.max_cycles:
+            self.unsettled.append(now)
+        if self._deadline is not None and time.monotonic() > self._deadline:
+            raise WhatIfTooSlow(
+                f"the replay took longer than {self.budget:g} s (it had reached "
+                f"{datetime.fromtimestamp(now, tz=UTC):%Y-%m-%d %H:%M} UTC); preview a shorter window"
+            )
+        return touched
+
+    def _integrate(self, now: float, names: list[str] | None = None) -> None:
+        if names is None:
+            names = list(self.engine.dirty)
+            self.engine.dirty.clear()
+        for name in names:
+            if name in self._level:
+                self._meter(name, now)
+        super()._integrate(now, names)
+
+    def _flush(self, when: float) -> None:
+        for name in self._level:
+            self._meter(name, when)
+        super()._flush(when)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Linear-interpolated percentile (as ``simulate --json`` reports wait percentiles); None when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+#: Job fields the replay never reads (large texts and JSON): not loaded.
+_UNUSED_JOB_FIELDS = (
+    "image",
+    "command",
+    "args",
+    "env",
+    "checkpoint_command",
+    "wait_message",
+    "kueue_message",
+    "wait_details",
+    "assignment",
+)
+
+
+def recorded_jobs(*, cluster: Cluster, start: datetime, end: datetime) -> tuple[list[RecordedJob], int]:
+    """Jobs of the cluster to replay in [start, end), and how many were left out (cancelled before starting)."""
+    jobs = (
+        Job.objects.filter(cluster=cluster, submitted_at__lt=end)
+        .filter(
+            Q(submitted_at__gte=start)
+            | Q(started_at__lt=start, finished_at__isnull=True)
+            | Q(finished_at__gt=start, started_at__lt=start)
+        )
+        .select_related("team", "priority_class", "resource_class")
+        .prefetch_related("resource_class__flavor_links__flavor")
+        .defer(*_UNUSED_JOB_FIELDS)
+        .order_by("submitted_at", "pk")
+    )
+    out: list[RecordedJob] = []
+    left_out = 0
+    for job in jobs:
+        banked = float(job.run_seconds_banked or 0)
+        if job.submitted_at < start:
+            if job.started_at is None or job.started_at >= start:
+                continue
+            if job.finished_at is None:
+                out.append(RecordedJob(job, ts(start), None, carried_in=True))
+            else:
+                out.append(RecordedJob(job, ts(start), (job.finished_at - start).total_seconds(), carried_in=True))
+            continue
+        if job.started_at is not None:
+            runtime = None if job.finished_at is None else (job.finished_at - job.started_at).total_seconds() + banked
+        elif job.is_final:
+            left_out += 1
+            continue
+        else:
+            runtime = job.sim_runtime_seconds or job.max_runtime_seconds
+            runtime = float(runtime) if runtime else None
+        out.append(RecordedJob(job, ts(job.submitted_at), runtime))
+    return out, left_out
+
+
+def policy_configuration(*, cluster: Cluster) -> m.ClusterState:
+    """The cluster's policy and nodes as the database holds them now (no workloads): one side of a what-if."""
+    return cluster_engine_input(cluster=cluster, jobs=[]).state
+
+
+def _declared(config: m.ClusterState) -> dict[str, set[str]]:
+    """Resources each namespace's ClusterQueue covers (what a job's workload requests beyond its device)."""
+    covered = {cq.name: {r for rg in cq.resource_groups for r in rg.covered_resources} for cq in config.cluster_queues}
+    return {lq.namespace: covered.get(lq.cluster_queue, set()) for lq in config.local_queues}
+
+
+def replay_policy(
+    *, config: m.ClusterState, jobs: Iterable[RecordedJob], start: float, end: float, teams: Mapping[str, str]
+) -> ReplayOutcome:
+    """Replay recorded jobs through the engine under ``config`` from ``start`` to ``end`` (engine seconds)."""
+    declared = _declared(config)
+    engine = Engine(replace(config, workloads=()), start)
+    budget = getattr(settings, "WHATIF_MAX_SECONDS", 60)
+    replay = _MeteredReplay(engine, start=start, budget_seconds=float(budget) if budget else None)
+    carried: set[str] = set()
+    for rec in jobs:
+        job = rec.job
+        wl = m.Workload(
+            namespace=job.team.namespace,
+            name=workload_name(job),
+            queue_name=job.team.local_queue_name,
+            pod_sets=(job_pod_set(job, declared=declared.get(job.team.namespace, set())),),
+            priority=job.priority,
+            priority_class=job.priority_class.name if job.priority_class_id else None,
+            created_at=rec.submit_at,
+            uid=f"job-{job.pk}",
+            job_uid=f"job-{job.pk}",
+            runtime=rec.runtime,
+            submit_at=rec.submit_at,
+        )
+        if rec.carried_in:
+            carried.add(wl.key)
+        replay.submit_at(wl, rec.submit_at)
+    result = replay.run(until=end)
+    window_hours = (end - start) / 3600
+    waits: dict[str, list[float]] = defaultdict(list)
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for key, wl in engine.workloads.items():
+        if key in carried or wl.cq is None:
+            continue
+        rec = result.records[key]
+        c = counts[wl.cq]
+        c[0] += 1
+        if rec.first_admitted_at is not None:
+            c[1] += 1
+            waits[wl.cq].append(rec.first_admitted_at - rec.submitted_at)
+        else:
+            c[2] += 1
+            waits[wl.cq].append(end - rec.submitted_at)
+    teams_out = []
+    for name in sorted(engine.cqs):
+        cq = engine.cqs[name]
+        nominal = sum(q.nominal for (_, r), q in cq.quotas.items() if is_device_resource(r))
+        jobs_n, admitted, waiting = counts[name]
+        teams_out.append(
+            TeamOutcome(
+                cluster_queue=name,
+                team=teams.get(name, name),
+                jobs=jobs_n,
+                admitted=admitted,
+                still_waiting=waiting,
+                wait_p50_seconds=percentile(waits[name], 0.5),
+                wait_p90_seconds=percentile(waits[name], 0.9),
+                used_device_hours=replay.used_seconds[name] / 3600,
+                nominal_device_hours=nominal * window_hours,
+                borrowed_device_hours=replay.borrowed_seconds[name] / 3600,
+                preemptions=result.queues[name].preempted,
+            )
+        )
+    return ReplayOutcome(tuple(teams_out), tuple(replay.unsettled))
+
+
+@dataclass
+class WhatIfRequest:
+    """The window of a what-if: ``days`` back from ``now`` (or an explicit ``window``)."""
+
+    days: int = DEFAULT_DAYS
+    now: datetime | None = None
+    window: timedelta | None = None
+
+    def bounds(self) -> tuple[datetime, datetime]:
+        """(start, end) of the window."""
+        end = self.now or timezone.now()
+        return end - (self.window or timedelta(days=self.days)), end
+
+
+def whatif_compare(
+    *, cluster: Cluster, current: m.ClusterState, proposed: m.ClusterState, request: WhatIfRequest | None = None
+) -> WhatIf:
+    """Replay the window's recorded jobs of ``cluster`` under both configurations."""
+    request = request or WhatIfRequest()
+    start, end = request.bounds()
+    jobs, left_out = recorded_jobs(cluster=cluster, start=start, end=end)
+    teams = dict(TeamQuota.objects.filter(cluster=cluster).values_list("cluster_queue_name", "team__name"))
+    args = {"jobs": jobs, "start": ts(start), "end": ts(end), "teams": teams}
+    return WhatIf(
+        cluster=cluster.name,
+        start=start,
+        end=end,
+        jobs=sum(1 for j in jobs if not j.carried_in),
+        carried_in=sum(1 for j in jobs if j.carried_in),
+        left_out=left_out,
+        current=replay_policy(config=current, **args),
+        proposed=replay_policy(config=proposed, **args),
+    )
+
+
+def _quota_map(groups: Iterable[m.ResourceGroup]) -> dict[str, tuple]:
+    """``flavor/resource`` → (nominal, borrowing limit, lending limit) of resource groups."""
+    return {
+        f"{fq.name}/{rq.name}": (rq.nominal, rq.borrowing_limit, rq.lending_limit)
+        for rg in groups
+        for fq in rg.flavors
+        for rq in fq.resources
+    }
+
+
+def _limit(value: int | None, resource: str) -> str:
+    from queues.engine.quantity import format_quantity
+
+    return "none" if value is None else format_quantity(value, resource)
+
+
+def config_changes(current: m.ClusterState, proposed: m.ClusterState) -> list[str]:
+    """Plain-language differences between two policies: queues and cohorts added, removed or changed, per line."""
+    out: list[str] = []
+    for kind, before_all, after_all in (
+        ("ClusterQueue", current.cluster_queues, proposed.cluster_queues),
+        ("Cohort", current.cohorts, proposed.cohorts),
+    ):
+        before, after = {x.name: x for x in before_all}, {x.name: x for x in after_all}
+        for name in sorted(set(before) | set(after)):
+            b, a = before.get(name), after.get(name)
+            if b is None:
+                out.append(f"{kind} {name}: added")
+                continue
+            if a is None:
+                out.append(f"{kind} {name}: removed")
+                continue
+            if b == a:
+                continue
+            parent_attr = "cohort" if kind == "ClusterQueue" else "parent"
+            if getattr(b, parent_attr) != getattr(a, parent_attr):
+                out.append(
+                    f"{kind} {name}: {parent_attr} {getattr(b, parent_attr) or 'none'} → "
+                    f"{getattr(a, parent_attr) or 'none'}"
+                )
+            qb, qa = _quota_map(b.resource_groups), _quota_map(a.resource_groups)
+            for line in sorted(set(qb) | set(qa)):
+                resource = line.split("/", 1)[1]
+                if line not in qb:
+                    out.append(f"{kind} {name}: {line} added, nominal {_limit(qa[line][0], resource)}")
+                elif line not in qa:
+                    out.append(f"{kind} {name}: {line} removed")
+                else:
+                    for idx, what in enumerate(("nominal", "borrowing limit", "lending limit")):
+                        if qb[line][idx] != qa[line][idx]:
+                            out.append(
+                                f"{kind} {name}: {line} {what} {_limit(qb[line][idx], resource)} → "
+                                f"{_limit(qa[line][idx], resource)}"
+                            )
+            if kind == "ClusterQueue":
+                for attr in ("preemption", "queueing_strategy", "flavor_fungibility", "stop_policy", "fair_weight"):
+                    if getattr(b, attr) != getattr(a, attr):
+                        out.append(f"{kind} {name}: {attr.replace('_', ' ')} changed")
+            elif b.fair_weight != a.fair_weight:
+                out.append(f"{kind} {name}: fair weight {b.fair_weight:g} → {a.fair_weight:g}")
+    return out
