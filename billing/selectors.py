@@ -33,9 +33,13 @@ BUCKETS = ("day", "week", "month")
 Money = dict[str, Decimal]
 
 
+#: Money is stored with 8 decimal places; SQLite sums decimals as floats, so sums are brought back to them.
+_MONEY_PLACES = Decimal("1e-8")
+
+
 def _add(money: Money, currency: str, amount: Decimal | None) -> None:
     if amount:
-        money[currency] = money.get(currency, Decimal(0)) + Decimal(amount)
+        money[currency] = money.get(currency, Decimal(0)) + Decimal(amount).quantize(_MONEY_PLACES)
 
 
 def money_sum(*parts: Money, sign: Iterable[int] | None = None) -> Money:
