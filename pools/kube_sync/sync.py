@@ -681,7 +681,7 @@ class ClusterSync:
 
     def _evaluate_chunk(self, ids: list[int], ctx: EvalContext) -> None:
         jobs = (
-            Job.objects.select_for_update()
+            Job.objects.select_for_update(of=("self",))
             .filter(pk__in=ids, cluster=self.cluster)
             .exclude(state__in=Job.FINAL_STATES)
             .select_related("team", "owner", "resource_class", "priority_class")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connection
 
 from pools.kube_sync.config import kube_config_push
 from pools.kube_sync.sync import ClusterSync
@@ -499,7 +498,3 @@ def test_quota_reserved_waiting_for_provisioning(world, kube):
     job = world.job(job)
     assert (job.state, job.wait_reason) == ("pending", "awaiting_provisioning")
 
-
-# Known failure, to fix next: on PostgreSQL several sync tests fail (transaction handling in the relist path).
-if connection.vendor == "postgresql":
-    pytestmark = [pytestmark, pytest.mark.skip(reason="fails on PostgreSQL: open bug, see issue 5 notes")]
