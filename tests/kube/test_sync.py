@@ -497,4 +497,3 @@ def test_quota_reserved_waiting_for_provisioning(world, kube):
     world.sync()
     job = world.job(job)
     assert (job.state, job.wait_reason) == ("pending", "awaiting_provisioning")
-
