@@ -187,11 +187,36 @@ SIMULATOR_TICK_SECONDS = env.float("SIMULATOR_TICK_SECONDS", default=5.0)
 # How long a simulated job runs when it names no simulated runtime, and how long a checkpoint takes.
 SIMULATED_DEFAULT_RUNTIME_SECONDS = env.int("SIMULATED_DEFAULT_RUNTIME_SECONDS", default=600)
 SIMULATED_CHECKPOINT_SECONDS = env.int("SIMULATED_CHECKPOINT_SECONDS", default=10)
+# Kubernetes clusters: a sync pass (watch deltas since the bookmarks; the `kube_watch` process gives the
+# low latency), the quota configuration push with drift detection, and the reconciler.
+KUBE_SYNC_INTERVAL_SECONDS = env.float("KUBE_SYNC_INTERVAL_SECONDS", default=60.0)
+KUBE_PUSH_INTERVAL_SECONDS = env.float("KUBE_PUSH_INTERVAL_SECONDS", default=300.0)
+KUBE_RECONCILE_INTERVAL_SECONDS = env.float("KUBE_RECONCILE_INTERVAL_SECONDS", default=900.0)
+# The kubernetes client (other KUBE_* settings and their defaults: pools/kube_sync/conf.py).
+KUBE_API_CONNECT_TIMEOUT = env.float("KUBE_API_CONNECT_TIMEOUT", default=5.0)
+KUBE_API_READ_TIMEOUT = env.float("KUBE_API_READ_TIMEOUT", default=30.0)
+KUBE_API_RETRIES = env.int("KUBE_API_RETRIES", default=4)
+KUBE_STALE_AFTER_SECONDS = env.int("KUBE_STALE_AFTER_SECONDS", default=300)
 CELERY_BEAT_SCHEDULE = {
     "simulated-clusters-tick": {
         "task": "pools.simulated_clusters_tick",
         "schedule": SIMULATOR_TICK_SECONDS,
         "options": {"expires": SIMULATOR_TICK_SECONDS},
+    },
+    "kube-sync-clusters": {
+        "task": "pools.kube_sync_clusters",
+        "schedule": KUBE_SYNC_INTERVAL_SECONDS,
+        "options": {"expires": KUBE_SYNC_INTERVAL_SECONDS},
+    },
+    "kube-push-configs": {
+        "task": "pools.kube_push_configs",
+        "schedule": KUBE_PUSH_INTERVAL_SECONDS,
+        "options": {"expires": KUBE_PUSH_INTERVAL_SECONDS},
+    },
+    "kube-reconcile-clusters": {
+        "task": "pools.kube_reconcile_clusters",
+        "schedule": KUBE_RECONCILE_INTERVAL_SECONDS,
+        "options": {"expires": KUBE_RECONCILE_INTERVAL_SECONDS},
     },
 }
 

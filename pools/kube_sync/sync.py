@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import DatabaseError, close_old_connections, transaction
 from django.utils import timezone
 
 from pools.inventory.parse import parse_inventory
@@ -35,6 +35,7 @@ from pools.kube_sync.api import (
     RESOURCE_SLICES,
     WORKLOADS,
     KubeApi,
+    KubeError,
     KubeGone,
     KubeNotFound,
     KubeUnavailable,
@@ -160,24 +161,24 @@ class ClusterSync:
             if full or not self.bookmark("nodes"):
                 self.relist_inventory()
             else:
-                self.watch_kind("nodes", seconds)
+                self.watch_kind("nodes", seconds, catch_up=True)
                 if self.slices_served():
-                    self.watch_kind("resourceslices", seconds)
+                    self.watch_kind("resourceslices", seconds, catch_up=True)
             # ClusterQueue status first: the wait reasons of the jobs read its reservation figures
             if full or not self.bookmark("clusterqueues"):
                 self.relist("clusterqueues")
             else:
-                self.watch_kind("clusterqueues", seconds)
+                self.watch_kind("clusterqueues", seconds, catch_up=True)
             job_kinds = [k for k in ("jobs", "pods", "workloads") if full or not self.bookmark(k)]
             if job_kinds:
                 self.relist_jobs(job_kinds)
             for kind in ("jobs", "pods", "workloads"):
                 if kind not in job_kinds:
-                    self.watch_kind(kind, seconds)
+                    self.watch_kind(kind, seconds, catch_up=True)
             if full or not self.bookmark("events"):
                 self.relist("events")
             else:
-                self.watch_kind("events", seconds)
+                self.watch_kind("events", seconds, catch_up=True)
         except KubeUnavailable as exc:
             self.evaluate_dirty()  # what was read before the failure is applied; nothing else changes
             self.mark_unreachable(exc)
@@ -259,8 +260,15 @@ class ClusterSync:
             self._save_bookmark(kind, list_rv)
         self.report.relisted.append(kind)
 
-    def watch_kind(self, kind: str, seconds: int, *, stop: Callable[[], bool] | None = None) -> None:
-        """Watch from the bookmark for ``seconds``; flush at every pause of the stream; relist on 410."""
+    def watch_kind(
+        self, kind: str, seconds: int, *, stop: Callable[[], bool] | None = None, catch_up: bool = False
+    ) -> None:
+        """Watch from the bookmark for ``seconds``; flush at every pause of the stream; relist on 410.
+
+        ``catch_up`` (a sync pass): stop as soon as the stream is drained — at the first BOOKMARK (the server says
+        every change up to its version was sent) or after ``KUBE_SYNC_IDLE_SECONDS`` without a byte — instead of
+        holding the connection for ``seconds``.
+        """
         resource, selector = self._resource(kind)
         rv = self.bookmark(kind)
         if not rv:
@@ -269,8 +277,9 @@ class ClusterSync:
         buffer: list[WatchEvent] = []
         last = rv
         try:
+            idle = float(kube_setting("KUBE_SYNC_IDLE_SECONDS")) if catch_up else None
             for event in self.api.watch(
-                resource, resource_version=rv, label_selector=selector, timeout_seconds=seconds
+                resource, resource_version=rv, label_selector=selector, timeout_seconds=seconds, idle_timeout=idle
             ):
                 if event.type == "IDLE":
                     if buffer or last != rv:
@@ -280,9 +289,12 @@ class ClusterSync:
                         break
                     continue
                 last = event.resource_version or last
-                if event.type != "BOOKMARK":
-                    buffer.append(event)
-                    self.report.events[kind] += 1
+                if event.type == "BOOKMARK":
+                    if catch_up:
+                        break
+                    continue
+                buffer.append(event)
+                self.report.events[kind] += 1
                 if len(buffer) >= BATCH:
                     self._flush(kind, buffer, last)
                     buffer, rv = [], last
@@ -298,6 +310,8 @@ class ClusterSync:
     def _flush(self, kind: str, events: list[WatchEvent], rv: str) -> None:
         """Snapshots and bookmark in one transaction; the jobs are marked dirty for :meth:`evaluate_dirty`."""
         with transaction.atomic():
+            # one flush per cluster at a time, and the cluster row locked first: the same lock order everywhere
+            Cluster.objects.select_for_update().filter(pk=self.cluster.pk).values_list("pk", flat=True).first()
             touched, relist_inventory = self._apply(kind, events)
             self._mark_dirty(touched)
             self._save_bookmark(kind, rv)
@@ -823,6 +837,10 @@ def kube_sync_run(
     return ClusterSync(cluster, api).run(full=full, watch_seconds=watch_seconds)
 
 
+#: Kinds the ``kube_watch`` process watches, one loop each.
+WATCHED_KINDS = ("nodes", "resourceslices", "clusterqueues", "jobs", "pods", "workloads", "events")
+
+
 def kube_watch_loop(
     *,
     cluster: Cluster,
@@ -831,18 +849,33 @@ def kube_watch_loop(
     stop: Callable[[], bool],
     timeout_seconds: int | None = None,
 ) -> None:
-    """Watch one kind of a cluster until ``stop()`` (the ``kube_watch`` process runs one loop per kind)."""
+    """Watch one kind of a cluster until ``stop()`` (the ``kube_watch`` process runs one loop per kind).
+
+    Every batch is committed with its bookmark, so the loop can be killed at any point and resumes where the
+    last commit left it. An unreachable cluster is marked stale and retried with backoff (up to a minute); a
+    database error (a deadlock, a lost connection) drops the batch, which the next watch replays.
+    """
     seconds = int(timeout_seconds or kube_setting("KUBE_WATCH_TIMEOUT_SECONDS"))
     backoff = 1.0
     while not stop():
+        close_old_connections()
         sync = ClusterSync(Cluster.objects.get(pk=cluster.pk), api)
         try:
+            if kind == "resourceslices" and not sync.slices_served():
+                _sleep_unless(stop, seconds)  # served later after a DRA driver is installed: look again
+                continue
             if kind in ("jobs", "pods", "workloads") and not sync.bookmark(kind):
                 sync.relist_jobs([kind])
             sync.watch_kind(kind, seconds, stop=stop)
+            if sync.cluster.last_sync_error:
+                sync.mark_reachable(reevaluate=True)
             backoff = 1.0
         except KubeUnavailable as exc:
             sync.mark_unreachable(exc)
+            _sleep_unless(stop, backoff)
+            backoff = min(backoff * 2, 60.0)
+        except (KubeError, DatabaseError) as exc:
+            log.warning("cluster %s: watch of %s failed (%s); retrying in %.0fs", cluster.name, kind, exc, backoff)
             _sleep_unless(stop, backoff)
             backoff = min(backoff * 2, 60.0)
 
@@ -850,8 +883,14 @@ def kube_watch_loop(
 def kube_evaluate_loop(*, cluster: Cluster, api: KubeApi, stop: Callable[[], bool], interval: float = 0.2) -> None:
     """Apply what the watchers stored: evaluate dirty jobs every ``interval`` seconds until ``stop()``."""
     while not stop():
+        close_old_connections()
         sync = ClusterSync(Cluster.objects.get(pk=cluster.pk), api)
-        if not sync.evaluate_dirty():
+        try:
+            evaluated = sync.evaluate_dirty()
+        except DatabaseError as exc:
+            log.warning("cluster %s: evaluation failed (%s); retrying", cluster.name, exc)
+            evaluated = 0
+        if not evaluated:
             _sleep_unless(stop, interval)
 
 

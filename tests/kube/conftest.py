@@ -5,10 +5,13 @@ from __future__ import annotations
 import pytest
 
 from pools.backends.k8s.client import KubeClient, forget_client
+from pools.kube_sync.config import kube_config_push
+from pools.kube_sync.sync import ClusterSync
 from pools.models import Cluster
-from queues.models import Membership, PriorityClass, QuotaLine, TeamQuota
+from queues.models import Job, Membership, PriorityClass, QuotaLine, TeamQuota
+from queues.services import JobSpec, job_submit
 from tests.factories import ResourceClassFactory, ResourceFlavorFactory, TeamFactory, UserFactory
-from tests.kube.cluster import FakeKueue, gpu_node
+from tests.kube.cluster import FakeKueue, at, gpu_node
 from tests.kube.emulator import Emulator
 from tests.kube.schemas import CRD_DIR, validate
 
@@ -82,3 +85,36 @@ def portal(db, cluster, emulator):
     return type(
         "Portal", (), {"flavor": flavor, "rc": rc, "team": team, "quota": quota, "priority": priority, "user": user}
     )
+
+
+@pytest.fixture
+def world(portal, cluster, api, emulator, kube, django_capture_on_commit_callbacks):
+    """Configuration pushed, inventory synced; ``world.submit()`` and ``world.sync()`` helpers."""
+    kube_config_push(cluster=cluster, api=api)
+
+    class World:
+        def sync(self, sync_class: type[ClusterSync] = ClusterSync, **kwargs):
+            report = sync_class(Cluster.objects.get(pk=cluster.pk), api).run(**kwargs)
+            assert emulator.rejected == []
+            return report
+
+        def submit(self, name: str = "train", *, pods: int = 1, gpus: int = 8, minute: float = 0, **kwargs) -> Job:
+            spec = JobSpec(
+                name=name,
+                image="registry.example.com/vision/train:1.0",
+                resource_class=portal.rc,
+                devices_per_pod=gpus,
+                pod_count=pods,
+                **kwargs,
+            )
+            with django_capture_on_commit_callbacks(execute=True):
+                job = job_submit(owner=portal.user, team=portal.team, spec=spec, now=at(minute))
+            job.refresh_from_db()
+            return job
+
+        def job(self, job: Job) -> Job:
+            return Job.objects.get(pk=job.pk)
+
+    w = World()
+    w.sync()
+    return w
