@@ -32,6 +32,17 @@ def job_set_cluster_refs(job: Job, *, uid: str = "", workload_name: str = "") ->
             setattr(job, name, value)
 
 
+def jobs_set_cluster_refs(changes: list[tuple[Job, str, str]]) -> None:
+    """Many jobs' references at once: ``[(job, uid, workload_name)]`` (empty strings leave a field as it is)."""
+    uids = [(job, uid) for job, uid, _ in changes if uid and job.k8s_uid != uid]
+    names = [(job, name) for job, _, name in changes if name and job.workload_name != name]
+    for field, pairs in (("k8s_uid", uids), ("workload_name", names)):
+        for job, value in pairs:
+            setattr(job, field, value)
+        if pairs:
+            Job.objects.bulk_update([job for job, _ in pairs], [field], batch_size=200)
+
+
 def _manifest(job: Job) -> dict:
     return job_manifest(
         job,

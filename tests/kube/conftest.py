@@ -13,7 +13,7 @@ from queues.services import JobSpec, job_submit
 from tests.factories import ResourceClassFactory, ResourceFlavorFactory, TeamFactory, UserFactory
 from tests.kube.cluster import FakeKueue, at, gpu_node
 from tests.kube.emulator import Emulator
-from tests.kube.schemas import CRD_DIR, validate
+from tests.kube.schemas import CRD_DIR, crd_schemas, validate
 
 
 @pytest.fixture(autouse=True)
@@ -22,13 +22,24 @@ def _kube_settings(settings):
     settings.KUBE_API_BACKOFF_BASE = 0.01
     settings.KUBE_API_BACKOFF_MAX = 0.02
     settings.KUBE_API_RETRIES = 3
-    settings.KUBE_API_READ_TIMEOUT = 3
+    settings.KUBE_API_READ_TIMEOUT = 10  # generous: the machine running the tests may be busy
     settings.KUBE_SYNC_WATCH_SECONDS = 1
     settings.KUBE_RESUBMIT_AFTER_SECONDS = 0
 
 
+@pytest.fixture(scope="session")
+def _schemas_loaded():
+    """Compile the validators once, before any emulator answers: a cold CRD schema takes seconds."""
+    if not CRD_DIR.exists():
+        return
+    for kind in crd_schemas():
+        validate({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": kind, "metadata": {"name": "warm"}, "spec": {}})
+    for api_version, kind in (("v1", "Namespace"), ("batch/v1", "Job")):
+        validate({"apiVersion": api_version, "kind": kind, "metadata": {"name": "warm"}, "spec": {}})
+
+
 @pytest.fixture
-def emulator():
+def emulator(_schemas_loaded):
     """A running emulator that validates what clients send; fails the test if anything was rejected."""
     if not CRD_DIR.exists():
         pytest.skip("../shared/reference is not beside this checkout")
