@@ -519,3 +519,6 @@ class NodeHealthDirectiveAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None):
         """Written by the repair workflow and the backend only."""
         return False
+
+
+from pools.kube_sync import admin as _kube_sync_admin  # noqa: E402, F401  (registers the reconciler's reports)
