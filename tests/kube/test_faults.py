@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.urls import reverse
 
 from billing.models import UsageRecord
 from billing.services.metering import metering_sync
@@ -53,6 +54,15 @@ def _transitions(job: Job) -> list[tuple[str, object]]:
     return list(
         JobEvent.objects.filter(job=job, kind__in=kinds).order_by("at", "id").values_list("kind", "at"),
     )
+
+
+def _running(world, kube) -> Job:
+    job = world.submit("runner")
+    kube.create_workload(job.k8s_name, NS)
+    kube.admit(job.k8s_name, NS, cluster_queue="vision", flavor="h100", nodes=["gpu-a2"], gpus_per_pod=8, when=at(1))
+    kube.run_pods(job.k8s_name, NS, ["gpu-a2"], when=at(2))
+    world.sync()
+    return world.job(job)
 
 
 def _allocs(job: Job) -> list[tuple]:
@@ -193,9 +203,10 @@ def test_submit_conflict_with_our_own_job_after_a_lost_response_creates_nothing_
     assert api.get(JOBS, name=job.k8s_name, namespace=NS)["metadata"]["uid"] == world.job(job).k8s_uid
 
 
-def test_stale_data_says_as_of_when(world, kube, cluster, emulator, settings):
+def test_stale_data_says_as_of_when(world, kube, cluster, emulator, settings, client):
     settings.KUBE_API_RETRIES = 0
     settings.KUBE_STALE_AFTER_SECONDS = 0
+    running = _running(world, kube)
     waiting = world.submit("waiting")
     last = Cluster.objects.get(pk=cluster.pk).last_synced_at
     emulator.fail("*", ".*", status=503, times=10_000)
@@ -204,3 +215,7 @@ def test_stale_data_says_as_of_when(world, kube, cluster, emulator, settings):
     assert waiting.wait_reason == "cluster_unreachable"
     assert f"as of {last:%Y-%m-%d %H:%M:%S}" in waiting.wait_message
     assert last - timedelta(seconds=1) <= Cluster.objects.get(pk=cluster.pk).last_synced_at
+    client.force_login(running.owner)
+    page = client.get(reverse("queues:job_detail", args=[running.pk])).content.decode()
+    assert f"this job's state is as of {last:%Y-%m-%d %H:%M:%S}" in page
+    assert 'data-state="running"' in page  # nothing lost meanwhile
