@@ -9,6 +9,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 from django.urls import reverse
 
 from billing.models import UsageRecord
@@ -142,9 +143,14 @@ def test_kube_watch_applies_a_change_within_seconds_and_resumes_after_a_kill(wor
     job = world.submit()
     kube.create_workload(job.k8s_name, NS)
     out = StringIO()
-    watcher = threading.Thread(
-        target=call_command, args=("kube_watch", "--seconds", "8", "--watch-timeout", "5"), kwargs={"stdout": out}
-    )
+
+    def run_the_process():
+        try:
+            call_command("kube_watch", "--seconds", "8", "--watch-timeout", "5", stdout=out)
+        finally:
+            connection.close()  # this thread's own connection
+
+    watcher = threading.Thread(target=run_the_process)
     watcher.start()
     try:
         time.sleep(1)  # the watches are open
@@ -161,6 +167,7 @@ def test_kube_watch_applies_a_change_within_seconds_and_resumes_after_a_kill(wor
     finally:
         watcher.join(20)
     assert "watching gpu-east" in out.getvalue()
+    assert "left to the exit" not in out.getvalue()  # every thread stopped and closed its connection
     # the process is gone; the job finishes meanwhile; a fresh one resumes from the bookmarks
     kube.complete(job.k8s_name, NS, ["gpu-a1"], started=at(2), when=at(30))
     call_command("kube_watch", "--seconds", "3", "--watch-timeout", "2", stdout=StringIO())
