@@ -871,8 +871,9 @@ def kube_watch_loop(
     backoff = 1.0
     while not stop():
         close_old_connections()
-        sync = ClusterSync(Cluster.objects.get(pk=cluster.pk), api)
+        sync = ClusterSync(cluster, api)
         try:
+            sync = ClusterSync(Cluster.objects.get(pk=cluster.pk), api)
             if kind == "resourceslices" and not sync.slices_served():
                 _sleep_unless(stop, seconds)  # served later after a DRA driver is installed: look again
                 continue
@@ -896,8 +897,8 @@ def kube_evaluate_loop(*, cluster: Cluster, api: KubeApi, stop: Callable[[], boo
     """Apply what the watchers stored: evaluate dirty jobs every ``interval`` seconds until ``stop()``."""
     while not stop():
         close_old_connections()
-        sync = ClusterSync(Cluster.objects.get(pk=cluster.pk), api)
         try:
+            sync = ClusterSync(Cluster.objects.get(pk=cluster.pk), api)
             evaluated = sync.evaluate_dirty()
         except DatabaseError as exc:
             log.warning("cluster %s: evaluation failed (%s); retrying", cluster.name, exc)
