@@ -147,6 +147,11 @@ class ClusterSync:
         cluster.save(update_fields=["sync_bookmarks"])
         self.cluster.sync_bookmarks = marks
 
+    def _lock_cluster(self) -> None:
+        """Lock the cluster row (caller's transaction): taken first by every write of the sync, so flushes and
+        evaluations of one cluster run one at a time and always lock in the same order."""
+        Cluster.objects.select_for_update().filter(pk=self.cluster.pk).values_list("pk", flat=True).first()
+
     def forget_bookmarks(self) -> None:
         """Relist everything on the next pass."""
         Cluster.objects.filter(pk=self.cluster.pk).update(sync_bookmarks={})
@@ -255,6 +260,7 @@ class ClusterSync:
         ):
             list_rv = list_rv or page.resource_version
             with transaction.atomic():
+                self._lock_cluster()
                 self._apply(kind, [WatchEvent("ADDED", item) for item in page.items])
         with transaction.atomic():
             self._save_bookmark(kind, list_rv)
@@ -311,7 +317,7 @@ class ClusterSync:
         """Snapshots and bookmark in one transaction; the jobs are marked dirty for :meth:`evaluate_dirty`."""
         with transaction.atomic():
             # one flush per cluster at a time, and the cluster row locked first: the same lock order everywhere
-            Cluster.objects.select_for_update().filter(pk=self.cluster.pk).values_list("pk", flat=True).first()
+            self._lock_cluster()
             touched, relist_inventory = self._apply(kind, events)
             self._mark_dirty(touched)
             self._save_bookmark(kind, rv)
@@ -455,11 +461,14 @@ class ClusterSync:
             for page in list_all(self.api, resource, label_selector=selector, limit=size):
                 rvs.setdefault(kind, page.resource_version)
                 with transaction.atomic():
+                    self._lock_cluster()
                     touched |= self._apply(kind, [WatchEvent("ADDED", item) for item in page.items])[0]
                 for item in page.items:
                     meta = item.get("metadata") or {}
                     seen.add((meta.get("namespace", ""), meta.get("name", "")))
-            touched |= self._vanished(kind, seen, started, rvs.get(kind, ""))
+            with transaction.atomic():
+                self._lock_cluster()
+                touched |= self._vanished(kind, seen, started, rvs.get(kind, ""))
             self.report.relisted.append(kind)
         with transaction.atomic():
             for kind, rv in rvs.items():
@@ -693,6 +702,9 @@ class ClusterSync:
         for chunk in _chunks(ids):
             started = self.clock()
             with transaction.atomic():
+                # the cluster row first, as in a flush: evaluation (jobs, then snapshots) and a flush (snapshots,
+                # then job references) of the same cluster never interleave, so they cannot deadlock
+                self._lock_cluster()
                 self._evaluate_chunk(chunk, ctx)
                 # a snapshot written after this evaluation began stays dirty for the next round
                 KubeJobState.objects.filter(job_id__in=chunk, observed_at__lte=started).update(
