@@ -524,3 +524,4 @@ class NodeHealthDirectiveAdmin(admin.ModelAdmin):
 
 # The Kueue configuration objects and their drift (re-apply / adopt) live in their own module.
 from pools import drift_admin  # noqa: E402, F401
+from pools.kube_sync import admin as _kube_sync_admin  # noqa: E402, F401  (registers the reconciler's reports)

@@ -207,6 +207,16 @@ HEALTH_NODE_ACTION = env.str("HEALTH_NODE_ACTION", default="taint")
 # Simulated clusters: whether burn-in validation jobs pass or fail (to rehearse the failure path).
 HEALTH_SIMULATED_VALIDATION_OUTCOME = env.str("HEALTH_SIMULATED_VALIDATION_OUTCOME", default="pass")
 
+# Kubernetes clusters: a sync pass (watch deltas since the bookmarks; the `kube_watch` process gives the
+# low latency), the quota configuration push with drift detection, and the reconciler.
+KUBE_SYNC_INTERVAL_SECONDS = env.float("KUBE_SYNC_INTERVAL_SECONDS", default=60.0)
+KUBE_PUSH_INTERVAL_SECONDS = env.float("KUBE_PUSH_INTERVAL_SECONDS", default=300.0)
+KUBE_RECONCILE_INTERVAL_SECONDS = env.float("KUBE_RECONCILE_INTERVAL_SECONDS", default=900.0)
+# The kubernetes client (other KUBE_* settings and their defaults: pools/kube_sync/conf.py).
+KUBE_API_CONNECT_TIMEOUT = env.float("KUBE_API_CONNECT_TIMEOUT", default=5.0)
+KUBE_API_READ_TIMEOUT = env.float("KUBE_API_READ_TIMEOUT", default=30.0)
+KUBE_API_RETRIES = env.int("KUBE_API_RETRIES", default=4)
+KUBE_STALE_AFTER_SECONDS = env.int("KUBE_STALE_AFTER_SECONDS", default=300)
 CELERY_BEAT_SCHEDULE = {
     "simulated-clusters-tick": {
         "task": "pools.simulated_clusters_tick",
@@ -253,6 +263,21 @@ CELERY_BEAT_SCHEDULE = {
         "task": "queues.policy_push_retry_due",
         "schedule": 30.0,
         "options": {"expires": 30.0},
+    },
+    "kube-sync-clusters": {
+        "task": "pools.kube_sync_clusters",
+        "schedule": KUBE_SYNC_INTERVAL_SECONDS,
+        "options": {"expires": KUBE_SYNC_INTERVAL_SECONDS},
+    },
+    "kube-push-configs": {
+        "task": "pools.kube_push_configs",
+        "schedule": KUBE_PUSH_INTERVAL_SECONDS,
+        "options": {"expires": KUBE_PUSH_INTERVAL_SECONDS},
+    },
+    "kube-reconcile-clusters": {
+        "task": "pools.kube_reconcile_clusters",
+        "schedule": KUBE_RECONCILE_INTERVAL_SECONDS,
+        "options": {"expires": KUBE_RECONCILE_INTERVAL_SECONDS},
     },
 }
 # Pushing a saved policy change to its clusters: retries of an unreachable cluster back off exponentially.

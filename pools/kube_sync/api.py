@@ -180,8 +180,10 @@ class KubeApi(Protocol):
         label_selector: str = "",
         field_selector: str = "",
         timeout_seconds: int = 300,
+        idle_timeout: float | None = None,
     ) -> Iterator[WatchEvent]:
-        """Events after ``resource_version`` until the server ends the watch; KubeGone on 410."""
+        """Events after ``resource_version`` until the server ends the watch (or is quiet for ``idle_timeout``
+        seconds); KubeGone on 410."""
 
     def get(self, resource: Resource, *, name: str, namespace: str | None = None) -> Obj:
         """One object (KubeNotFound when absent)."""

@@ -17,6 +17,7 @@ DEFAULTS: dict[str, Any] = {
     "KUBE_LIST_PAGE_SIZE": 500,
     "KUBE_WATCH_TIMEOUT_SECONDS": 300,
     "KUBE_SYNC_WATCH_SECONDS": 5,
+    "KUBE_SYNC_IDLE_SECONDS": 2.0,
     "KUBE_STALE_AFTER_SECONDS": 300,
     # submission
     "KUBE_FIELD_MANAGER": "gpu-pool-portal",

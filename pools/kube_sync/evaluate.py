@@ -74,6 +74,9 @@ class EvalContext:
         self.cluster = cluster
         self.now = now
         self._pool: dict[tuple[str, str], dict[tuple[str, str], km.PoolFigures]] = {}
+        #: Devices a team holds per (team, flavor, resource), counted once and kept up to date by admissions
+        #: made through this context; any other transition (a release) drops the counts.
+        self.held: dict[tuple[int, str, str], int] = {}
 
     @cached_property
     def flavors(self) -> dict[str, ResourceFlavor]:
@@ -384,14 +387,16 @@ def _borrowing(job: Job, ctx: EvalContext, flavor: str, adding: int) -> bool:
     nominal = ctx.nominal(job, flavor, rc.resource_name)
     if nominal is None:
         return False
-    held = Allocation.objects.filter(
-        job__team_id=job.team_id,
-        job__cluster=ctx.cluster,
-        ended_at__isnull=True,
-        device__resource_name=rc.resource_name,
-        device__node__flavor__name=flavor,
-    ).count()
-    return held + adding > nominal
+    key = (job.team_id, flavor, rc.resource_name)
+    if key not in ctx.held:
+        ctx.held[key] = Allocation.objects.filter(
+            job__team_id=job.team_id,
+            job__cluster=ctx.cluster,
+            ended_at__isnull=True,
+            device__resource_name=rc.resource_name,
+            device__node__flavor__name=flavor,
+        ).count()
+    return ctx.held[key] + adding > nominal
 
 
 def _admit(
@@ -415,11 +420,15 @@ def _admit(
     ]
     devices, short = _pick_devices(job, pods, ctx.cluster)
     flavor = (assignments[0].get("flavors") or {}).get(job.resource_class.resource_name, "")
-    borrowing = _borrowing(job, ctx, flavor, sum(len(d) for d in devices)) if flavor else False
+    adding = sum(len(d) for d in devices)
+    borrowing = _borrowing(job, ctx, flavor, adding) if flavor else False
     message = f"Admitted by ClusterQueue {cq}" if cq else "Admitted by Kueue"
     job_services.job_admit(
         job, now=at, cluster_queue=cq, pod_sets=pod_sets, borrowing=borrowing, devices=devices, message=message
     )
+    key = (job.team_id, flavor, job.resource_class.resource_name)
+    if key in ctx.held:
+        ctx.held[key] += adding
     outcome.actions.append("admitted")
     if short:
         outcome.notes.append(f"admitted without a free device on {', '.join(sorted(set(short)))} in the inventory")
@@ -491,6 +500,13 @@ def _lost_node_at(job: Job) -> datetime | None:
 
 def evaluate_job(job: Job, st: KubeJobState, ctx: EvalContext) -> Outcome:
     """Apply every transition the cluster shows for one job (the caller holds the job's row lock)."""
+    outcome = _evaluate_job(job, st, ctx)
+    if any(not a.startswith(("admitted", "started", "wait")) for a in outcome.actions):
+        ctx.held.clear()  # something was released: count again
+    return outcome
+
+
+def _evaluate_job(job: Job, st: KubeJobState, ctx: EvalContext) -> Outcome:
     outcome = Outcome()
     if job.is_final:
         return outcome

@@ -32,6 +32,17 @@ def job_set_cluster_refs(job: Job, *, uid: str = "", workload_name: str = "") ->
             setattr(job, name, value)
 
 
+def jobs_set_cluster_refs(changes: list[tuple[Job, str, str]]) -> None:
+    """Many jobs' references at once: ``[(job, uid, workload_name)]`` (empty strings leave a field as it is)."""
+    uids = [(job, uid) for job, uid, _ in changes if uid and job.k8s_uid != uid]
+    names = [(job, name) for job, _, name in changes if name and job.workload_name != name]
+    for field, pairs in (("k8s_uid", uids), ("workload_name", names)):
+        for job, value in pairs:
+            setattr(job, field, value)
+        if pairs:
+            Job.objects.bulk_update([job for job, _ in pairs], [field], batch_size=200)
+
+
 def _manifest(job: Job) -> dict:
     return job_manifest(
         job,
@@ -112,15 +123,23 @@ def kube_job_create(*, job_id: int, api: KubeApi, now: datetime | None = None) -
 
 
 def kube_job_delete(*, job_id: int, api: KubeApi) -> bool:
-    """Delete a job's batch Job (its Pods follow); absent already is fine. Returns whether a request was sent."""
+    """Delete a job's batch Job (its Pods follow); returns whether something was deleted.
+
+    Absent already is fine, and so is a 409 on the uid precondition: the name now belongs to another Job (the
+    portal's is gone), which is left alone.
+    """
     job = Job.objects.get(pk=job_id)
     if not job.k8s_name or not job.k8s_uid:
         return False
-    api.delete(
-        JOBS,
-        name=job.k8s_name,
-        namespace=job.k8s_namespace,
-        propagation_policy=str(kube_setting("KUBE_DELETE_PROPAGATION")),
-        uid=job.k8s_uid,
-    )
+    try:
+        api.delete(
+            JOBS,
+            name=job.k8s_name,
+            namespace=job.k8s_namespace,
+            propagation_policy=str(kube_setting("KUBE_DELETE_PROPAGATION")),
+            uid=job.k8s_uid,
+        )
+    except KubeConflict as exc:
+        log.info("job %s: %s/%s is another Job now (%s); not deleted", job.pk, job.k8s_namespace, job.k8s_name, exc)
+        return False
     return True

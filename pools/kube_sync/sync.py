@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import DatabaseError, close_old_connections, transaction
 from django.utils import timezone
 
 from pools.inventory.parse import parse_inventory
@@ -35,6 +35,7 @@ from pools.kube_sync.api import (
     RESOURCE_SLICES,
     WORKLOADS,
     KubeApi,
+    KubeError,
     KubeGone,
     KubeNotFound,
     KubeUnavailable,
@@ -44,7 +45,7 @@ from pools.kube_sync.api import (
 )
 from pools.kube_sync.conf import kube_setting
 from pools.kube_sync.evaluate import EvalContext, evaluate_job
-from pools.kube_sync.jobs import job_set_cluster_refs
+from pools.kube_sync.jobs import jobs_set_cluster_refs
 from pools.kube_sync.manifests import PORTAL_JOBS_SELECTOR
 from pools.kube_sync.observe import (
     compact_batch_job,
@@ -146,6 +147,11 @@ class ClusterSync:
         cluster.save(update_fields=["sync_bookmarks"])
         self.cluster.sync_bookmarks = marks
 
+    def _lock_cluster(self) -> None:
+        """Lock the cluster row (caller's transaction): taken first by every write of the sync, so flushes and
+        evaluations of one cluster run one at a time and always lock in the same order."""
+        Cluster.objects.select_for_update().filter(pk=self.cluster.pk).values_list("pk", flat=True).first()
+
     def forget_bookmarks(self) -> None:
         """Relist everything on the next pass."""
         Cluster.objects.filter(pk=self.cluster.pk).update(sync_bookmarks={})
@@ -160,24 +166,24 @@ class ClusterSync:
             if full or not self.bookmark("nodes"):
                 self.relist_inventory()
             else:
-                self.watch_kind("nodes", seconds)
+                self.watch_kind("nodes", seconds, catch_up=True)
                 if self.slices_served():
-                    self.watch_kind("resourceslices", seconds)
+                    self.watch_kind("resourceslices", seconds, catch_up=True)
             # ClusterQueue status first: the wait reasons of the jobs read its reservation figures
             if full or not self.bookmark("clusterqueues"):
                 self.relist("clusterqueues")
             else:
-                self.watch_kind("clusterqueues", seconds)
+                self.watch_kind("clusterqueues", seconds, catch_up=True)
             job_kinds = [k for k in ("jobs", "pods", "workloads") if full or not self.bookmark(k)]
             if job_kinds:
                 self.relist_jobs(job_kinds)
             for kind in ("jobs", "pods", "workloads"):
                 if kind not in job_kinds:
-                    self.watch_kind(kind, seconds)
+                    self.watch_kind(kind, seconds, catch_up=True)
             if full or not self.bookmark("events"):
                 self.relist("events")
             else:
-                self.watch_kind("events", seconds)
+                self.watch_kind("events", seconds, catch_up=True)
         except KubeUnavailable as exc:
             self.evaluate_dirty()  # what was read before the failure is applied; nothing else changes
             self.mark_unreachable(exc)
@@ -254,13 +260,21 @@ class ClusterSync:
         ):
             list_rv = list_rv or page.resource_version
             with transaction.atomic():
+                self._lock_cluster()
                 self._apply(kind, [WatchEvent("ADDED", item) for item in page.items])
         with transaction.atomic():
             self._save_bookmark(kind, list_rv)
         self.report.relisted.append(kind)
 
-    def watch_kind(self, kind: str, seconds: int, *, stop: Callable[[], bool] | None = None) -> None:
-        """Watch from the bookmark for ``seconds``; flush at every pause of the stream; relist on 410."""
+    def watch_kind(
+        self, kind: str, seconds: int, *, stop: Callable[[], bool] | None = None, catch_up: bool = False
+    ) -> None:
+        """Watch from the bookmark for ``seconds``; flush at every pause of the stream; relist on 410.
+
+        ``catch_up`` (a sync pass): stop as soon as the stream is drained — at the first BOOKMARK (the server says
+        every change up to its version was sent) or after ``KUBE_SYNC_IDLE_SECONDS`` without a byte — instead of
+        holding the connection for ``seconds``.
+        """
         resource, selector = self._resource(kind)
         rv = self.bookmark(kind)
         if not rv:
@@ -269,8 +283,9 @@ class ClusterSync:
         buffer: list[WatchEvent] = []
         last = rv
         try:
+            idle = float(kube_setting("KUBE_SYNC_IDLE_SECONDS")) if catch_up else None
             for event in self.api.watch(
-                resource, resource_version=rv, label_selector=selector, timeout_seconds=seconds
+                resource, resource_version=rv, label_selector=selector, timeout_seconds=seconds, idle_timeout=idle
             ):
                 if event.type == "IDLE":
                     if buffer or last != rv:
@@ -280,9 +295,12 @@ class ClusterSync:
                         break
                     continue
                 last = event.resource_version or last
-                if event.type != "BOOKMARK":
-                    buffer.append(event)
-                    self.report.events[kind] += 1
+                if event.type == "BOOKMARK":
+                    if catch_up:
+                        break
+                    continue
+                buffer.append(event)
+                self.report.events[kind] += 1
                 if len(buffer) >= BATCH:
                     self._flush(kind, buffer, last)
                     buffer, rv = [], last
@@ -298,6 +316,8 @@ class ClusterSync:
     def _flush(self, kind: str, events: list[WatchEvent], rv: str) -> None:
         """Snapshots and bookmark in one transaction; the jobs are marked dirty for :meth:`evaluate_dirty`."""
         with transaction.atomic():
+            # one flush per cluster at a time, and the cluster row locked first: the same lock order everywhere
+            self._lock_cluster()
             touched, relist_inventory = self._apply(kind, events)
             self._mark_dirty(touched)
             self._save_bookmark(kind, rv)
@@ -441,11 +461,14 @@ class ClusterSync:
             for page in list_all(self.api, resource, label_selector=selector, limit=size):
                 rvs.setdefault(kind, page.resource_version)
                 with transaction.atomic():
+                    self._lock_cluster()
                     touched |= self._apply(kind, [WatchEvent("ADDED", item) for item in page.items])[0]
                 for item in page.items:
                     meta = item.get("metadata") or {}
                     seen.add((meta.get("namespace", ""), meta.get("name", "")))
-            touched |= self._vanished(kind, seen, started, rvs.get(kind, ""))
+            with transaction.atomic():
+                self._lock_cluster()
+                touched |= self._vanished(kind, seen, started, rvs.get(kind, ""))
             self.report.relisted.append(kind)
         with transaction.atomic():
             for kind, rv in rvs.items():
@@ -476,11 +499,19 @@ class ClusterSync:
         }
 
     def _save_states(self, states: Iterable[KubeJobState], fields: list[str]) -> None:
+        """Write changed snapshots (marked dirty) as one upsert per batch: an UPDATE … CASE per JSON column, as
+        ``bulk_update`` writes it, costs several times more at 500 rows."""
         rows = list(states)
         for row in rows:
             row.dirty = True
         if rows:
-            KubeJobState.objects.bulk_update(rows, [*fields, "observed_at", "dirty"], batch_size=BATCH)
+            KubeJobState.objects.bulk_create(
+                rows,
+                batch_size=BATCH,
+                update_conflicts=True,
+                unique_fields=["job"],
+                update_fields=[*fields, "observed_at", "dirty"],
+            )
 
     def _job_events(self, events: list[WatchEvent]) -> set[int]:
         latest: dict[int, WatchEvent] = {}
@@ -492,6 +523,7 @@ class ClusterSync:
         states = self._states(jobs)
         now = self.clock()
         changed = []
+        refs: list[tuple[Job, str, str]] = []
         for job_id, event in latest.items():
             job, st = jobs.get(job_id), states.get(job_id)
             meta = event.object.get("metadata") or {}
@@ -510,10 +542,11 @@ class ClusterSync:
             elif (st.batch_job.get("metadata") or {}).get("resourceVersion") == meta.get("resourceVersion"):
                 continue
             if not job.k8s_uid and meta.get("uid"):
-                job_set_cluster_refs(job, uid=meta["uid"])
+                refs.append((job, meta["uid"], ""))
             st.batch_job = compact
             st.observed_at = now
             changed.append(st)
+        jobs_set_cluster_refs(refs)
         self._save_states(changed, ["batch_job", "job_deleted_at"])
         return {s.job_id for s in changed}
 
@@ -568,6 +601,7 @@ class ClusterSync:
         states = self._states(j.pk for j in matched.values())
         now = self.clock()
         changed = []
+        refs: list[tuple[Job, str, str]] = []
         for key, job in matched.items():
             event, st = latest[key], states.get(job.pk)
             if st is None:
@@ -582,9 +616,10 @@ class ClusterSync:
             elif (st.workload.get("metadata") or {}).get("resourceVersion") == meta.get("resourceVersion"):
                 continue
             if job.workload_name != meta.get("name"):
-                job_set_cluster_refs(job, workload_name=meta.get("name", ""))
+                refs.append((job, "", meta.get("name", "")))
             st.workload, st.observed_at = compact, now
             changed.append(st)
+        jobs_set_cluster_refs(refs)
         self._save_states(changed, ["workload"])
         return {s.job_id for s in changed}
 
@@ -667,6 +702,9 @@ class ClusterSync:
         for chunk in _chunks(ids):
             started = self.clock()
             with transaction.atomic():
+                # the cluster row first, as in a flush: evaluation (jobs, then snapshots) and a flush (snapshots,
+                # then job references) of the same cluster never interleave, so they cannot deadlock
+                self._lock_cluster()
                 self._evaluate_chunk(chunk, ctx)
                 # a snapshot written after this evaluation began stays dirty for the next round
                 KubeJobState.objects.filter(job_id__in=chunk, observed_at__lte=started).update(
@@ -681,7 +719,7 @@ class ClusterSync:
 
     def _evaluate_chunk(self, ids: list[int], ctx: EvalContext) -> None:
         jobs = (
-            Job.objects.select_for_update()
+            Job.objects.select_for_update(of=("self",))
             .filter(pk__in=ids, cluster=self.cluster)
             .exclude(state__in=Job.FINAL_STATES)
             .select_related("team", "owner", "resource_class", "priority_class")
@@ -823,6 +861,10 @@ def kube_sync_run(
     return ClusterSync(cluster, api).run(full=full, watch_seconds=watch_seconds)
 
 
+#: Kinds the ``kube_watch`` process watches, one loop each.
+WATCHED_KINDS = ("nodes", "resourceslices", "clusterqueues", "jobs", "pods", "workloads", "events")
+
+
 def kube_watch_loop(
     *,
     cluster: Cluster,
@@ -831,18 +873,34 @@ def kube_watch_loop(
     stop: Callable[[], bool],
     timeout_seconds: int | None = None,
 ) -> None:
-    """Watch one kind of a cluster until ``stop()`` (the ``kube_watch`` process runs one loop per kind)."""
+    """Watch one kind of a cluster until ``stop()`` (the ``kube_watch`` process runs one loop per kind).
+
+    Every batch is committed with its bookmark, so the loop can be killed at any point and resumes where the
+    last commit left it. An unreachable cluster is marked stale and retried with backoff (up to a minute); a
+    database error (a deadlock, a lost connection) drops the batch, which the next watch replays.
+    """
     seconds = int(timeout_seconds or kube_setting("KUBE_WATCH_TIMEOUT_SECONDS"))
     backoff = 1.0
     while not stop():
-        sync = ClusterSync(Cluster.objects.get(pk=cluster.pk), api)
+        close_old_connections()
+        sync = ClusterSync(cluster, api)
         try:
+            sync = ClusterSync(Cluster.objects.get(pk=cluster.pk), api)
+            if kind == "resourceslices" and not sync.slices_served():
+                _sleep_unless(stop, seconds)  # served later after a DRA driver is installed: look again
+                continue
             if kind in ("jobs", "pods", "workloads") and not sync.bookmark(kind):
                 sync.relist_jobs([kind])
             sync.watch_kind(kind, seconds, stop=stop)
+            if sync.cluster.last_sync_error:
+                sync.mark_reachable(reevaluate=True)
             backoff = 1.0
         except KubeUnavailable as exc:
             sync.mark_unreachable(exc)
+            _sleep_unless(stop, backoff)
+            backoff = min(backoff * 2, 60.0)
+        except (KubeError, DatabaseError) as exc:
+            log.warning("cluster %s: watch of %s failed (%s); retrying in %.0fs", cluster.name, kind, exc, backoff)
             _sleep_unless(stop, backoff)
             backoff = min(backoff * 2, 60.0)
 
@@ -850,8 +908,14 @@ def kube_watch_loop(
 def kube_evaluate_loop(*, cluster: Cluster, api: KubeApi, stop: Callable[[], bool], interval: float = 0.2) -> None:
     """Apply what the watchers stored: evaluate dirty jobs every ``interval`` seconds until ``stop()``."""
     while not stop():
-        sync = ClusterSync(Cluster.objects.get(pk=cluster.pk), api)
-        if not sync.evaluate_dirty():
+        close_old_connections()
+        try:
+            sync = ClusterSync(Cluster.objects.get(pk=cluster.pk), api)
+            evaluated = sync.evaluate_dirty()
+        except DatabaseError as exc:
+            log.warning("cluster %s: evaluation failed (%s); retrying", cluster.name, exc)
+            evaluated = 0
+        if not evaluated:
             _sleep_unless(stop, interval)
 
 

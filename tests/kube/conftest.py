@@ -5,12 +5,15 @@ from __future__ import annotations
 import pytest
 
 from pools.backends.k8s.client import KubeClient, forget_client
+from pools.kube_sync.config import kube_config_push
+from pools.kube_sync.sync import ClusterSync
 from pools.models import Cluster
-from queues.models import Membership, PriorityClass, QuotaLine, TeamQuota
+from queues.models import Job, Membership, PriorityClass, QuotaLine, TeamQuota
+from queues.services import JobSpec, job_submit
 from tests.factories import ResourceClassFactory, ResourceFlavorFactory, TeamFactory, UserFactory
-from tests.kube.cluster import FakeKueue, gpu_node
+from tests.kube.cluster import FakeKueue, at, gpu_node
 from tests.kube.emulator import Emulator
-from tests.kube.schemas import CRD_DIR, validate
+from tests.kube.schemas import CRD_DIR, crd_schemas, validate
 
 
 @pytest.fixture(autouse=True)
@@ -19,13 +22,24 @@ def _kube_settings(settings):
     settings.KUBE_API_BACKOFF_BASE = 0.01
     settings.KUBE_API_BACKOFF_MAX = 0.02
     settings.KUBE_API_RETRIES = 3
-    settings.KUBE_API_READ_TIMEOUT = 3
+    settings.KUBE_API_READ_TIMEOUT = 10  # generous: the machine running the tests may be busy
     settings.KUBE_SYNC_WATCH_SECONDS = 1
     settings.KUBE_RESUBMIT_AFTER_SECONDS = 0
 
 
+@pytest.fixture(scope="session")
+def _schemas_loaded():
+    """Compile the validators once, before any emulator answers: a cold CRD schema takes seconds."""
+    if not CRD_DIR.exists():
+        return
+    for kind in crd_schemas():
+        validate({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": kind, "metadata": {"name": "warm"}, "spec": {}})
+    for api_version, kind in (("v1", "Namespace"), ("batch/v1", "Job")):
+        validate({"apiVersion": api_version, "kind": kind, "metadata": {"name": "warm"}, "spec": {}})
+
+
 @pytest.fixture
-def emulator():
+def emulator(_schemas_loaded):
     """A running emulator that validates what clients send; fails the test if anything was rejected."""
     if not CRD_DIR.exists():
         pytest.skip("../shared/reference is not beside this checkout")
@@ -82,3 +96,36 @@ def portal(db, cluster, emulator):
     return type(
         "Portal", (), {"flavor": flavor, "rc": rc, "team": team, "quota": quota, "priority": priority, "user": user}
     )
+
+
+@pytest.fixture
+def world(portal, cluster, api, emulator, kube, django_capture_on_commit_callbacks):
+    """Configuration pushed, inventory synced; ``world.submit()`` and ``world.sync()`` helpers."""
+    kube_config_push(cluster=cluster, api=api)
+
+    class World:
+        def sync(self, sync_class: type[ClusterSync] = ClusterSync, **kwargs):
+            report = sync_class(Cluster.objects.get(pk=cluster.pk), api).run(**kwargs)
+            assert emulator.rejected == []
+            return report
+
+        def submit(self, name: str = "train", *, pods: int = 1, gpus: int = 8, minute: float = 0, **kwargs) -> Job:
+            spec = JobSpec(
+                name=name,
+                image="registry.example.com/vision/train:1.0",
+                resource_class=portal.rc,
+                devices_per_pod=gpus,
+                pod_count=pods,
+                **kwargs,
+            )
+            with django_capture_on_commit_callbacks(execute=True):
+                job = job_submit(owner=portal.user, team=portal.team, spec=spec, now=at(minute))
+            job.refresh_from_db()
+            return job
+
+        def job(self, job: Job) -> Job:
+            return Job.objects.get(pk=job.pk)
+
+    w = World()
+    w.sync()
+    return w

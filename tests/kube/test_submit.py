@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.db import connection
 
 from pools.kube_sync.config import kube_config_push
 from pools.kube_sync.jobs import kube_job_create
@@ -130,19 +129,28 @@ def test_submit_after_a_lost_response_finds_its_own_job(submit, portal, api, emu
     assert len(emulator.all("Job")) == 1
 
 
-@pytest.mark.skipif(connection.vendor == "postgresql", reason="fails on PostgreSQL: open bug, see issue 5 notes")
-def test_submit_name_taken_by_a_foreign_job_fails_the_job(submit, portal, emulator):
+def test_submit_name_taken_by_a_foreign_job_fails_the_job(
+    portal, cluster, api, emulator, django_capture_on_commit_callbacks
+):
+    kube_config_push(cluster=cluster, api=api)
+    spec = JobSpec(name="train", image="registry.example.com/a:1", resource_class=portal.rc, devices_per_pod=8)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        job = job_submit(owner=portal.user, team=portal.team, spec=spec, now=at(0))
+    # someone else's Job takes the name between the portal's commit and its request to the cluster
     emulator.put(
         {
             "apiVersion": "batch/v1",
             "kind": "Job",
-            "metadata": {"name": "train-1", "namespace": "team-vision"},
+            "metadata": {"name": job.k8s_name, "namespace": "team-vision"},
             "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}},
         }
     )
-    job = submit()
+    for callback in callbacks:
+        callback()
+    job.refresh_from_db()
     assert job.state == Job.State.FAILED
-    assert "already exists" in job.events.last().message
+    assert "already exists" in job.events.order_by("at", "id").last().message
+    assert emulator.get_obj("Job", job.k8s_name, "team-vision")["metadata"].get("labels") is None  # left alone
 
 
 def test_submit_to_a_missing_namespace_waits_misconfigured(portal, cluster, api, django_capture_on_commit_callbacks):

@@ -3,51 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connection
 
-from pools.kube_sync.config import kube_config_push
-from pools.kube_sync.sync import ClusterSync
 from pools.models import Cluster, Device, KubeJobState, Node
 from queues.models import Allocation, Job, JobEvent
-from queues.services import JobSpec, job_submit
 from tests.kube.cluster import at, condition, gpu_node, ts, workload_name
 
 pytestmark = pytest.mark.django_db
 NS = "team-vision"
 QUOTA = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h100, 8 more needed"
-
-
-@pytest.fixture
-def world(portal, cluster, api, emulator, kube, django_capture_on_commit_callbacks):
-    """Configuration pushed, inventory synced; ``world.submit()`` and ``world.sync()`` helpers."""
-    kube_config_push(cluster=cluster, api=api)
-
-    class World:
-        def sync(self, **kwargs):
-            report = ClusterSync(Cluster.objects.get(pk=cluster.pk), api).run(**kwargs)
-            assert emulator.rejected == []
-            return report
-
-        def submit(self, name: str = "train", *, pods: int = 1, gpus: int = 8, minute: float = 0, **kwargs) -> Job:
-            spec = JobSpec(
-                name=name,
-                image="registry.example.com/vision/train:1.0",
-                resource_class=portal.rc,
-                devices_per_pod=gpus,
-                pod_count=pods,
-                **kwargs,
-            )
-            with django_capture_on_commit_callbacks(execute=True):
-                job = job_submit(owner=portal.user, team=portal.team, spec=spec, now=at(minute))
-            job.refresh_from_db()
-            return job
-
-        def job(self, job: Job) -> Job:
-            return Job.objects.get(pk=job.pk)
-
-    w = World()
-    w.sync()
-    return w
 
 
 def _events(job: Job) -> list[str]:
@@ -498,8 +461,3 @@ def test_quota_reserved_waiting_for_provisioning(world, kube):
     world.sync()
     job = world.job(job)
     assert (job.state, job.wait_reason) == ("pending", "awaiting_provisioning")
-
-
-# Known failure, to fix next: on PostgreSQL several sync tests fail (transaction handling in the relist path).
-if connection.vendor == "postgresql":
-    pytestmark = [pytestmark, pytest.mark.skip(reason="fails on PostgreSQL: open bug, see issue 5 notes")]

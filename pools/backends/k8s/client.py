@@ -232,8 +232,10 @@ class KubeClient:
         label_selector: str = "",
         field_selector: str = "",
         timeout_seconds: int = 300,
+        idle_timeout: float | None = None,
     ) -> Iterator[WatchEvent]:
-        """Stream events; ends when the server closes the watch or the connection breaks (resume from the last rv)."""
+        """Stream events; ends when the server closes the watch, the connection breaks (resume from the last rv)
+        or, with ``idle_timeout``, when nothing arrived for that many seconds (the backlog is drained)."""
         query: list[tuple[str, Any]] = [
             ("watch", "true"),
             ("allowWatchBookmarks", "true"),
@@ -245,10 +247,13 @@ class KubeClient:
             query.append(("labelSelector", label_selector))
         if field_selector:
             query.append(("fieldSelector", field_selector))
-        response = self._send("GET", resource.path(namespace=namespace), query=query, read_timeout=timeout_seconds + 30)
+        read_timeout = idle_timeout if idle_timeout else timeout_seconds + 30
+        response = self._send("GET", resource.path(namespace=namespace), query=query, read_timeout=read_timeout)
         try:
             yield from self._events(response, resource)
         finally:
+            if not response.closed:
+                response.close()  # a consumer that stopped early: the rest of the stream is not wanted
             response.release_conn()
 
     def _events(self, response: urllib3.HTTPResponse, resource: Resource) -> Iterator[WatchEvent]:
