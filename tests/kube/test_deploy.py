@@ -168,8 +168,6 @@ def _manage_commands(rendered) -> set[str]:
 @pytest.mark.parametrize("command", ["collectstatic", "migrate", "kube_watch"])
 def test_deploy_management_commands_exist(rendered, command):
     assert command in _manage_commands(rendered)
-    if command == "kube_watch" and command not in get_commands():
-        pytest.xfail("kube_watch (the watch process of issue 5 item 4) is built by the sync work, not yet merged")
     assert command in get_commands()
 
 
