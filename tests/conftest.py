@@ -28,3 +28,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip)
+
+
+# The browser tests' fixtures (page, browser, shots…), available to every test module.
+from tests.browsing import browser, page, serialised, shots  # noqa: E402, F401

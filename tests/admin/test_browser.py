@@ -7,59 +7,21 @@ go to docs/screenshots/ when SAVE_SCREENSHOTS=1, else to a temp folder.
 
 from __future__ import annotations
 
-import os
 import re
-import threading
 from pathlib import Path
 
 import pytest
-from django.core.handlers.wsgi import WSGIHandler
+from playwright.sync_api import expect
 
 from queues.demo import DEMO_PASSWORD, demo_seed
 from queues.models import PolicyPush, QuotaLine, TeamQuota
 
-CHROMIUM = Path("/usr/bin/chromium")
-if not CHROMIUM.exists():
-    pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
-
-from playwright.sync_api import expect, sync_playwright  # noqa: E402
-
 pytestmark = pytest.mark.django_db(transaction=True)
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
-_db_lock = threading.RLock()
-
-
-@pytest.fixture
-def page(live_server, monkeypatch, tmp_path):
-    """A browser page on the live server; requests serialised (one in-memory SQLite connection)."""
-    original = WSGIHandler.__call__
-
-    def locked(self, environ, start_response):
-        with _db_lock:
-            return original(self, environ, start_response)
-
-    monkeypatch.setattr(WSGIHandler, "__call__", locked)
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=LAUNCH_ARGS)
-        context = browser.new_context(viewport={"width": 1400, "height": 1000}, base_url=live_server.url)
-        page = context.new_page()
-        page.set_default_timeout(20_000)
-        yield page
-        context.close()
-        browser.close()
-
-
-@pytest.fixture
-def shots(tmp_path) -> Path:
-    if os.environ.get("SAVE_SCREENSHOTS") == "1":
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        return SCREENSHOTS
-    return tmp_path
 
 
 def test_change_quota_preview_apply_audit(page, shots):
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.set_default_timeout(20_000)
     demo_seed(days=2)
     quota = TeamQuota.objects.get(cluster_queue_name="vision")
     line = QuotaLine.objects.get(team_quota=quota, resource_name="nvidia.com/gpu")

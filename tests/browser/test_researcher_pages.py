@@ -7,87 +7,24 @@ serialised by a lock. Screenshots go to docs/screenshots/ when SAVE_SCREENSHOTS=
 
 from __future__ import annotations
 
-import os
 import re
-import threading
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
-from django.core.handlers.wsgi import WSGIHandler
 from django.utils import timezone
+from playwright.sync_api import Page, expect
 
 from pools.backends.simulated import simulated_cluster_tick_run
 from queues.models import Job
 from tests.browser.scenarios import PASSWORD, RACK, add_catalogue_classes, occupy, research_pool
-
-CHROMIUM = Path("/usr/bin/chromium")
-if not CHROMIUM.exists():
-    pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
-
-from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
+from tests.browsing import DB_LOCK
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-_db_lock = threading.RLock()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    # Playwright's sync API runs an event loop in this thread; the ORM calls between page steps are safe.
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=LAUNCH_ARGS)
-        yield chromium
-        chromium.close()
-    if previous is None:
-        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-    else:
-        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
-
-
-@pytest.fixture
-def serialised(monkeypatch):
-    """Run each live-server request under the lock the test's ticks take."""
-    original = WSGIHandler.__call__
-
-    def locked(self, environ, start_response):
-        with _db_lock:
-            return original(self, environ, start_response)
-
-    monkeypatch.setattr(WSGIHandler, "__call__", locked)
-
-
-@pytest.fixture
-def page(browser, live_server, serialised):
-    context = browser.new_context(viewport={"width": 1360, "height": 1000}, base_url=live_server.url)
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    yield page
-    context.close()
-
-
-@pytest.fixture
-def shots(tmp_path) -> Path:
-    if os.environ.get("SAVE_SCREENSHOTS") == "1":
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        return SCREENSHOTS
-    return tmp_path
 
 
 def tick(pool, now):
     """One tick of the simulated cluster at ``now`` (no request is served meanwhile)."""
-    with _db_lock:
+    with DB_LOCK:
         return simulated_cluster_tick_run(cluster_id=pool.cluster.pk, now=now)
 
 

@@ -11,21 +11,18 @@ import pytest
 from pools.health.ingest import health_ingest_scrape
 from pools.models import Device, HealthState, RepairTicket
 from queues.models import Job, WaitReason
-from tests.browser.test_researcher_pages import CHROMIUM, _db_lock, browser, page, serialised  # noqa: F401
+from tests.browsing import DB_LOCK
 from tests.health.conftest import submit, tick
 from tests.health.scrapes import exposition, gpu
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-if not CHROMIUM.exists():
-    pytest.skip("needs /usr/bin/chromium", allow_module_level=True)
 
 from playwright.sync_api import expect  # noqa: E402
 
 PASSWORD = "health-pages-1"
 
 
-def _login(page, user):  # noqa: F811
+def _login(page, user):
     user.set_password(PASSWORD)
     user.save(update_fields=["password"])
     page.goto("/accounts/login/")
@@ -37,7 +34,7 @@ def _login(page, user):  # noqa: F811
 
 def _xid79_blocks_a_job(pool):
     """A 4-GPU job runs on one node; XID 79 on the other node's GPU 2; a second 4-GPU job waits for health."""
-    with _db_lock:
+    with DB_LOCK:
         first = submit(pool, "first", at=0, devices=4)
         tick(pool, 1)
         tick(pool, 2)
@@ -57,7 +54,7 @@ def _xid79_blocks_a_job(pool):
     return waiting, device, RepairTicket.objects.get()
 
 
-def test_researcher_follows_the_health_wait_to_the_ticket(page, pool):  # noqa: F811
+def test_researcher_follows_the_health_wait_to_the_ticket(page, pool):
     job, device, ticket = _xid79_blocks_a_job(pool)
     _login(page, pool.user)
     page.goto(f"/jobs/{job.pk}/")
@@ -71,7 +68,7 @@ def test_researcher_follows_the_health_wait_to_the_ticket(page, pool):  # noqa: 
     expect(page.locator("body")).not_to_contain_text("Device health transitions")  # evidence is for staff
 
 
-def test_staff_see_map_queue_and_capacity(page, pool):  # noqa: F811
+def test_staff_see_map_queue_and_capacity(page, pool):
     _, device, ticket = _xid79_blocks_a_job(pool)
     _login(page, pool.admin)
     page.goto("/health/?problems=1")
