@@ -328,6 +328,12 @@ class Engine:
             self._place_existing(wl)
         for cq in self.cqs.values():
             self._mark_borrowing(cq)
+        # A preemptor keeps its ClusterQueue's head until it is admitted or found inadmissible (see heads()).
+        self.preemptors: dict[str, _Wl] = {}
+        for wl in sorted(self.workloads.values(), key=lambda w: w.key):
+            preemptor = self.workloads.get(wl.eviction.preemptor or "") if wl.eviction is not None else None
+            if wl.state == EVICTING and preemptor is not None and preemptor.state == PENDING and preemptor.cq:
+                self.preemptors.setdefault(preemptor.cq, preemptor)
 
     # ------------------------------------------------------------------ configuration
 
@@ -1206,13 +1212,30 @@ class Engine:
 
     # ------------------------------------------------------------------ cycle
 
+    def _pinned(self, cq: _CQ) -> _Wl | None:
+        """The preemptor that holds ``cq``'s head while its preemption is under way (None: none, or it ended)."""
+        wl = self.preemptors.get(cq.name)
+        if wl is None:
+            return None
+        if wl.state == PENDING and wl.cq == cq.name and wl.group is not None and wl.group.active:
+            return wl
+        del self.preemptors[cq.name]
+        return None
+
     def heads(self) -> list[tuple[_CQ, _Wl]]:
-        """The head of every ClusterQueue that can admit now."""
+        """The head of every ClusterQueue that can admit now.
+
+        A workload that issued preemptions stays its queue's head until it is admitted or inadmissible, so a
+        parked workload woken by its victims' release cannot take the head and let the freed capacity go to
+        another queue (which the preemptor would reclaim again at the same instant, endlessly).
+        """
         out = []
         for cq in self.cqs.values():
             if cq.blocked or not cq.heap:
                 continue
-            head = self._head(cq)
+            head = self._pinned(cq) if self.preemptors else None
+            if head is None:
+                head = self._head(cq)
             if head is not None:
                 out.append((cq, head))
         return out
@@ -1249,6 +1272,8 @@ class Engine:
             wl, cq, assignment = e.wl, e.cq, e.assignment
             if not e.nominated:
                 self._not_nominated(e, outcome)
+                if self.preemptors.get(cq.name) is wl:
+                    del self.preemptors[cq.name]
                 continue
             if e.targets and any(t.key in preempted for t, _ in e.targets):
                 wl.note = {"kind": "overlap", "message": msg.OVERLAPPING_TARGETS}
@@ -1283,11 +1308,14 @@ class Engine:
                 self.pool.add(pods)
                 reservations.append((cq, assignment.usage, pods))
                 changed = True
+                self.preemptors[cq.name] = wl
                 issued = self._issue_preemptions(wl, cq, e.targets)
                 outcome.preemptions.extend(issued)
                 wl.note = {"kind": "preempting", "count": len(e.targets), "message": assignment.message()}
                 continue
             decision = self._admit(wl, cq, assignment, nodes or [[] for _ in wl.pod_sets])
+            if self.preemptors.get(cq.name) is wl:
+                del self.preemptors[cq.name]
             changed = True
             outcome.admitted.append(decision)
             admitted_cqs.add(cq.name)
