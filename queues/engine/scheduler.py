@@ -142,6 +142,7 @@ class _Wl:
         "borrowing",
         "cq",
         "created",
+        "evicted_at",
         "eviction",
         "group",
         "key",
@@ -178,6 +179,7 @@ class _Wl:
         self.borrowing = False
         self.pending_checks: tuple[str, ...] = ()
         self.eviction: Eviction | None = spec.eviction
+        self.evicted_at: float | None = spec.requeued_at
         self.preempted_by: str | None = None
         self.group: _Group | None = None
         self.shape: tuple = ()
@@ -1009,6 +1011,9 @@ class Engine:
     def _classify(self, cq: _CQ, wl: _Wl, cand: _Wl, frs: set[FlavorResource], advantage: bool) -> int:
         if not self._uses(cand, frs):
             return V_NEVER
+        if cand.evicted_at == self.now and cand.state != EVICTING:
+            # Evicted and re-admitted at this instant: preempting it again here could repeat forever.
+            return V_NEVER
         if self._priority_too_high(cq, wl, cand):
             return V_NEVER
         if cand.cq == cq.name:
@@ -1263,7 +1268,10 @@ class Engine:
                 nominated = bool(targets)
             entries.append(_Entry(wl, cq, assignment, targets, nominated))
             outcome.evaluated.append(wl.key)
-        entries.sort(key=lambda e: (e.assignment.borrow, -e.wl.priority, e.wl.ts, e.wl.key))
+        # Kueue's order; among equal borrowing and priority a preemptor from an earlier cycle goes first, so
+        # the capacity its victims freed is not taken by a peer that would then be reclaimed in turn.
+        pinned = {id(w) for w in self.preemptors.values()}
+        entries.sort(key=lambda e: (e.assignment.borrow, -e.wl.priority, id(e.wl) not in pinned, e.wl.ts, e.wl.key))
         preempted: dict[str, _Wl] = {}
         reservations: list[tuple[_CQ, dict[FlavorResource, int], list[tuple[str, dict[str, int]]]]] = []
         admitted_cqs: set[str] = set()
@@ -1425,6 +1433,7 @@ class Engine:
         wl.admitted_at = None
         wl.pending_checks = ()
         wl.ts = now
+        wl.evicted_at = now
         wl.eviction = None
         self._enqueue(wl)
 
@@ -1469,7 +1478,7 @@ class Engine:
                 admitted_at=wl.admitted_at,
                 eviction=wl.eviction,
                 admission_checks=checks,
-                requeued_at=spec.requeued_at,
+                requeued_at=wl.evicted_at,
             )
         requeued = wl.ts if wl.ts != spec.created_at else spec.requeued_at
         return replace(spec, admission=None, admitted_at=None, eviction=None, requeued_at=requeued)

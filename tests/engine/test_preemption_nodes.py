@@ -109,3 +109,33 @@ def test_reclaim_settles_when_an_older_parked_workload_is_woken():
         assert by_key["b/next"].admission is None
         assert by_key["b/r1"].admission is None
         assert final.pending["a/big"].code in ("quota_exhausted", "borrow_limit")
+
+
+def test_workload_evicted_and_readmitted_at_an_instant_is_not_preempted_again_there():
+    # Found by the property test: w11 reclaims w3 from borrowing q0; w9 (q2, priority 1) preempts w11 to
+    # borrow; w3 (priority 2) is ahead of w9 in Kueue's order and takes the freed quota back; w11 reclaims
+    # w3 again ... at the same instant, forever. A workload evicted and re-admitted at an instant is not a
+    # candidate again at that instant, so the cycle ends.
+    s = state(
+        [
+            cq("q0", {"f": {GPU: (0, None)}}, cohort="c"),
+            cq("q1", {"f": {GPU: (2, None)}}, cohort="c"),
+            cq("q2", {"f": {GPU: (7, None)}}, cohort="c", within="LowerPriority", reclaim="Any"),
+        ],
+        [
+            wl("q0/w0", 1, priority=3, created=20),
+            wl("q2/w2", 2, count=2, priority=1, created=20),
+            wl("q0/w3", 4, priority=2, created=20),
+            wl("q2/w9", 4, priority=1, created=20),
+            wl("q2/w11", 1, priority=0, created=20),
+        ],
+    )
+    final = settle(s, 30, max_cycles=200)
+    victims = [v for v, _ in _preemptions(final)]
+    # w11 then reclaims w0 instead of w3 (before this rule: 200 cycles, w3 and w11 evicted over and over).
+    assert victims == ["q0/w3", "q2/w11", "q0/w0"]
+    assert len(final.cycles) < 15
+    by_key = {w.key: w for w in final.state.workloads}
+    assert by_key["q0/w3"].admission is not None
+    assert by_key["q0/w3"].requeued_at == 30
+    assert {k for k, w in by_key.items() if w.admission is not None} == {"q0/w3", "q2/w2", "q2/w11"}
