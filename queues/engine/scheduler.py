@@ -142,6 +142,7 @@ class _Wl:
         "borrowing",
         "cq",
         "created",
+        "evicted_at",
         "eviction",
         "group",
         "key",
@@ -178,6 +179,7 @@ class _Wl:
         self.borrowing = False
         self.pending_checks: tuple[str, ...] = ()
         self.eviction: Eviction | None = spec.eviction
+        self.evicted_at: float | None = spec.requeued_at
         self.preempted_by: str | None = None
         self.group: _Group | None = None
         self.shape: tuple = ()
@@ -328,6 +330,12 @@ class Engine:
             self._place_existing(wl)
         for cq in self.cqs.values():
             self._mark_borrowing(cq)
+        # A preemptor keeps its ClusterQueue's head until it is admitted or found inadmissible (see heads()).
+        self.preemptors: dict[str, _Wl] = {}
+        for wl in sorted(self.workloads.values(), key=lambda w: w.key):
+            preemptor = self.workloads.get(wl.eviction.preemptor or "") if wl.eviction is not None else None
+            if wl.state == EVICTING and preemptor is not None and preemptor.state == PENDING and preemptor.cq:
+                self.preemptors.setdefault(preemptor.cq, preemptor)
 
     # ------------------------------------------------------------------ configuration
 
@@ -1003,6 +1011,9 @@ class Engine:
     def _classify(self, cq: _CQ, wl: _Wl, cand: _Wl, frs: set[FlavorResource], advantage: bool) -> int:
         if not self._uses(cand, frs):
             return V_NEVER
+        if cand.evicted_at == self.now and cand.state != EVICTING:
+            # Evicted and re-admitted at this instant: preempting it again here could repeat forever.
+            return V_NEVER
         if self._priority_too_high(cq, wl, cand):
             return V_NEVER
         if cand.cq == cq.name:
@@ -1206,13 +1217,30 @@ class Engine:
 
     # ------------------------------------------------------------------ cycle
 
+    def _pinned(self, cq: _CQ) -> _Wl | None:
+        """The preemptor that holds ``cq``'s head while its preemption is under way (None: none, or it ended)."""
+        wl = self.preemptors.get(cq.name)
+        if wl is None:
+            return None
+        if wl.state == PENDING and wl.cq == cq.name and wl.group is not None and wl.group.active:
+            return wl
+        del self.preemptors[cq.name]
+        return None
+
     def heads(self) -> list[tuple[_CQ, _Wl]]:
-        """The head of every ClusterQueue that can admit now."""
+        """The head of every ClusterQueue that can admit now.
+
+        A workload that issued preemptions stays its queue's head until it is admitted or inadmissible, so a
+        parked workload woken by its victims' release cannot take the head and let the freed capacity go to
+        another queue (which the preemptor would reclaim again at the same instant, endlessly).
+        """
         out = []
         for cq in self.cqs.values():
             if cq.blocked or not cq.heap:
                 continue
-            head = self._head(cq)
+            head = self._pinned(cq) if self.preemptors else None
+            if head is None:
+                head = self._head(cq)
             if head is not None:
                 out.append((cq, head))
         return out
@@ -1240,7 +1268,10 @@ class Engine:
                 nominated = bool(targets)
             entries.append(_Entry(wl, cq, assignment, targets, nominated))
             outcome.evaluated.append(wl.key)
-        entries.sort(key=lambda e: (e.assignment.borrow, -e.wl.priority, e.wl.ts, e.wl.key))
+        # Kueue's order; among equal borrowing and priority a preemptor from an earlier cycle goes first, so
+        # the capacity its victims freed is not taken by a peer that would then be reclaimed in turn.
+        pinned = {id(w) for w in self.preemptors.values()}
+        entries.sort(key=lambda e: (e.assignment.borrow, -e.wl.priority, id(e.wl) not in pinned, e.wl.ts, e.wl.key))
         preempted: dict[str, _Wl] = {}
         reservations: list[tuple[_CQ, dict[FlavorResource, int], list[tuple[str, dict[str, int]]]]] = []
         admitted_cqs: set[str] = set()
@@ -1249,6 +1280,8 @@ class Engine:
             wl, cq, assignment = e.wl, e.cq, e.assignment
             if not e.nominated:
                 self._not_nominated(e, outcome)
+                if self.preemptors.get(cq.name) is wl:
+                    del self.preemptors[cq.name]
                 continue
             if e.targets and any(t.key in preempted for t, _ in e.targets):
                 wl.note = {"kind": "overlap", "message": msg.OVERLAPPING_TARGETS}
@@ -1283,11 +1316,14 @@ class Engine:
                 self.pool.add(pods)
                 reservations.append((cq, assignment.usage, pods))
                 changed = True
+                self.preemptors[cq.name] = wl
                 issued = self._issue_preemptions(wl, cq, e.targets)
                 outcome.preemptions.extend(issued)
                 wl.note = {"kind": "preempting", "count": len(e.targets), "message": assignment.message()}
                 continue
             decision = self._admit(wl, cq, assignment, nodes or [[] for _ in wl.pod_sets])
+            if self.preemptors.get(cq.name) is wl:
+                del self.preemptors[cq.name]
             changed = True
             outcome.admitted.append(decision)
             admitted_cqs.add(cq.name)
@@ -1397,6 +1433,7 @@ class Engine:
         wl.admitted_at = None
         wl.pending_checks = ()
         wl.ts = now
+        wl.evicted_at = now
         wl.eviction = None
         self._enqueue(wl)
 
@@ -1441,7 +1478,7 @@ class Engine:
                 admitted_at=wl.admitted_at,
                 eviction=wl.eviction,
                 admission_checks=checks,
-                requeued_at=spec.requeued_at,
+                requeued_at=wl.evicted_at,
             )
         requeued = wl.ts if wl.ts != spec.created_at else spec.requeued_at
         return replace(spec, admission=None, admitted_at=None, eviction=None, requeued_at=requeued)
