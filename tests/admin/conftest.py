@@ -17,7 +17,7 @@ from tests.factories import (
     TeamFactory,
     UserFactory,
 )
-from tests.kube.conftest import _kube_settings, cluster, emulator, portal  # noqa: F401  (the API emulator's fixtures)
+from tests.kube.conftest import _kube_settings, _schemas_loaded, cluster, emulator, portal  # noqa: F401  (the API emulator's fixtures)
 
 GPU = "nvidia.com/gpu"
 T0 = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)

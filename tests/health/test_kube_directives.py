@@ -15,7 +15,7 @@ from pools.health.services import Actor
 from pools.inventory.service import inventory_import
 from pools.models import Device, NodeHealthDirective
 from tests.kube.cluster import gpu_node
-from tests.kube.conftest import _kube_settings, api, cluster, emulator  # noqa: F401 - fixtures
+from tests.kube.conftest import _kube_settings, _schemas_loaded, api, cluster, emulator  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db(transaction=False)
 
