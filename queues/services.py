@@ -6,6 +6,7 @@ Allocations are opened and closed only here, so no ending of a job can leave a d
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -241,12 +242,15 @@ def job_submit(
     return job
 
 
-def job_set_wait_reason(
-    job: Job, *, code: str, message: str, kueue_message: str = "", details: Mapping | None = None, now: datetime
-) -> bool:
-    """Store the job's current wait reason; a change of code or message is a timeline event. Returns changed."""
+WAIT_FIELDS = ["wait_reason", "wait_message", "kueue_message", "wait_details", "wait_since"]
+
+
+def _wait_change(
+    job: Job, *, code: str, message: str, kueue_message: str, details: Mapping | None, now: datetime
+) -> tuple[bool, JobEvent | None]:
+    """Apply a wait reason to the job in memory: (changed, the unsaved timeline event of a change of code)."""
     if job.wait_reason == code and job.wait_message == message and job.kueue_message == kueue_message:
-        return False
+        return False, None
     code_changed = job.wait_reason != code
     job.wait_reason = code
     job.wait_message = message
@@ -254,16 +258,100 @@ def job_set_wait_reason(
     job.wait_details = dict(details or {})
     if code_changed or job.wait_since is None:
         job.wait_since = now
-    job.save(update_fields=["wait_reason", "wait_message", "kueue_message", "wait_details", "wait_since"])
-    if code_changed:
-        record_event(
-            job,
-            JobEvent.Kind.WAIT_REASON,
-            message,
-            at=now,
-            details={"code": code, "label": WaitReason(code).label, "kueueMessage": kueue_message},
+    if not code_changed:
+        return True, None
+    event = JobEvent(
+        job=job,
+        at=now,
+        kind=JobEvent.Kind.WAIT_REASON,
+        message=message,
+        details={"code": code, "label": WaitReason(code).label, "kueueMessage": kueue_message},
+    )
+    return True, event
+
+
+def job_set_wait_reason(
+    job: Job, *, code: str, message: str, kueue_message: str = "", details: Mapping | None = None, now: datetime
+) -> bool:
+    """Store the job's current wait reason; a change of code or message is a timeline event. Returns changed."""
+    changed, event = _wait_change(
+        job, code=code, message=message, kueue_message=kueue_message, details=details, now=now
+    )
+    if changed:
+        job.save(update_fields=WAIT_FIELDS)
+    if event is not None:
+        event.save()
+    return changed
+
+
+class WaitReasonBatch:
+    """``job_set_wait_reason`` for many jobs, written together: one ``bulk_update`` of the jobs' wait fields and
+    one ``bulk_create`` of their timeline events per :meth:`flush` (same rows and messages as one by one).
+
+    The caller holds the jobs' row locks and flushes inside the same transaction; a job is added at most once
+    per flush, and nothing else writes its wait fields or events before the flush.
+    """
+
+    def __init__(self) -> None:
+        self.jobs: dict[int, Job] = {}
+        self.events: list[JobEvent] = []
+
+    def set_wait_reason(
+        self,
+        job: Job,
+        *,
+        code: str,
+        message: str,
+        kueue_message: str = "",
+        details: Mapping | None = None,
+        now: datetime,
+    ) -> bool:
+        """As ``job_set_wait_reason``, written at the next flush. Returns changed."""
+        if job.pk in self.jobs:
+            raise ValueError(f"job {job.pk} is already in this batch")
+        changed, event = _wait_change(
+            job, code=code, message=message, kueue_message=kueue_message, details=details, now=now
         )
-    return True
+        if changed:
+            self.jobs[job.pk] = job
+        if event is not None:
+            self.events.append(event)
+        return changed
+
+    def discard(self, job: Job) -> None:
+        """Drop what was added for this job (its evaluation failed and was rolled back)."""
+        if self.jobs.pop(job.pk, None) is not None:
+            self.events = [e for e in self.events if e.job_id != job.pk]
+
+    def flush(self) -> int:
+        """Write what was added; returns how many jobs changed."""
+        jobs, events = list(self.jobs.values()), self.events
+        self.jobs, self.events = {}, []
+        # jobs given the same reason (one message for a whole queue) in one UPDATE per 500; the rest in bulk_update
+        groups: dict[tuple, list[Job]] = {}
+        for job in jobs:
+            key = (
+                job.wait_reason,
+                job.wait_message,
+                job.kueue_message,
+                json.dumps(job.wait_details, sort_keys=True, default=str),
+                job.wait_since,
+            )
+            groups.setdefault(key, []).append(job)
+        single = []
+        for group in groups.values():
+            if len(group) == 1:
+                single += group
+                continue
+            first = group[0]
+            values = {name: getattr(first, name) for name in WAIT_FIELDS}
+            for i in range(0, len(group), 500):
+                Job.objects.filter(pk__in=[j.pk for j in group[i : i + 500]]).update(**values)
+        if single:
+            Job.objects.bulk_update(single, WAIT_FIELDS, batch_size=500)
+        if events:
+            JobEvent.objects.bulk_create(events, batch_size=500)
+        return len(jobs)
 
 
 def _set_state(job: Job, state: str, *, now: datetime, fields: Iterable[str] = ()) -> None:

@@ -77,6 +77,8 @@ class EvalContext:
         #: Devices a team holds per (team, flavor, resource), counted once and kept up to date by admissions
         #: made through this context; any other transition (a release) drops the counts.
         self.held: dict[tuple[int, str, str], int] = {}
+        #: Where wait reasons of a closed-set code go when the caller writes them in bulk (None: one by one).
+        self.waits: job_services.WaitReasonBatch | None = None
 
     @cached_property
     def flavors(self) -> dict[str, ResourceFlavor]:
@@ -311,14 +313,18 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
 
 
-def _set_wait(job: Job, verdict: km.Verdict | km.Translation, *, now: datetime, outcome: Outcome) -> None:
-    """Store a wait reason: a code of the closed set through the service, an unrecognised text visibly."""
+def _set_wait(
+    job: Job, verdict: km.Verdict | km.Translation, *, now: datetime, outcome: Outcome, ctx: EvalContext
+) -> None:
+    """Store a wait reason: a code of the closed set through the service (or the context's batch), an
+    unrecognised text visibly."""
     code = verdict.code
     since = (
         _clamp(parse_time(getattr(verdict, "since", "")), job.queued_at, now) if getattr(verdict, "since", "") else now
     )
     if code in km.WAIT_CODES:
-        if job_services.job_set_wait_reason(
+        write = ctx.waits.set_wait_reason if ctx.waits is not None else job_services.job_set_wait_reason
+        if write(
             job,
             code=code,
             message=verdict.message,
@@ -602,11 +608,11 @@ def _evaluate_job(job: Job, st: KubeJobState, ctx: EvalContext) -> Outcome:
                 messages = [(p.get("unschedulable") or {}).get("message", "") for p in live.values()]
                 blocked = km.pods_unschedulable([m for m in messages if m], context=msg_ctx)
                 if blocked is not None:
-                    _set_wait(job, blocked, now=now, outcome=outcome)
+                    _set_wait(job, blocked, now=now, outcome=outcome, ctx=ctx)
         elif wl:
             messages = [(p.get("unschedulable") or {}).get("message", "") for p in live.values()]
             verdict = km.workload_verdict(wl, context=msg_ctx, pod_messages=[m for m in messages if m])
-            _set_wait(job, verdict, now=now, outcome=outcome)
+            _set_wait(job, verdict, now=now, outcome=outcome, ctx=ctx)
 
     if job.state == Job.State.ADMITTED:
         pods = _pods_sorted({n: p for n, p in live.items() if p.get("node")})

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import DatabaseError, close_old_connections, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from pools.inventory.parse import parse_inventory
@@ -117,6 +118,9 @@ def _strip_node(obj: dict) -> dict:
 
 class ClusterSync:
     """One cluster's list/watch state machine (see the module docstring)."""
+
+    #: Write the wait reasons an evaluation chunk sets together (``WaitReasonBatch``) rather than job by job.
+    batch_wait_reasons = True
 
     def __init__(self, cluster: Cluster, api: KubeApi, *, clock: Callable[[], datetime] = timezone.now) -> None:
         self.cluster = cluster
@@ -455,9 +459,10 @@ class ClusterSync:
         touched: set[int] = set()
         size = int(kube_setting("KUBE_LIST_PAGE_SIZE"))
         rvs: dict[str, str] = {}
+        seen_by_kind: dict[str, set[tuple[str, str]]] = {}
         for kind in kinds:
             resource, selector = self._resource(kind)
-            seen: set = set()
+            seen = seen_by_kind[kind] = set()
             for page in list_all(self.api, resource, label_selector=selector, limit=size):
                 rvs.setdefault(kind, page.resource_version)
                 with transaction.atomic():
@@ -466,10 +471,11 @@ class ClusterSync:
                 for item in page.items:
                     meta = item.get("metadata") or {}
                     seen.add((meta.get("namespace", ""), meta.get("name", "")))
-            with transaction.atomic():
-                self._lock_cluster()
-                touched |= self._vanished(kind, seen, started, rvs.get(kind, ""))
             self.report.relisted.append(kind)
+        # what vanished, for every kind listed, in one pass over the snapshots (each kind against its own list)
+        with transaction.atomic():
+            self._lock_cluster()
+            touched |= self._vanished(seen_by_kind, started, rvs)
         with transaction.atomic():
             for kind, rv in rvs.items():
                 self._save_bookmark(kind, rv)
@@ -623,63 +629,86 @@ class ClusterSync:
         self._save_states(changed, ["workload"])
         return {s.job_id for s in changed}
 
-    def _vanished(self, kind: str, seen: set[tuple[str, str]], started: datetime, list_rv: str) -> set[int]:
+    def _vanished(
+        self, seen_by_kind: dict[str, set[tuple[str, str]]], started: datetime, rvs: dict[str, str]
+    ) -> set[int]:
         """After a relist: what the snapshots hold but the cluster no longer has ended when it was last seen.
 
-        An object is only taken as gone when the portal saw it at a version the list already covered (or, where
-        versions do not compare, a minute before the list began): one created while the list ran is not.
+        ``seen_by_kind``: the (namespace, name) pairs each relisted kind's list returned; ``rvs``: each list's
+        resourceVersion. The snapshots of the jobs not final are read once for all the kinds. An object is only
+        taken as gone when the portal saw it at a version its kind's list already covered (or, where versions do
+        not compare, a minute before the list began): one created while the list ran is not.
         """
-        live_jobs = Job.objects.filter(cluster=self.cluster).exclude(state__in=Job.FINAL_STATES)
-        states = KubeJobState.objects.filter(job__in=live_jobs).select_related("job")
+        if not seen_by_kind:
+            return set()
         grace = started - timedelta(seconds=60)
-        changed: list[KubeJobState] = []
 
-        def covered(meta: dict) -> bool:
+        def covered(meta: dict, list_rv: str) -> bool:
             rv = str(meta.get("resourceVersion") or "")
             if rv.isdigit() and list_rv.isdigit():
                 return int(rv) <= int(list_rv)
             created = parse_time(meta.get("creationTimestamp"))
             return created is None or created <= grace
 
-        if kind == "jobs":
-            for st in states.filter(job_deleted_at__isnull=True).exclude(batch_job={}).iterator(chunk_size=BATCH):
-                job = st.job
-                if (job.k8s_namespace, job.k8s_name) in seen or st.batch_job.get("deleted"):
-                    continue
-                if not covered(st.batch_job.get("metadata") or {}):
-                    continue
+        holding = Q()
+        if "jobs" in seen_by_kind:
+            holding |= Q(job_deleted_at__isnull=True) & ~Q(batch_job={})
+        if "pods" in seen_by_kind:
+            holding |= ~Q(pods={})
+        if "workloads" in seen_by_kind:
+            holding |= ~Q(workload={})
+        live_jobs = Job.objects.filter(cluster=self.cluster).exclude(state__in=Job.FINAL_STATES)
+        states = (
+            KubeJobState.objects.filter(job__in=live_jobs)
+            .filter(holding)
+            .select_related("job")
+            .only(*(f.name for f in KubeJobState._meta.concrete_fields), "job__k8s_namespace", "job__k8s_name")
+        )
+        changed: dict[tuple[str, ...], list[KubeJobState]] = defaultdict(list)
+        for st in states.iterator(chunk_size=BATCH):
+            job, fields = st.job, []
+            seen = seen_by_kind.get("jobs")
+            if (
+                seen is not None
+                and st.job_deleted_at is None
+                and st.batch_job
+                and (job.k8s_namespace, job.k8s_name) not in seen
+                and not st.batch_job.get("deleted")
+                and covered(st.batch_job.get("metadata") or {}, rvs.get("jobs", ""))
+            ):
                 st.batch_job = {**st.batch_job, "deleted": True}
                 st.job_deleted_at = st.observed_at
-                changed.append(st)
-            self._save_states(changed, ["batch_job", "job_deleted_at"])
-        elif kind == "pods":
-            for st in states.exclude(pods={}).iterator(chunk_size=BATCH):
-                pods = dict(st.pods)
+                fields += ["batch_job", "job_deleted_at"]
+            seen = seen_by_kind.get("pods")
+            if seen is not None and st.pods:
                 gone = [
                     n
-                    for n, p in pods.items()
+                    for n, p in st.pods.items()
                     if not p.get("deleted")
-                    and (st.job.k8s_namespace, n) not in seen
-                    and covered({"resourceVersion": p.get("rv"), "creationTimestamp": p.get("created")})
+                    and (job.k8s_namespace, n) not in seen
+                    and covered(
+                        {"resourceVersion": p.get("rv"), "creationTimestamp": p.get("created")}, rvs.get("pods", "")
+                    )
                 ]
-                if not gone:
-                    continue
-                for name in gone:
-                    pods[name] = {**pods[name], "deleted": True, "deletedAt": _iso(st.observed_at)}
-                st.pods = pods
-                changed.append(st)
-            self._save_states(changed, ["pods"])
-        elif kind == "workloads":
-            for st in states.exclude(workload={}).iterator(chunk_size=BATCH):
+                if gone:
+                    pods = dict(st.pods)
+                    for name in gone:
+                        pods[name] = {**pods[name], "deleted": True, "deletedAt": _iso(st.observed_at)}
+                    st.pods = pods
+                    fields.append("pods")
+            seen = seen_by_kind.get("workloads")
+            if seen is not None and st.workload and not st.workload.get("deleted"):
                 meta = st.workload.get("metadata") or {}
-                if st.workload.get("deleted") or (meta.get("namespace", ""), meta.get("name", "")) in seen:
-                    continue
-                if not covered(meta):
-                    continue
-                st.workload = {**st.workload, "deleted": True}
-                changed.append(st)
-            self._save_states(changed, ["workload"])
-        return {s.job_id for s in changed}
+                if (meta.get("namespace", ""), meta.get("name", "")) not in seen and covered(
+                    meta, rvs.get("workloads", "")
+                ):
+                    st.workload = {**st.workload, "deleted": True}
+                    fields.append("workload")
+            if fields:
+                changed[tuple(fields)].append(st)
+        for fields, rows in changed.items():
+            self._save_states(rows, list(fields))
+        return {st.job_id for rows in changed.values() for st in rows}
 
     # --- evaluation ----------------------------------------------------------------------------------------------
 
@@ -728,6 +757,9 @@ class ClusterSync:
         )
         jobs = list(jobs)
         states = {s.job_id: s for s in KubeJobState.objects.filter(job_id__in=[j.pk for j in jobs])}
+        # wait reasons (most of a full sync: every pending job) are written together after the loop, in this
+        # transaction, while the chunk's row locks are held
+        ctx.waits = job_services.WaitReasonBatch() if self.batch_wait_reasons else None
         for job in jobs:
             st = states.get(job.pk)
             if st is None:
@@ -736,6 +768,8 @@ class ClusterSync:
                 with transaction.atomic():
                     outcome = evaluate_job(job, st, ctx)
             except Exception as exc:  # one odd job must not stop the others; it stays dirty for the next pass
+                if ctx.waits is not None:
+                    ctx.waits.discard(job)
                 log.exception("cluster %s: evaluating job %s failed", self.cluster.name, job.pk)
                 self.report.errors.append(f"job {job.pk}: {exc}")
                 KubeJobState.objects.filter(pk=st.pk).update(observed_at=self.clock())
@@ -743,6 +777,9 @@ class ClusterSync:
             self.report.evaluated += 1
             for action in outcome.actions:
                 self.report.actions[action.split(":")[0]] += 1
+        waits, ctx.waits = ctx.waits, None
+        if waits is not None:
+            waits.flush()
 
     # --- cluster queues and events -------------------------------------------------------------------------------
 

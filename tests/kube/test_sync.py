@@ -461,3 +461,81 @@ def test_quota_reserved_waiting_for_provisioning(world, kube):
     world.sync()
     job = world.job(job)
     assert (job.state, job.wait_reason) == ("pending", "awaiting_provisioning")
+
+
+def _outcome_rows(jobs: list[Job]) -> tuple[list, list]:
+    """Every job's state and wait fields, and every timeline event (no ids), in a comparable form."""
+    ids = [j.pk for j in jobs]
+    fields = [
+        "pk",
+        "state",
+        "state_changed_at",
+        "admitted_at",
+        "started_at",
+        "finished_at",
+        "wait_reason",
+        "wait_message",
+        "kueue_message",
+        "wait_details",
+        "wait_since",
+    ]
+    states = list(Job.objects.filter(pk__in=ids).order_by("pk").values_list(*fields))
+    events = list(
+        JobEvent.objects.filter(job_id__in=ids)
+        .order_by("job_id", "at", "id")
+        .values_list("job_id", "at", "kind", "message", "details", "source_key")
+    )
+    return states, events
+
+
+def test_batched_wait_reasons_write_what_the_per_job_path_writes(world, kube, emulator, cluster, api):
+    from django.db import transaction
+
+    from pools.kube_sync.sync import ClusterSync
+
+    class PerJob(ClusterSync):
+        batch_wait_reasons = False
+
+    running = _running(world, kube, "running")
+    jobs = [running] + [world.submit(f"p{i}", minute=i) for i in range(5)]
+    same_a, same_b, other, mystery, finished = jobs[1:]
+    for job in jobs[1:]:
+        kube.create_workload(job.k8s_name, NS)
+    kube.pending(same_a.k8s_name, NS, QUOTA, when=at(1))
+    kube.pending(same_b.k8s_name, NS, QUOTA, when=at(1))
+    kube.pending(other.k8s_name, NS, QUOTA.replace("8 more", "16 more"), when=at(2))
+    kube.pending(mystery.k8s_name, NS, "Kueue v9 says: the moon is in the wrong phase", reason="WaitingForQuota")
+    kube.admit(
+        finished.k8s_name, NS, cluster_queue="vision", flavor="h100", nodes=["gpu-a2"], gpus_per_pod=8, when=at(6)
+    )
+    kube.run_pods(finished.k8s_name, NS, ["gpu-a2"], when=at(7))
+    kube.complete(finished.k8s_name, NS, ["gpu-a2"], started=at(7), when=at(9))
+
+    def rounds(sync_class: type[ClusterSync]) -> list[tuple[list, list]]:
+        """Two full syncs at fixed clocks, the second after the messages changed; what each left."""
+        out = []
+        with transaction.atomic():
+            sync_class(Cluster.objects.get(pk=cluster.pk), api, clock=lambda: at(10)).run(full=True)
+            out.append(_outcome_rows(jobs))
+            kube.pending(same_a.k8s_name, NS, QUOTA.replace("8 more", "24 more"), when=at(11))  # message only
+            kube.pending(same_b.k8s_name, NS, "Kueue v9 says: something else", reason="WaitingForQuota")
+            kube.pending(mystery.k8s_name, NS, QUOTA, when=at(11))  # unrecognised → a code
+            sync_class(Cluster.objects.get(pk=cluster.pk), api, clock=lambda: at(12)).run(full=True)
+            out.append(_outcome_rows(jobs))
+            transaction.set_rollback(True)
+        # the cluster back as it was for the other path
+        kube.pending(same_a.k8s_name, NS, QUOTA, when=at(1))
+        kube.pending(same_b.k8s_name, NS, QUOTA, when=at(1))
+        kube.pending(mystery.k8s_name, NS, "Kueue v9 says: the moon is in the wrong phase", reason="WaitingForQuota")
+        return out
+
+    per_job = rounds(PerJob)
+    batched = rounds(ClusterSync)
+    assert batched == per_job
+    first, second = batched
+    by_pk = {row[0]: row for row in first[0]}
+    assert by_pk[same_a.pk][6:10] == by_pk[same_b.pk][6:10]  # one reason for both: written as one group
+    assert by_pk[same_a.pk][6] in ("quota_exhausted", "higher_priority_ahead")
+    assert by_pk[finished.pk][1] == "succeeded"
+    assert by_pk[mystery.pk][6] == ""
+    assert len(second[1]) > len(first[1])  # the second round wrote events too

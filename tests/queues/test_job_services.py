@@ -161,6 +161,82 @@ def test_job_wait_reason_change_is_an_event_repeat_is_not(setup):
     assert job.events.filter(kind=JobEvent.Kind.WAIT_REASON).count() == 2
 
 
+def _wait_rows(jobs: list[Job]) -> tuple[list, list]:
+    ids = [j.pk for j in jobs]
+    rows = list(
+        Job.objects.filter(pk__in=ids)
+        .order_by("pk")
+        .values_list("wait_reason", "wait_message", "kueue_message", "wait_details", "wait_since")
+    )
+    events = list(
+        JobEvent.objects.filter(job_id__in=ids, kind=JobEvent.Kind.WAIT_REASON)
+        .order_by("job_id", "id")
+        .values_list("at", "kind", "message", "details")
+    )
+    return rows, events
+
+
+def test_wait_reason_batch_writes_what_one_by_one_writes(setup):
+    user, team, rc, _ = setup
+    now = timezone.now()
+    steps = [  # per step, per job: (code, message, kueue message, details) or None for no call
+        [
+            ("quota_exhausted", "full", "k", {"n": 1}),
+            ("quota_exhausted", "full", "k", {"n": 1}),
+            ("class_exhausted", "busy", "", None),
+            None,
+        ],
+        [
+            ("quota_exhausted", "full", "k", {"n": 1}),  # unchanged: nothing written
+            ("quota_exhausted", "full, 2 more", "k", {"n": 2}),  # message only: no event
+            ("health_blocked", "taint", "", {}),  # a new code: an event
+            ("quota_exhausted", "full", "k", {"n": 1}),
+        ],
+    ]
+    results = []
+    for batched in (False, True):
+        jobs = [services.job_submit(owner=user, team=team, spec=spec(rc, name=f"j{i}")) for i in range(4)]
+        changed = []
+        for k, step in enumerate(steps):
+            at = now + timedelta(minutes=k)
+            batch = services.WaitReasonBatch()
+            for job, call in zip(jobs, step, strict=True):
+                if call is None:
+                    continue
+                code, message, kueue, details = call
+                write = batch.set_wait_reason if batched else services.job_set_wait_reason
+                changed.append(write(job, code=code, message=message, kueue_message=kueue, details=details, now=at))
+            batch.flush()
+        results.append((changed, _wait_rows(jobs)))
+    assert results[0] == results[1]
+    changed, (rows, events) = results[1]
+    assert changed == [True, True, True, False, True, True, True]
+    assert len(events) == 5
+    assert [r[:2] for r in rows] == [
+        ("quota_exhausted", "full"),
+        ("quota_exhausted", "full, 2 more"),
+        ("health_blocked", "taint"),
+        ("quota_exhausted", "full"),
+    ]
+
+
+def test_wait_reason_batch_discards_a_failed_job_and_refuses_a_second_add(setup):
+    user, team, rc, _ = setup
+    a, b = (services.job_submit(owner=user, team=team, spec=spec(rc, name=n)) for n in ("a", "b"))
+    batch = services.WaitReasonBatch()
+    now = timezone.now()
+    batch.set_wait_reason(a, code="quota_exhausted", message="full", now=now)
+    batch.set_wait_reason(b, code="quota_exhausted", message="full", now=now)
+    with pytest.raises(ValueError, match="already in this batch"):
+        batch.set_wait_reason(a, code="class_exhausted", message="busy", now=now)
+    batch.discard(a)
+    assert batch.flush() == 1
+    assert Job.objects.get(pk=a.pk).wait_reason == ""
+    assert Job.objects.get(pk=b.pk).wait_reason == "quota_exhausted"
+    assert not a.events.filter(kind=JobEvent.Kind.WAIT_REASON).exists()
+    assert b.events.filter(kind=JobEvent.Kind.WAIT_REASON).count() == 1
+
+
 def test_job_requeue_without_checkpoint_records_lost_device_hours(setup):
     user, team, rc, devices = setup
     t0 = timezone.now() - timedelta(hours=3)
