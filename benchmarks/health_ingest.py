@@ -18,36 +18,23 @@ Prints wall time (ms) and SQL queries per operation. A scrape every 30 s must in
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
 import time
 from datetime import timedelta
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from _setup import add_database_argument, setup_django
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=125)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get("DATABASE_URL") or f"sqlite:///{ROOT / 'var' / 'bench_health.sqlite3'}",
-    )
+    add_database_argument(parser, "bench_health.sqlite3")
     return parser.parse_args()
 
 
 ARGS = parse_args()
-os.environ["DATABASE_URL"] = ARGS.database_url
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-(ROOT / "var").mkdir(exist_ok=True)
-
-import django  # noqa: E402
-
-django.setup()
+setup_django(ARGS.database_url)
 
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402

@@ -14,37 +14,24 @@ Prints p50 / p95 server time (ms) and the number of SQL queries per request; tar
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
-import sys
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from _setup import add_database_argument, setup_django
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=40, help="timed requests per case")
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get("DATABASE_URL") or f"sqlite:///{ROOT / 'var' / 'bench_jobs.sqlite3'}",
-    )
+    add_database_argument(parser, "bench_jobs.sqlite3")
     return parser.parse_args()
 
 
 ARGS = parse_args()
-os.environ["DATABASE_URL"] = ARGS.database_url
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-(ROOT / "var").mkdir(exist_ok=True)
-
-import django  # noqa: E402
-
-django.setup()
+setup_django(ARGS.database_url)
 
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402

@@ -28,15 +28,13 @@ import json
 import multiprocessing
 import os
 import statistics
-import sys
 import tempfile
 import threading
 import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from _setup import add_database_argument, setup_django
 
 
 def parse_args() -> argparse.Namespace:
@@ -44,27 +42,17 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--nodes", type=int, default=2000)
     parser.add_argument("--workloads", type=int, default=50_000)
     parser.add_argument("--trials", type=int, default=5, help="incremental changes timed")
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get("DATABASE_URL") or f"sqlite:///{ROOT / 'var' / 'bench_kube.sqlite3'}",
-    )
+    add_database_argument(parser, "bench_kube.sqlite3")
     return parser.parse_args()
 
 
 ARGS = parse_args()
-os.environ["DATABASE_URL"] = ARGS.database_url
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-(ROOT / "var").mkdir(exist_ok=True)
-if ARGS.database_url.startswith("sqlite:///"):
-    Path(ARGS.database_url.removeprefix("sqlite:///")).unlink(missing_ok=True)
-
-import django  # noqa: E402
-
-django.setup()
+setup_django(ARGS.database_url, fresh_sqlite=True)
 
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection, connections, transaction  # noqa: E402
+from django.db.models import Count  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.urls import reverse  # noqa: E402
 from django.utils import timezone  # noqa: E402
@@ -351,7 +339,7 @@ def main() -> None:
     report = sync.run(full=True, watch_seconds=0)
     full = time.perf_counter() - start
     analyze()
-    states = dict(Job.objects.filter(cluster=cluster).values_list("state").annotate(n=django.db.models.Count("pk")))
+    states = dict(Job.objects.filter(cluster=cluster).values_list("state").annotate(n=Count("pk")))
     print(f"full sync: {full:.1f}s  ({report.text()})")
     for name, seconds in TimedSync.phases.items():
         print(f"  {name}: {seconds:.1f}s")

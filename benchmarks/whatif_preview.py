@@ -12,15 +12,11 @@ request end to end (POST of the TeamQuota change form through Django's test clie
 from __future__ import annotations
 
 import argparse
-import os
 import random
-import sys
 import time
 from datetime import timedelta
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from _setup import add_database_argument, setup_django
 
 
 def parse_args() -> argparse.Namespace:
@@ -29,20 +25,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--nodes", type=int, default=16)
     parser.add_argument("--load", type=float, default=0.9)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument(
-        "--database-url", default=os.environ.get("DATABASE_URL") or f"sqlite:///{ROOT / 'var' / 'bench_whatif.sqlite3'}"
-    )
+    add_database_argument(parser, "bench_whatif.sqlite3")
     return parser.parse_args()
 
 
 ARGS = parse_args()
-os.environ["DATABASE_URL"] = ARGS.database_url
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-(ROOT / "var").mkdir(exist_ok=True)
-
-import django  # noqa: E402
-
-django.setup()
+setup_django(ARGS.database_url)
 
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
