@@ -80,6 +80,13 @@ class EvalContext:
         #: Where wait reasons of a closed-set code go when the caller writes them in bulk (None: one by one).
         self.waits: job_services.WaitReasonBatch | None = None
 
+    def forget(self) -> None:
+        """Drop what was read from the database (a rolled-back evaluation may have changed it); flavors stay."""
+        self._pool.clear()
+        self.held.clear()
+        for name in ("quota_use", "_quota_figures", "_team_quota"):
+            self.__dict__.pop(name, None)
+
     @cached_property
     def flavors(self) -> dict[str, ResourceFlavor]:
         """Flavors by name."""

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import logging
-import sqlite3
 from datetime import datetime
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from pools.kube_sync.api import JOBS, KubeApi, KubeConflict, KubeNotFound, KubeRejected
@@ -14,6 +13,7 @@ from pools.kube_sync.conf import kube_setting
 from pools.kube_sync.manifests import job_manifest
 from pools.kube_sync.observe import compact_batch_job, job_id_of
 from pools.models import KubeJobState
+from portal.db import update_rows
 from queues import services as job_services
 from queues.models import Job
 
@@ -40,32 +40,7 @@ def jobs_set_cluster_refs(changes: list[tuple[Job, str, str]]) -> None:
     for field, pairs in (("k8s_uid", uids), ("workload_name", names)):
         for job, value in pairs:
             setattr(job, field, value)
-        for i in range(0, len(pairs), 500):
-            _update_column(field, pairs[i : i + 500])
-
-
-def _update_column(field: str, pairs: list[tuple[Job, str]]) -> None:
-    """Set one text column of many jobs to a value each in one statement (``UPDATE … FROM (VALUES …)``).
-
-    ``bulk_update`` writes a ``CASE WHEN id = … THEN …`` per row, which Django takes longer to build than the
-    database to run (most of a first full sync of 50,000 jobs).
-    """
-    if not pairs:
-        return
-    if connection.vendor not in ("postgresql", "sqlite") or (
-        connection.vendor == "sqlite" and sqlite3.sqlite_version_info < (3, 33)
-    ):
-        Job.objects.bulk_update([job for job, _ in pairs], [field], batch_size=200)
-        return
-    qn = connection.ops.quote_name
-    table, column, pk = qn(Job._meta.db_table), qn(Job._meta.get_field(field).column), qn(Job._meta.pk.column)
-    rows = ", ".join(["(%s, %s)"] * len(pairs))
-    params = [value for job, text in pairs for value in (job.pk, text)]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"WITH v(id, val) AS (VALUES {rows}) UPDATE {table} SET {column} = v.val FROM v WHERE {table}.{pk} = v.id",
-            params,
-        )
+        update_rows(Job, [job for job, _ in pairs], [field])
 
 
 def _manifest(job: Job) -> dict:

@@ -57,6 +57,7 @@ from pools.kube_sync.observe import (
     workload_owner,
 )
 from pools.models import Cluster, KubeConfigObject, KubeJobState, Node
+from portal.db import update_rows
 from queues import kueue_messages as km
 from queues import services as job_services
 from queues.models import Allocation, Job, JobEvent
@@ -480,19 +481,18 @@ class ClusterSync:
             for kind, rv in rvs.items():
                 self._save_bookmark(kind, rv)
 
-    def _states(self, job_ids: Iterable[int]) -> dict[int, KubeJobState]:
-        """Snapshots of these jobs (created empty where missing)."""
+    def _states(self, job_ids: Iterable[int], fields: tuple[str, ...]) -> dict[int, KubeJobState]:
+        """Snapshots of these jobs with only ``fields`` read (new, unsaved ones where missing).
+
+        A kind's events touch their own column only: reading and writing just it keeps the other JSON columns
+        out of the round trip.
+        """
         ids = sorted(set(job_ids))
-        states = {s.job_id: s for s in KubeJobState.objects.filter(job_id__in=ids)}
-        missing = [i for i in ids if i not in states]
-        if missing:
-            now = self.clock()
-            KubeJobState.objects.bulk_create(
-                [KubeJobState(job_id=i, cluster=self.cluster, observed_at=now) for i in missing],
-                batch_size=BATCH,
-                ignore_conflicts=True,
-            )
-            states.update({s.job_id: s for s in KubeJobState.objects.filter(job_id__in=missing)})
+        states = {s.job_id: s for s in KubeJobState.objects.filter(job_id__in=ids).only("job", "observed_at", *fields)}
+        now = self.clock()
+        for i in ids:
+            if i not in states:
+                states[i] = KubeJobState(job_id=i, cluster=self.cluster, observed_at=now)
         return states
 
     def _portal_jobs(self, job_ids: Iterable[int]) -> dict[int, Job]:
@@ -505,18 +505,17 @@ class ClusterSync:
         }
 
     def _save_states(self, states: Iterable[KubeJobState], fields: list[str]) -> None:
-        """Write changed snapshots (marked dirty) as one upsert per batch: an UPDATE … CASE per JSON column, as
-        ``bulk_update`` writes it, costs several times more at 500 rows."""
+        """Write changed snapshots, marked dirty: the listed columns of existing rows in one ``UPDATE`` per batch;
+        new rows inserted whole (one written meanwhile by another process is updated instead)."""
         rows = list(states)
         for row in rows:
             row.dirty = True
-        if rows:
+        columns = [*fields, "observed_at", "dirty"]
+        update_rows(KubeJobState, [r for r in rows if r.pk is not None], columns, batch_size=BATCH)
+        new = [r for r in rows if r.pk is None]
+        if new:
             KubeJobState.objects.bulk_create(
-                rows,
-                batch_size=BATCH,
-                update_conflicts=True,
-                unique_fields=["job"],
-                update_fields=[*fields, "observed_at", "dirty"],
+                new, batch_size=BATCH, update_conflicts=True, unique_fields=["job"], update_fields=columns
             )
 
     def _job_events(self, events: list[WatchEvent]) -> set[int]:
@@ -526,7 +525,7 @@ class ClusterSync:
             if job_id is not None:
                 latest[job_id] = event
         jobs = self._portal_jobs(latest)
-        states = self._states(jobs)
+        states = self._states(jobs, ("batch_job", "job_deleted_at"))
         now = self.clock()
         changed = []
         refs: list[tuple[Job, str, str]] = []
@@ -563,7 +562,7 @@ class ClusterSync:
             if job_id is not None:
                 by_job.setdefault(job_id, []).append(event)
         jobs = self._portal_jobs(by_job)
-        states = self._states(jobs)
+        states = self._states(jobs, ("pods",))
         now = self.clock()
         changed = []
         for job_id, job_events in by_job.items():
@@ -604,7 +603,7 @@ class ClusterSync:
             )
         }
         matched = {key: jobs[key] for key in latest if key in jobs}
-        states = self._states(j.pk for j in matched.values())
+        states = self._states((j.pk for j in matched.values()), ("workload",))
         now = self.clock()
         changed = []
         refs: list[tuple[Job, str, str]] = []
@@ -747,7 +746,23 @@ class ClusterSync:
         self.evaluate_dirty()
 
     def _evaluate_chunk(self, ids: list[int], ctx: EvalContext) -> None:
-        jobs = (
+        """Evaluate a chunk in one savepoint; if any job fails, redo the chunk with a savepoint per job (a
+        savepoint per job always would cost a tenth of a full sync)."""
+        jobs, states = self._chunk_rows(ids)
+        try:
+            with transaction.atomic():
+                evaluated, actions = self._evaluate_jobs(jobs, states, ctx, one_by_one=False)
+        except Exception:
+            log.info("cluster %s: a job of the chunk failed; evaluating it job by job", self.cluster.name)
+            ctx.forget()  # what it read may include the rolled-back writes
+            jobs, states = self._chunk_rows(ids)  # the in-memory rows carry them too
+            evaluated, actions = self._evaluate_jobs(jobs, states, ctx, one_by_one=True)
+        self.report.evaluated += evaluated
+        self.report.actions.update(actions)
+
+    def _chunk_rows(self, ids: list[int]) -> tuple[list[Job], dict[int, KubeJobState]]:
+        """The chunk's live jobs, locked, and their snapshots."""
+        jobs = list(
             Job.objects.select_for_update(of=("self",))
             .filter(pk__in=ids, cluster=self.cluster)
             .exclude(state__in=Job.FINAL_STATES)
@@ -755,31 +770,40 @@ class ClusterSync:
             .prefetch_related("resource_class__flavor_links__flavor")
             .order_by("pk")
         )
-        jobs = list(jobs)
-        states = {s.job_id: s for s in KubeJobState.objects.filter(job_id__in=[j.pk for j in jobs])}
-        # wait reasons (most of a full sync: every pending job) are written together after the loop, in this
-        # transaction, while the chunk's row locks are held
+        return jobs, {s.job_id: s for s in KubeJobState.objects.filter(job_id__in=[j.pk for j in jobs])}
+
+    def _evaluate_jobs(
+        self, jobs: list[Job], states: dict[int, KubeJobState], ctx: EvalContext, *, one_by_one: bool
+    ) -> tuple[int, Counter]:
+        """Evaluate the jobs, ``one_by_one`` each in its own savepoint (a failure leaves that job dirty and goes
+        on); returns how many were evaluated and their actions."""
+        # wait reasons (most of a full sync: every pending job) are written together after the loop, in the
+        # caller's transaction, while the chunk's row locks are held
         ctx.waits = job_services.WaitReasonBatch() if self.batch_wait_reasons else None
+        evaluated, actions = 0, Counter()
         for job in jobs:
             st = states.get(job.pk)
             if st is None:
                 continue
-            try:
-                with transaction.atomic():
-                    outcome = evaluate_job(job, st, ctx)
-            except Exception as exc:  # one odd job must not stop the others; it stays dirty for the next pass
-                if ctx.waits is not None:
-                    ctx.waits.discard(job)
-                log.exception("cluster %s: evaluating job %s failed", self.cluster.name, job.pk)
-                self.report.errors.append(f"job {job.pk}: {exc}")
-                KubeJobState.objects.filter(pk=st.pk).update(observed_at=self.clock())
-                continue
-            self.report.evaluated += 1
-            for action in outcome.actions:
-                self.report.actions[action.split(":")[0]] += 1
+            if not one_by_one:
+                outcome = evaluate_job(job, st, ctx)
+            else:
+                try:
+                    with transaction.atomic():
+                        outcome = evaluate_job(job, st, ctx)
+                except Exception as exc:  # one odd job must not stop the others; it stays dirty for the next pass
+                    if ctx.waits is not None:
+                        ctx.waits.discard(job)
+                    log.exception("cluster %s: evaluating job %s failed", self.cluster.name, job.pk)
+                    self.report.errors.append(f"job {job.pk}: {exc}")
+                    KubeJobState.objects.filter(pk=st.pk).update(observed_at=self.clock())
+                    continue
+            evaluated += 1
+            actions.update(action.split(":")[0] for action in outcome.actions)
         waits, ctx.waits = ctx.waits, None
         if waits is not None:
             waits.flush()
+        return evaluated, actions
 
     # --- cluster queues and events -------------------------------------------------------------------------------
 

@@ -539,3 +539,43 @@ def test_batched_wait_reasons_write_what_the_per_job_path_writes(world, kube, em
     assert by_pk[finished.pk][1] == "succeeded"
     assert by_pk[mystery.pk][6] == ""
     assert len(second[1]) > len(first[1])  # the second round wrote events too
+
+
+def test_a_failing_job_is_rolled_back_alone_and_retried(world, kube, monkeypatch):
+    """A chunk is evaluated in one savepoint; when one job fails, the chunk is redone job by job: the others are
+    written, the failing job's own writes are rolled back and it stays dirty for the next pass."""
+    import pools.kube_sync.sync as sync_module
+
+    waiting = [world.submit(f"w{i}", minute=i) for i in range(3)]
+    odd = world.submit("odd", minute=4)
+    for job in waiting + [odd]:
+        kube.create_workload(job.k8s_name, NS)
+    for job in waiting:
+        kube.pending(job.k8s_name, NS, QUOTA, when=at(5))
+    kube.admit(odd.k8s_name, NS, cluster_queue="vision", flavor="h100", nodes=["gpu-a1"], gpus_per_pod=8, when=at(6))
+    real = sync_module.evaluate_job
+    calls = []
+
+    def failing(job, st, ctx):
+        calls.append(job.pk)
+        outcome = real(job, st, ctx)  # its writes happen, then it fails
+        if job.pk == odd.pk:
+            raise RuntimeError("disk on fire")
+        return outcome
+
+    monkeypatch.setattr(sync_module, "evaluate_job", failing)
+    report = world.sync()
+    assert [e for e in report.errors if "disk on fire" in e] == [f"job {odd.pk}: disk on fire"]
+    assert report.evaluated == 3 and report.actions == {"wait": 3}
+    assert calls.count(waiting[0].pk) == 2  # the chunk, then job by job
+    assert {world.job(j).wait_reason for j in waiting} <= {"quota_exhausted", "higher_priority_ahead"}
+    assert all(JobEvent.objects.filter(job=j, kind="wait_reason").count() == 1 for j in waiting)
+    assert world.job(odd).state == "pending"
+    assert not Allocation.objects.filter(job=odd).exists()
+    assert KubeJobState.objects.get(job=odd).dirty
+    monkeypatch.setattr(sync_module, "evaluate_job", real)
+    report = world.sync()
+    assert report.errors == [] and report.evaluated == 1
+    assert world.job(odd).state == "admitted"
+    assert Allocation.objects.filter(job=odd, ended_at__isnull=True).count() == 8
+    assert all(JobEvent.objects.filter(job=j, kind="wait_reason").count() == 1 for j in waiting)
