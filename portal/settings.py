@@ -216,6 +216,8 @@ KUBE_RECONCILE_INTERVAL_SECONDS = env.float("KUBE_RECONCILE_INTERVAL_SECONDS", d
 KUBE_API_CONNECT_TIMEOUT = env.float("KUBE_API_CONNECT_TIMEOUT", default=5.0)
 KUBE_API_READ_TIMEOUT = env.float("KUBE_API_READ_TIMEOUT", default=30.0)
 KUBE_API_RETRIES = env.int("KUBE_API_RETRIES", default=4)
+# In-cluster clusters: the directory holding the pod's ServiceAccount `token` and `ca.crt`.
+KUBE_SERVICE_ACCOUNT_DIR = env.str("KUBE_SERVICE_ACCOUNT_DIR", default="/var/run/secrets/kubernetes.io/serviceaccount")
 KUBE_STALE_AFTER_SECONDS = env.int("KUBE_STALE_AFTER_SECONDS", default=300)
 CELERY_BEAT_SCHEDULE = {
     "simulated-clusters-tick": {

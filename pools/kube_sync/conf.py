@@ -13,6 +13,8 @@ DEFAULTS: dict[str, Any] = {
     "KUBE_API_RETRIES": 4,
     "KUBE_API_BACKOFF_BASE": 0.5,
     "KUBE_API_BACKOFF_MAX": 8.0,
+    # in-cluster: where Kubernetes mounts the pod's ServiceAccount token and the cluster's CA
+    "KUBE_SERVICE_ACCOUNT_DIR": "/var/run/secrets/kubernetes.io/serviceaccount",
     # list + watch
     "KUBE_LIST_PAGE_SIZE": 500,
     "KUBE_WATCH_TIMEOUT_SECONDS": 300,

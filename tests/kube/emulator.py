@@ -15,6 +15,9 @@ It serves what the portal uses, the way the API server does:
 * delete with ``propagationPolicy`` and ``preconditions.uid``; deleting a Job deletes its Pods (finalizers turn a
   delete into a ``deletionTimestamp``).
 
+Plain HTTP by default; with an ``ssl_context`` it serves HTTPS (the in-cluster connection's test). Each recorded
+request keeps its ``Authorization`` header.
+
 Every object a client sends is validated (Kueue CRDs, kubernetes-validate for core kinds) and rejected with 422
 when invalid; ``emulator.rejected`` keeps the reasons so a test can assert that nothing was rejected.
 
@@ -34,6 +37,7 @@ import bisect
 import copy
 import json
 import re
+import ssl
 import threading
 import time
 import uuid
@@ -273,7 +277,9 @@ class Emulator:
         validator: Callable[[Obj], list[str]] | None = None,
         history_limit: int = 100_000,
         bookmark_interval: float = 1.0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        self.ssl_context = ssl_context
         self.resources: dict[tuple[str, str, str], Resource] = {}
         for r in resources:
             self.register(r)
@@ -730,7 +736,7 @@ class Emulator:
             app.router.add_route("*", "/{tail:.*}", self._handle)
             self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
             loop.run_until_complete(self._runner.setup())
-            site = web.TCPSite(self._runner, "127.0.0.1", self.port or 0)
+            site = web.TCPSite(self._runner, "127.0.0.1", self.port or 0, ssl_context=self.ssl_context)
             loop.run_until_complete(site.start())
             self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
             ready.set()
@@ -745,8 +751,8 @@ class Emulator:
 
     @property
     def url(self) -> str:
-        """Base URL of the server."""
-        return f"http://127.0.0.1:{self.port}"
+        """Base URL of the server (https with an ``ssl_context``)."""
+        return f"{'https' if self.ssl_context else 'http'}://127.0.0.1:{self.port}"
 
     def stop(self) -> None:
         """Stop serving (open watches end)."""
@@ -799,7 +805,14 @@ class Emulator:
         path, query = request.path, dict(request.query)
         fault = self._fault(request.method, path, request.query_string)
         if self.record_requests:
-            self.requests.append({"method": request.method, "path": path, "query": query})
+            self.requests.append(
+                {
+                    "method": request.method,
+                    "path": path,
+                    "query": query,
+                    "authorization": request.headers.get("Authorization", ""),
+                }
+            )
         try:
             if fault is not None and fault.delay:
                 await asyncio.sleep(fault.delay)

@@ -17,12 +17,14 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import kubernetes.client  # noqa: TID251 - this package is the cluster backend
 import kubernetes.config  # noqa: TID251
 import urllib3
 from kubernetes.client.exceptions import ApiException  # noqa: TID251
+from kubernetes.config.incluster_config import InClusterConfigLoader  # noqa: TID251
 
 from pools.kube_sync.api import (
     KubeConflict,
@@ -62,7 +64,10 @@ def api_client_for(cluster: Cluster) -> kubernetes.client.ApiClient:
         configuration = kubernetes.client.Configuration()
         try:
             if cluster.in_cluster:
-                kubernetes.config.load_incluster_config(client_configuration=configuration)
+                mounted = Path(kube_setting("KUBE_SERVICE_ACCOUNT_DIR"))
+                InClusterConfigLoader(
+                    token_filename=str(mounted / "token"), cert_filename=str(mounted / "ca.crt"), try_refresh_token=True
+                ).load_and_set(configuration)
             else:
                 kubernetes.config.load_kube_config(
                     config_file=cluster.kubeconfig_path or None,
@@ -181,6 +186,13 @@ class KubeClient:
                 last = error
             except urllib3.exceptions.HTTPError as exc:  # timeouts, refused connections, dropped sockets
                 last = KubeUnavailable(f"{what}: {type(exc).__name__}: {exc}")
+            except AttributeError as exc:
+                # the client turns a TLS failure (an untrusted server certificate) into an ApiException without a
+                # body, then fails decoding that body in call_api: the ApiException is this error's context
+                cause = exc.__context__
+                if not isinstance(cause, ApiException) or cause.body is not None:
+                    raise
+                last = KubeUnavailable(f"{what}: {str(cause.reason or '').strip()}")
             if attempt + 1 < attempts:
                 backoff = min(cap, base * (2**attempt)) * (0.5 + random.random() / 2)
                 self._sleep(min(cap, delay) if delay is not None else backoff)
