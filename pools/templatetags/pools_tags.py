@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django import template
 
 from portal.templatetags.portal_tags import gib
@@ -62,3 +64,17 @@ def cell_title(cell) -> str:
         held = sum(1 for c in cell.children if c.state == "in-use")
         lines.append(f"{len(cell.children)} units, {held} in use")
     return "\n".join(lines)
+
+
+@register.filter
+def evidence_rows(evidence: dict | None) -> list[tuple[str, str]]:
+    """A ticket's evidence as (label, value) rows: keys in words, nested values as compact JSON."""
+    rows = []
+    for key, value in (evidence or {}).items():
+        label = str(key).replace("_", " ").strip().capitalize()
+        if isinstance(value, dict | list):
+            text = json.dumps(value, sort_keys=True, default=str, separators=(", ", ": "))
+        else:
+            text = "—" if value in (None, "") else str(value)
+        rows.append((label, text))
+    return rows

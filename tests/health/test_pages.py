@@ -59,6 +59,7 @@ def test_ticket_page_shows_researchers_the_summary_and_staff_the_evidence(client
     body = client.get(url).content.decode()
     assert "Evidence" in body
     assert "reboot_node" in body
+    assert "{&#x27;" not in body  # evidence is rows of label and value, not a printed dict
     assert "Device health transitions" in body
 
 

@@ -548,7 +548,7 @@ def test_a_failing_job_is_rolled_back_alone_and_retried(world, kube, monkeypatch
 
     waiting = [world.submit(f"w{i}", minute=i) for i in range(3)]
     odd = world.submit("odd", minute=4)
-    for job in waiting + [odd]:
+    for job in [*waiting, odd]:
         kube.create_workload(job.k8s_name, NS)
     for job in waiting:
         kube.pending(job.k8s_name, NS, QUOTA, when=at(5))
@@ -566,7 +566,8 @@ def test_a_failing_job_is_rolled_back_alone_and_retried(world, kube, monkeypatch
     monkeypatch.setattr(sync_module, "evaluate_job", failing)
     report = world.sync()
     assert [e for e in report.errors if "disk on fire" in e] == [f"job {odd.pk}: disk on fire"]
-    assert report.evaluated == 3 and report.actions == {"wait": 3}
+    assert report.evaluated == 3
+    assert report.actions == {"wait": 3}
     assert calls.count(waiting[0].pk) == 2  # the chunk, then job by job
     assert {world.job(j).wait_reason for j in waiting} <= {"quota_exhausted", "higher_priority_ahead"}
     assert all(JobEvent.objects.filter(job=j, kind="wait_reason").count() == 1 for j in waiting)
@@ -575,7 +576,8 @@ def test_a_failing_job_is_rolled_back_alone_and_retried(world, kube, monkeypatch
     assert KubeJobState.objects.get(job=odd).dirty
     monkeypatch.setattr(sync_module, "evaluate_job", real)
     report = world.sync()
-    assert report.errors == [] and report.evaluated == 1
+    assert report.errors == []
+    assert report.evaluated == 1
     assert world.job(odd).state == "admitted"
     assert Allocation.objects.filter(job=odd, ended_at__isnull=True).count() == 8
     assert all(JobEvent.objects.filter(job=j, kind="wait_reason").count() == 1 for j in waiting)
