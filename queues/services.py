@@ -533,6 +533,7 @@ def usable_free_devices(*, node_ids: Iterable[int], resource_name: str, kind: st
         health__in=USABLE_HEALTH,
     ).exclude(Exists(Allocation.objects.filter(device=OuterRef("pk"), ended_at__isnull=True)))
     by_node: dict[int, list[Device]] = {}
+    free = free.order_by()  # sorted below; the model's ordering would join the node and cluster
     for device in free:
         by_node.setdefault(device.node_id, []).append(device)
     for devices in by_node.values():  # degraded devices are used last

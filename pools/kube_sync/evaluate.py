@@ -79,11 +79,17 @@ class EvalContext:
         self.held: dict[tuple[int, str, str], int] = {}
         #: Where wait reasons of a closed-set code go when the caller writes them in bulk (None: one by one).
         self.waits: job_services.WaitReasonBatch | None = None
+        #: Nodes by name and their free usable devices per (resource, kind), read for a chunk at once by
+        #: :meth:`prefetch`; an admission takes its devices out of these lists, a release drops them.
+        self._nodes: dict[str, Node | None] = {}
+        self._free: dict[tuple[str, str], dict[int, list[Device]]] = {}
 
     def forget(self) -> None:
         """Drop what was read from the database (a rolled-back evaluation may have changed it); flavors stay."""
         self._pool.clear()
         self.held.clear()
+        self._nodes.clear()
+        self._free.clear()
         for name in ("quota_use", "_quota_figures", "_team_quota"):
             self.__dict__.pop(name, None)
 
@@ -246,15 +252,56 @@ class EvalContext:
     def _team_quota(self) -> dict[int, TeamQuota]:
         return {q.team_id: q for q in TeamQuota.objects.filter(cluster=self.cluster)}
 
+    def prefetch(self, jobs: list[Job], states: dict[int, KubeJobState]) -> None:
+        """Read at once what a chunk's evaluations look up per job: the nodes its pods are on and, for pending
+        jobs with pods on nodes (about to be admitted), the free devices there. Replaces the previous chunk's."""
+        from pools.selectors import SHARING_KIND
+
+        self._nodes.clear()
+        self._free.clear()
+        names: set[str] = set()
+        admitting: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for job in jobs:
+            st = states.get(job.pk)
+            on = {p["node"] for p in ((st.pods if st else None) or {}).values() if p.get("node")}
+            names |= on
+            if on and job.state == Job.State.PENDING:
+                rc = job.resource_class
+                admitting[(rc.resource_name, SHARING_KIND[rc.sharing])] |= on
+        self.nodes(names)
+        for (resource, kind), on in admitting.items():
+            self.free_devices([n for n in on if self._nodes.get(n) is not None], resource, kind)
+
+    def nodes(self, names: set[str]) -> dict[str, Node]:
+        """This cluster's nodes by name (gone ones included; names it never had left out)."""
+        missing = [n for n in names if n not in self._nodes]
+        if missing:
+            rows = Node.objects.filter(cluster=self.cluster, name__in=missing).only("pk", "name", "gone_at")
+            found = {n.name: n for n in rows}
+            for name in missing:
+                self._nodes[name] = found.get(name)
+        return {n: self._nodes[n] for n in names if self._nodes[n] is not None}
+
     def gone_nodes(self, names: set[str]) -> set[str]:
         """Which of these node names the inventory knows as gone from the cluster."""
-        if not names:
-            return set()
-        return set(
-            Node.objects.filter(cluster=self.cluster, name__in=names, gone_at__isnull=False).values_list(
-                "name", flat=True
-            )
-        )
+        return {name for name, node in self.nodes(names).items() if node.gone_at is not None}
+
+    def free_devices(self, names: list[str], resource: str, kind: str) -> dict[str, list[Device]]:
+        """Free usable devices of a resource on these (present) nodes, by node name, healthy first; the lists
+        are shared: take devices out of them when they are allocated."""
+        nodes = {name: node for name, node in self.nodes(set(names)).items() if node.gone_at is None}
+        free = self._free.setdefault((resource, kind), {})
+        missing = [node.pk for node in nodes.values() if node.pk not in free]
+        if missing:
+            found = job_services.usable_free_devices(node_ids=missing, resource_name=resource, kind=kind)
+            for pk in missing:
+                free[pk] = found.get(pk, [])
+        return {name: free[node.pk] for name, node in nodes.items()}
+
+    def released(self) -> None:
+        """Devices or quota were given back: counts and free lists are read again when next needed."""
+        self.held.clear()
+        self._free.clear()
 
     def job_by_uid(self, uid: str) -> Job | None:
         """The portal job whose batch Job has this uid (a preemptor named in Kueue's message)."""
@@ -371,21 +418,18 @@ def _set_wait(
     outcome.actions.append("wait:unrecognised")
 
 
-def _pick_devices(job: Job, pods: list[tuple[str, dict]], cluster: Cluster) -> tuple[list[list[Device]], list[str]]:
-    """Free usable devices of the class on each pod's node; the nodes where the portal found too few."""
+def _pick_devices(job: Job, pods: list[tuple[str, dict]], ctx: EvalContext) -> tuple[list[list[Device]], list[str]]:
+    """Free usable devices of the class on each pod's node (taken out of the context's free lists); the nodes
+    where the portal found too few."""
     from pools.selectors import SHARING_KIND
 
     rc = job.resource_class
     names = sorted({p["node"] for _, p in pods if p.get("node")})
-    nodes = {n.name: n for n in Node.objects.filter(cluster=cluster, name__in=names, gone_at__isnull=True)}
-    free = job_services.usable_free_devices(
-        node_ids=[n.pk for n in nodes.values()], resource_name=rc.resource_name, kind=SHARING_KIND[rc.sharing]
-    )
+    free = ctx.free_devices(names, rc.resource_name, SHARING_KIND[rc.sharing])
     picked: list[list[Device]] = []
     short: list[str] = []
     for _, pod in pods:
-        node = nodes.get(pod.get("node", ""))
-        pool = free.get(node.pk, []) if node else []
+        pool = free.get(pod.get("node", ""), [])
         take = pool[: job.devices_per_pod]
         del pool[: job.devices_per_pod]
         if len(take) < job.devices_per_pod:
@@ -431,7 +475,7 @@ def _admit(
         }
         for a in assignments
     ]
-    devices, short = _pick_devices(job, pods, ctx.cluster)
+    devices, short = _pick_devices(job, pods, ctx)
     flavor = (assignments[0].get("flavors") or {}).get(job.resource_class.resource_name, "")
     adding = sum(len(d) for d in devices)
     borrowing = _borrowing(job, ctx, flavor, adding) if flavor else False
@@ -515,7 +559,7 @@ def evaluate_job(job: Job, st: KubeJobState, ctx: EvalContext) -> Outcome:
     """Apply every transition the cluster shows for one job (the caller holds the job's row lock)."""
     outcome = _evaluate_job(job, st, ctx)
     if any(not a.startswith(("admitted", "started", "wait")) for a in outcome.actions):
-        ctx.held.clear()  # something was released: count again
+        ctx.released()  # something was released: count again
     return outcome
 
 

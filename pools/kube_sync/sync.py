@@ -780,6 +780,7 @@ class ClusterSync:
         # wait reasons (most of a full sync: every pending job) are written together after the loop, in the
         # caller's transaction, while the chunk's row locks are held
         ctx.waits = job_services.WaitReasonBatch() if self.batch_wait_reasons else None
+        ctx.prefetch(jobs, states)
         evaluated, actions = 0, Counter()
         for job in jobs:
             st = states.get(job.pk)

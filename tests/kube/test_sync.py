@@ -581,3 +581,19 @@ def test_a_failing_job_is_rolled_back_alone_and_retried(world, kube, monkeypatch
     assert world.job(odd).state == "admitted"
     assert Allocation.objects.filter(job=odd, ended_at__isnull=True).count() == 8
     assert all(JobEvent.objects.filter(job=j, kind="wait_reason").count() == 1 for j in waiting)
+
+
+def test_jobs_admitted_in_one_pass_on_one_node_get_distinct_devices(world, kube):
+    """A chunk reads the free devices once; each admission takes its devices out of that list."""
+    first, second, third = (world.submit(f"half{i}", gpus=4, minute=i) for i in range(3))
+    for i, job in enumerate((first, second, third)):
+        kube.create_workload(job.k8s_name, NS)
+        kube.admit(
+            job.k8s_name, NS, cluster_queue="vision", flavor="h100", nodes=["gpu-a1"], gpus_per_pod=4, when=at(5 + i)
+        )
+    report = world.sync()
+    assert report.actions["admitted"] == 3
+    held = list(Allocation.objects.filter(job__in=[first, second]).values_list("device_id", flat=True))
+    assert len(held) == len(set(held)) == 8
+    assert set(Device.objects.filter(pk__in=held).values_list("node__name", flat=True)) == {"gpu-a1"}
+    assert not Allocation.objects.filter(job=third).exists()  # the node was full: admitted, no device to record
