@@ -73,14 +73,18 @@ class BudgetCheck:
     notified: list[int]
 
 
-def budget_check(*, now: datetime) -> list[BudgetCheck]:
-    """Check every active budget for the period containing ``now``; notify each threshold crossed once."""
+def budget_check(*, now: datetime, mail: bool = True) -> list[BudgetCheck]:
+    """Check every active budget for the period containing ``now``; notify each threshold crossed once.
+
+    ``mail=False`` records the notifications without mailing anyone (a replay of past checks, as the demo does).
+    """
     require_aware(now, "now")
-    return [budget_check_one(budget=b, now=now) for b in Budget.objects.filter(active=True).select_related("team")]
+    budgets = Budget.objects.filter(active=True).select_related("team")
+    return [budget_check_one(budget=b, now=now, mail=mail) for b in budgets]
 
 
 @transaction.atomic
-def budget_check_one(*, budget: Budget, now: datetime) -> BudgetCheck:
+def budget_check_one(*, budget: Budget, now: datetime, mail: bool = True) -> BudgetCheck:
     """Check one budget; a threshold already notified in this period is not notified again."""
     start, end = period_bounds(budget.period, local_day(now, billing_tz()))
     spent = budget_spent(budget, start=start, end=end, until=now)
@@ -89,7 +93,7 @@ def budget_check_one(*, budget: Budget, now: datetime) -> BudgetCheck:
     for threshold in _thresholds(budget):
         if percent < threshold:
             break
-        if _notify_threshold(budget=budget, period_start=start, threshold=threshold, spent=spent, now=now):
+        if _notify_threshold(budget=budget, period_start=start, threshold=threshold, spent=spent, now=now, mail=mail):
             notified.append(threshold)
             if threshold >= 100 and budget.action_at_limit == Budget.Action.DEMOTE:
                 team_demote(
@@ -103,10 +107,12 @@ def budget_check_one(*, budget: Budget, now: datetime) -> BudgetCheck:
     return BudgetCheck(budget=budget, period_start=start, spent=spent, notified=notified)
 
 
-def _notify_threshold(*, budget: Budget, period_start: date, threshold: int, spent: Decimal, now: datetime) -> bool:
+def _notify_threshold(
+    *, budget: Budget, period_start: date, threshold: int, spent: Decimal, now: datetime, mail: bool
+) -> bool:
     """Record the threshold notification and mail the leads after commit; False when it already existed."""
     team = budget.team
-    recipients = lead_emails(team)
+    recipients = lead_emails(team) if mail else []
     message = (
         f"Team {team.name} has used {threshold} % of its {ADJECTIVE[budget.period]} budget: "
         f"{spent:.2f} of {budget.amount:.2f} {budget.currency} since {period_start:%Y-%m-%d}."

@@ -48,6 +48,17 @@ def test_budget_check_notifies_each_threshold_once_and_mails_the_leads(spent_60,
     assert Notification.objects.filter(kind="budget_threshold").count() == 1
 
 
+def test_budget_check_without_mail_records_the_notification_for_nobody(spent_60, django_capture_on_commit_callbacks):
+    world = spent_60
+    services.budget_set(team=world.team, amount="100", thresholds=[50])
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        [check] = services.budget_check(now=T0 + 12 * H, mail=False)
+    assert check.notified == [50]
+    assert callbacks == []
+    assert mail.outbox == []
+    assert Notification.objects.get(kind="budget_threshold").emailed_to == []
+
+
 def test_budget_check_notifies_again_in_the_next_period(spent_60, django_capture_on_commit_callbacks):
     world = spent_60
     services.budget_set(team=world.team, amount="100", thresholds=[50])
