@@ -261,6 +261,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 900.0,
         "options": {"expires": 900},
     },
+    "policy-previews-sweep": {
+        "task": "queues.policy_previews_sweep",
+        "schedule": 3600.0,
+        "options": {"expires": 3600},
+    },
     "policy-push-retry-due": {
         "task": "queues.policy_push_retry_due",
         "schedule": 30.0,
@@ -290,8 +295,11 @@ POLICY_PUSH_MAX_ATTEMPTS = env.int("POLICY_PUSH_MAX_ATTEMPTS", default=8)
 SIMPLE_HISTORY_REVERT_DISABLED = True
 # What-if previews replay this many days of recorded jobs unless the admin asks for another window.
 WHATIF_DEFAULT_DAYS = env.int("WHATIF_DEFAULT_DAYS", default=14)
-# Wall-clock budget of one what-if replay (seconds); past it the preview asks for a shorter window.
-WHATIF_MAX_SECONDS = env.int("WHATIF_MAX_SECONDS", default=60)
+# Wall-clock budget of one what-if replay (seconds); past it the preview asks for a shorter window. Previews run
+# on the Celery worker (two replays per cluster the change touches), so this is a worker slot's time, not a request's.
+WHATIF_MAX_SECONDS = env.int("WHATIF_MAX_SECONDS", default=300)
+# What-if previews (status rows with their results) are deleted this many days after they were asked for.
+WHATIF_PREVIEW_KEEP_DAYS = env.int("WHATIF_PREVIEW_KEEP_DAYS", default=7)
 
 # Billing: currency of rates that name none; time zone whose midnights cut billing days (default TIME_ZONE).
 BILLING_CURRENCY = env.str("BILLING_CURRENCY", default="EUR").upper()

@@ -283,8 +283,10 @@ class EngineInput:
     nodes_by_name: dict[str, Node]
 
 
-def cluster_engine_input(*, cluster: Cluster, jobs: Iterable[Job] | None = None) -> EngineInput:
-    """Everything the engine needs about one cluster: configuration, nodes, and live (or given) jobs."""
+def cluster_engine_input(
+    *, cluster: Cluster, jobs: Iterable[Job] | None = None, with_nodes: bool = True
+) -> EngineInput:
+    """Everything the engine needs about one cluster: configuration, nodes (unless not ``with_nodes``), and jobs."""
     quotas = list(TeamQuota.objects.filter(cluster=cluster).select_related("team", "cohort"))
     lines = QuotaLine.objects.filter(Q(team_quota__cluster=cluster) | Q(cohort__isnull=False)).select_related("flavor")
     by_quota: dict[int, list[QuotaLine]] = defaultdict(list)
@@ -325,7 +327,7 @@ def cluster_engine_input(*, cluster: Cluster, jobs: Iterable[Job] | None = None)
     )
     topologies = tuple(m.Topology(name=t.name, levels=tuple(t.levels)) for t in Topology.objects.all())
     priority_classes = tuple(m.WorkloadPriorityClass(name=p.name, value=p.value) for p in PriorityClass.objects.all())
-    nodes, nodes_by_name = engine_nodes(cluster)
+    nodes, nodes_by_name = engine_nodes(cluster) if with_nodes else ((), {})
     if jobs is None:
         jobs = (
             Job.objects.filter(cluster=cluster, state__in=(Job.State.PENDING, *HOLDING_STATES))

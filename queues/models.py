@@ -431,3 +431,54 @@ class PolicyPush(models.Model):
 
     def __str__(self) -> str:
         return f"push to {self.cluster} at {self.requested_at:%Y-%m-%d %H:%M:%S} ({self.state})"
+
+
+class PolicyPreview(models.Model):
+    """A what-if preview of a policy change: the proposal as submitted, replayed by a worker (a status row to poll).
+
+    ``form_data`` is the admin form as posted (applying re-posts it); ``inputs`` holds, per cluster whose queue
+    configuration the change alters, the current and proposed policy (engine data, no nodes) and a digest of
+    the current one, so an apply can tell whether someone changed the policy since.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_at = models.DateTimeField()
+    model_label = models.CharField(max_length=100, help_text="The policy model changed, e.g. 'queues.teamquota'.")
+    object_id = models.CharField(max_length=40, blank=True, help_text="Empty when the change adds an object.")
+    object_repr = models.CharField(max_length=200)
+    days = models.PositiveSmallIntegerField()
+    form_data = models.JSONField(default=list, help_text="[key, value] pairs of the posted admin form.")
+    inputs = models.JSONField(default=list)
+    policy_digests = models.JSONField(
+        default=dict, help_text="Cluster id → digest of its policy when the preview was asked for (stale check)."
+    )
+    changes = models.JSONField(default=list, help_text="Plain-language differences, one line each.")
+    warnings = models.JSONField(default=list)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    progress = models.FloatField(default=0.0, help_text="Share of the replays done, 0 to 1.")
+    progress_text = models.CharField(max_length=200, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    applied_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-requested_at", "-id"]
+        indexes = [models.Index(fields=["status", "requested_at"], name="policypreview_status")]
+
+    def __str__(self) -> str:
+        return f"preview #{self.pk} of {self.object_repr} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        """Whether the replay ended (done or failed): nothing on the page changes any more."""
+        return self.status in (self.Status.DONE, self.Status.FAILED)

@@ -23,3 +23,19 @@ def policy_push_retry_due() -> None:
 
     for push_id in policy_pushes_due():
         policy_push.delay(push_id)
+
+
+@shared_task(name="queues.policy_preview", ignore_result=True, acks_late=True)
+def policy_preview(preview_id: int) -> None:
+    """Replay a queued what-if preview (a redelivered message finds it no longer queued and does nothing)."""
+    from queues.policy.previews import policy_preview_run
+
+    policy_preview_run(preview_id=preview_id)
+
+
+@shared_task(name="queues.policy_previews_sweep", ignore_result=True)
+def policy_previews_sweep() -> None:
+    """Beat entry: delete old what-if previews and fail those whose worker died mid-replay."""
+    from queues.policy.previews import policy_previews_sweep as sweep
+
+    sweep()

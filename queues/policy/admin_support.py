@@ -1,35 +1,39 @@
 """Admin plumbing shared by the policy ModelAdmins: push after save, the what-if preview, the audit trail.
 
 The preview is the admin's own save path run inside its transaction and then rolled back: the proposed
-policy is read back from the database exactly as it would be stored, replayed next to the current one,
-and nothing is kept. Apply re-posts the same form with ``_whatif_apply``.
+policy is read back from the database exactly as it would be stored, and nothing of it is kept. The proposal
+is recorded as a ``PolicyPreview`` that a Celery worker replays next to the current policy
+(``queues.policy.previews``); Apply re-posts the stored form with ``_whatif_apply``.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from django.conf import settings
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import BadRequest, PermissionDenied
 from django.db import transaction
-from django.template.response import TemplateResponse
+from django.http import Http404, HttpResponse, QueryDict
+from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.html import format_html
 from simple_history.admin import SimpleHistoryAdmin
 
 from pools.models import Cluster
-from queues.policy.charts import whatif_figure
-from queues.policy.push import policy_push_clusters, policy_push_request
-from queues.policy.whatif import (
-    WhatIfRequest,
-    WhatIfTooSlow,
-    config_changes,
-    policy_configuration,
-    whatif_compare,
+from portal.errors import Conflict
+from queues.models import PolicyPreview
+from queues.policy.previews import (
+    PreviewSide,
+    policy_digest,
+    policy_preview_check_apply,
+    policy_preview_mark_applied,
+    policy_preview_request,
 )
+from queues.policy.push import policy_push_clusters, policy_push_request
+from queues.policy.whatif import config_changes, policy_configuration
 
 PREVIEW_FLAG = "_whatif"
+#: POST key naming the stored preview an Apply or Preview again works from.
+PREVIEW_ID = "_whatif_preview"
 MAX_DAYS = 90
 
 
@@ -88,27 +92,66 @@ class PolicyAdmin(SimpleHistoryAdmin):
 
 
 class WhatIfAdminMixin:
-    """Saving shows a what-if preview first (replay of recorded jobs, current vs proposed); Apply saves."""
+    """Saving asks for a what-if preview first (replayed by a worker, current vs proposed); Apply saves the proposal.
 
-    whatif_template = "admin/queues/whatif_preview.html"
+    A save without ``_whatif_apply`` runs the admin's own save path, reads the proposed policy back, rolls the save
+    back and records a ``PolicyPreview``; the admin is sent to the preview page, which polls until the replay is
+    done. The page's Apply and Preview again post ``_whatif_preview`` here: the stored form replaces the posted one,
+    and an apply is refused when the policy changed since the preview. A form posted with ``_whatif_apply`` and no
+    preview (a script) is saved as posted.
+    """
 
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
-        """On a save without ``_whatif_apply``, capture the current policy of every cluster, then save to preview."""
+        """Swap in a stored proposal; capture the current policies before a preview save; record the preview after."""
+        if request.method == "POST" and PREVIEW_ID in request.POST:
+            preview = self._stored_preview(request, object_id)
+            if "_whatif_apply" in request.POST:
+                try:
+                    policy_preview_check_apply(preview=preview)
+                except Conflict as exc:
+                    self.message_user(request, f"Not applied: {exc}", messages.ERROR)
+                    return redirect("policy:preview", pk=preview.pk)
+                request._whatif_applying = preview
+            request.POST = _stored_post(preview, request.POST)
         if request.method == "POST" and "_whatif_apply" not in request.POST:
-            setattr(request, PREVIEW_FLAG, {c.pk: (c, policy_configuration(cluster=c)) for c in Cluster.objects.all()})
-        return super().changeform_view(request, object_id, form_url, extra_context)
+            current = {c.pk: (c, policy_configuration(cluster=c, nodes=False)) for c in Cluster.objects.order_by("pk")}
+            setattr(request, PREVIEW_FLAG, current)
+        response = super().changeform_view(request, object_id, form_url, extra_context)
+        pending = getattr(request, "_whatif_pending", None)
+        if pending is None:
+            return response
+        # The admin's transaction (and the save in it) is rolled back by now: the preview row is kept.
+        preview = policy_preview_request(user=request.user, **pending)
+        return redirect("policy:preview", pk=preview.pk)
+
+    def _stored_preview(self, request, object_id) -> PolicyPreview:
+        try:
+            preview = PolicyPreview.objects.get(pk=int(request.POST[PREVIEW_ID]))
+        except (ValueError, PolicyPreview.DoesNotExist):
+            raise Http404("No such what-if preview (previews are deleted after a few days).") from None
+        opts = self.model._meta
+        if preview.model_label != f"{opts.app_label}.{opts.model_name}" or preview.object_id != (object_id or ""):
+            raise BadRequest("This preview is of another object.")
+        return preview
 
     def response_add(self, request, obj, post_url_continue=None):
         """The preview instead of the redirect, unless this is the apply."""
         if getattr(request, PREVIEW_FLAG, None) is not None:
             return self._whatif_response(request, obj, add=True)
+        self._mark_applied(request)
         return super().response_add(request, obj, post_url_continue)
 
     def response_change(self, request, obj):
         """The preview instead of the redirect, unless this is the apply."""
         if getattr(request, PREVIEW_FLAG, None) is not None:
             return self._whatif_response(request, obj, add=False)
+        self._mark_applied(request)
         return super().response_change(request, obj)
+
+    def _mark_applied(self, request) -> None:
+        preview = getattr(request, "_whatif_applying", None)
+        if preview is not None:
+            policy_preview_mark_applied(preview=preview)
 
     def _days(self, request) -> int:
         try:
@@ -118,61 +161,43 @@ class WhatIfAdminMixin:
         return max(1, min(days, MAX_DAYS))
 
     def _whatif_response(self, request, obj, *, add: bool):
-        """Replay under both policies, roll the save back, and render the preview (before the rollback runs)."""
-        days = self._days(request)
+        """Read the proposed policy back, note what to record once the save is rolled back, roll it back."""
         captured = getattr(request, PREVIEW_FLAG)
-        results, changes, failures = [], [], []
+        sides, changes = [], []
         for cluster, current in captured.values():
-            proposed = policy_configuration(cluster=cluster)
+            proposed = policy_configuration(cluster=cluster, nodes=False)
             if proposed == current:
                 continue
             changes.extend(f"{cluster.name}: {line}" for line in config_changes(current, proposed))
-            try:
-                whatif = whatif_compare(
-                    cluster=cluster, current=current, proposed=proposed, request=WhatIfRequest(days=days)
-                )
-            except WhatIfTooSlow as exc:
-                failures.append(f"{cluster.name}: {exc}")
-                continue
-            results.append(
-                {
-                    "whatif": whatif,
-                    "rows": whatif.rows(),
-                    "figure": whatif_figure(whatif.rows()),
-                    "chart_id": f"whatif-fig-{len(results) + 1}",
-                    "unsettled": [
-                        (side, [datetime.fromtimestamp(t, tz=UTC) for t in outcome.unsettled])
-                        for side, outcome in (("current", whatif.current), ("proposed", whatif.proposed))
-                        if outcome.unsettled
-                    ],
-                }
-            )
-        warnings = list(getattr(request, "_policy_warnings", []))
-        transaction.set_rollback(True)
+            sides.append(PreviewSide(cluster=cluster, current=current, proposed=proposed))
         opts = self.model._meta
-        hidden = [
-            (key, value)
-            for key, values in request.POST.lists()
-            for value in values
-            if key != "csrfmiddlewaretoken" and not key.startswith("_whatif")
-        ]
-        if add:
-            discard_url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
-        else:
-            discard_url = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
-        context = {
-            **self.admin_site.each_context(request),
-            "title": f"What if: {opts.verbose_name} {obj}",
-            "opts": opts,
-            "object": obj,
-            "add": add,
-            "days": days,
-            "results": results,
+        request._whatif_pending = {
+            "model_label": f"{opts.app_label}.{opts.model_name}",
+            "object_id": "" if add else str(obj.pk),
+            "object_repr": f"{opts.verbose_name} {obj}",
+            "days": self._days(request),
+            "form_data": [
+                (key, value)
+                for key, values in request.POST.lists()
+                for value in values
+                if key != "csrfmiddlewaretoken" and not key.startswith("_whatif")
+            ],
+            "sides": sides,
             "changes": changes,
-            "warnings": warnings,
-            "failures": failures,
-            "hidden": hidden,
-            "discard_url": discard_url,
+            "warnings": list(getattr(request, "_policy_warnings", [])),
+            "digests": {str(pk): policy_digest(current) for pk, (_, current) in captured.items()},
         }
-        response = TemplateResponse(request, self.whatif_template, context)
-        return response.render()
+        transaction.set_rollback(True)
+        return HttpResponse(status=204)
+
+
+def _stored_post(preview: PolicyPreview, posted: QueryDict) -> QueryDict:
+    """The preview's stored form, plus the ``_whatif_*`` buttons and the CSRF token of the form just posted."""
+    data = QueryDict(mutable=True)
+    for key, value in preview.form_data:
+        data.appendlist(key, value)
+    for key in posted:
+        if key.startswith("_whatif") or key == "csrfmiddlewaretoken":
+            data.setlist(key, posted.getlist(key))
+    data._mutable = False
+    return data

@@ -1,19 +1,36 @@
-"""Admin pages of the policy: the dashboard and the audit log (with CSV export). Staff with view permission only."""
+"""Admin pages of the policy: the dashboard, the audit log (with CSV export) and what-if previews. Staff only.
+
+The dashboard and the audit log need the view permission on team quotas; a what-if preview needs the change
+permission on the model it changes (as its Apply does). The preview page polls its status fragment every second
+while the replay runs; the fragment answers HTTP 286 once the preview is finished, which stops the polling.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime, time, timedelta
 
-from django.contrib import admin
+from django.apps import apps
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_date
+from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
 
+from queues.models import PolicyPreview
 from queues.policy import charts
 from queues.policy.audit import POLICY_MODELS, audit_csv, audit_entries
+from queues.policy.previews import policy_preview_discard, policy_preview_stale, preview_display
 from queues.policy.selectors import class_utilisation, cohort_tree, flatten, queue_figures, team_queues
+
+#: HTTP status that tells htmx to stop polling.
+STOP_POLLING = 286
+#: A preview queued longer than this without a worker taking it gets a hint on the page.
+QUEUED_HINT_SECONDS = 30
 
 RANGES = {"24h": (timedelta(hours=24), timedelta(hours=1)), "7d": (timedelta(days=7), timedelta(hours=6))}
 
@@ -77,3 +94,61 @@ def audit(request):
         "query": request.GET.urlencode(),
     }
     return TemplateResponse(request, "admin/policy/audit.html", context)
+
+
+def _preview_for(request, pk: int) -> tuple[PolicyPreview, object]:
+    """The preview and its model's options, if the user may change that model (else 403)."""
+    preview = get_object_or_404(PolicyPreview.objects.select_related("requested_by"), pk=pk)
+    app_label, model_name = preview.model_label.split(".", 1)
+    _require(request, f"{app_label}.change_{model_name}")
+    return preview, apps.get_model(app_label, model_name)._meta
+
+
+def _preview_urls(preview: PolicyPreview, opts) -> tuple[str, str]:
+    """(where Apply / Preview again post, where Discard goes back to)."""
+    name = f"admin:{opts.app_label}_{opts.model_name}"
+    if preview.object_id:
+        change = reverse(f"{name}_change", args=[preview.object_id])
+        return change, change
+    return reverse(f"{name}_add"), reverse(f"{name}_changelist")
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+def preview(request, pk: int):
+    """A what-if preview: its status while queued or running (polled), then the replay's chart and table."""
+    preview, opts = _preview_for(request, pk)
+    now = timezone.now()
+    since = preview.started_at or preview.requested_at
+    apply_url, back_url = _preview_urls(preview, opts)
+    context = {
+        "preview": preview,
+        "opts": opts,
+        "elapsed": ((preview.finished_at or now) - since).total_seconds(),
+        "waiting": (now - preview.requested_at).total_seconds(),
+        "queued_hint": preview.status == PolicyPreview.Status.QUEUED
+        and (now - preview.requested_at).total_seconds() > QUEUED_HINT_SECONDS,
+        "apply_url": apply_url,
+        "back_url": back_url,
+        "percent": round(preview.progress * 100),
+    }
+    if preview.is_finished:
+        context.update(preview_display(preview))
+        context["stale"] = policy_preview_stale(preview=preview)
+    if request.htmx and not request.htmx.history_restore_request:
+        response = TemplateResponse(request, "admin/policy/partials/preview_status.html", context)
+        if preview.is_finished:
+            response.status_code = STOP_POLLING
+        return response
+    context.update({**admin.site.each_context(request), "title": f"What if: {preview.object_repr}"})
+    return TemplateResponse(request, "admin/policy/preview.html", context)
+
+
+@require_POST
+def preview_discard(request, pk: int):
+    """Forget the preview (nothing of the proposal was saved) and go back to the object or the list."""
+    preview, opts = _preview_for(request, pk)
+    _, back_url = _preview_urls(preview, opts)
+    policy_preview_discard(preview=preview)
+    messages.info(request, "Change discarded: nothing was saved.")
+    return redirect(back_url)

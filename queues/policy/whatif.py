@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
@@ -36,6 +36,11 @@ from queues.models import Job, TeamQuota
 DEFAULT_DAYS = 14
 #: Scheduling cycles allowed at one instant of a replay before it moves on (a settled instant needs a few).
 MAX_CYCLES_PER_INSTANT = 500
+#: Least wall time between two progress reports of a replay (each report may write a status row).
+PROGRESS_EVERY_SECONDS = 0.5
+
+#: Called with a step's label and the share of the replay's window done so far (0 to 1).
+ProgressCallback = Callable[[str, float], None]
 
 
 @dataclass(frozen=True)
@@ -118,9 +123,20 @@ class _MeteredReplay(Replay):
     recorded in ``unsettled``: the engine kept preempting and re-admitting there) and a wall-clock budget.
     """
 
-    def __init__(self, engine: Engine, *, start: float, budget_seconds: float | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        start: float,
+        end: float | None = None,
+        budget_seconds: float | None = None,
+        on_progress: Callable[[float], None] | None = None,
+    ) -> None:
         super().__init__(engine, start=start, max_cycles_per_instant=MAX_CYCLES_PER_INSTANT)
         self.unsettled: list[float] = []
+        self.window = (start, end)
+        self.on_progress = on_progress
+        self._next_report = time.monotonic() + PROGRESS_EVERY_SECONDS
         self.budget = budget_seconds
         self._deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
         self.used_seconds: dict[str, float] = defaultdict(float)
@@ -149,7 +165,12 @@ class _MeteredReplay(Replay):
         touched = super()._settle(now)
         if self.cycles - before >= self.max_cycles:
             self.unsettled.append(now)
-        if self._deadline is not None and time.monotonic() > self._deadline:
+        clock = time.monotonic()
+        if self.on_progress is not None and clock >= self._next_report and self.window[1] is not None:
+            start, end = self.window
+            self.on_progress(min(1.0, max(0.0, (now - start) / (end - start))) if end > start else 1.0)
+            self._next_report = clock + PROGRESS_EVERY_SECONDS
+        if self._deadline is not None and clock > self._deadline:
             raise WhatIfTooSlow(
                 f"the replay took longer than {self.budget:g} s (it had reached "
                 f"{datetime.fromtimestamp(now, tz=UTC):%Y-%m-%d %H:%M} UTC); preview a shorter window"
@@ -234,9 +255,9 @@ def recorded_jobs(*, cluster: Cluster, start: datetime, end: datetime) -> tuple[
     return out, left_out
 
 
-def policy_configuration(*, cluster: Cluster) -> m.ClusterState:
-    """The cluster's policy and nodes as the database holds them now (no workloads): one side of a what-if."""
-    return cluster_engine_input(cluster=cluster, jobs=[]).state
+def policy_configuration(*, cluster: Cluster, nodes: bool = True) -> m.ClusterState:
+    """The cluster's policy and (unless not ``nodes``) nodes as the database holds them now: one side of a what-if."""
+    return cluster_engine_input(cluster=cluster, jobs=[], with_nodes=nodes).state
 
 
 def _declared(config: m.ClusterState) -> dict[str, set[str]]:
@@ -246,13 +267,21 @@ def _declared(config: m.ClusterState) -> dict[str, set[str]]:
 
 
 def replay_policy(
-    *, config: m.ClusterState, jobs: Iterable[RecordedJob], start: float, end: float, teams: Mapping[str, str]
+    *,
+    config: m.ClusterState,
+    jobs: Iterable[RecordedJob],
+    start: float,
+    end: float,
+    teams: Mapping[str, str],
+    on_progress: Callable[[float], None] | None = None,
 ) -> ReplayOutcome:
     """Replay recorded jobs through the engine under ``config`` from ``start`` to ``end`` (engine seconds)."""
     declared = _declared(config)
     engine = Engine(replace(config, workloads=()), start)
     budget = getattr(settings, "WHATIF_MAX_SECONDS", 60)
-    replay = _MeteredReplay(engine, start=start, budget_seconds=float(budget) if budget else None)
+    replay = _MeteredReplay(
+        engine, start=start, end=end, budget_seconds=float(budget) if budget else None, on_progress=on_progress
+    )
     carried: set[str] = set()
     for rec in jobs:
         job = rec.job
@@ -326,14 +355,26 @@ class WhatIfRequest:
 
 
 def whatif_compare(
-    *, cluster: Cluster, current: m.ClusterState, proposed: m.ClusterState, request: WhatIfRequest | None = None
+    *,
+    cluster: Cluster,
+    current: m.ClusterState,
+    proposed: m.ClusterState,
+    request: WhatIfRequest | None = None,
+    on_progress: ProgressCallback | None = None,
 ) -> WhatIf:
-    """Replay the window's recorded jobs of ``cluster`` under both configurations."""
+    """Replay the window's recorded jobs of ``cluster`` under both configurations.
+
+    ``on_progress`` hears ("current", share) during the first replay and ("proposed", share) during the second.
+    """
     request = request or WhatIfRequest()
     start, end = request.bounds()
     jobs, left_out = recorded_jobs(cluster=cluster, start=start, end=end)
     teams = dict(TeamQuota.objects.filter(cluster=cluster).values_list("cluster_queue_name", "team__name"))
     args = {"jobs": jobs, "start": ts(start), "end": ts(end), "teams": teams}
+    outcomes = {}
+    for side, config in (("current", current), ("proposed", proposed)):
+        report = None if on_progress is None else (lambda share, side=side: on_progress(side, share))
+        outcomes[side] = replay_policy(config=config, on_progress=report, **args)
     return WhatIf(
         cluster=cluster.name,
         start=start,
@@ -341,8 +382,44 @@ def whatif_compare(
         jobs=sum(1 for j in jobs if not j.carried_in),
         carried_in=sum(1 for j in jobs if j.carried_in),
         left_out=left_out,
-        current=replay_policy(config=current, **args),
-        proposed=replay_policy(config=proposed, **args),
+        current=outcomes["current"],
+        proposed=outcomes["proposed"],
+    )
+
+
+def _outcome_data(outcome: ReplayOutcome) -> dict:
+    return {"teams": [asdict(t) for t in outcome.teams], "unsettled": list(outcome.unsettled)}
+
+
+def _outcome_from(data: Mapping) -> ReplayOutcome:
+    return ReplayOutcome(tuple(TeamOutcome(**t) for t in data["teams"]), tuple(data.get("unsettled", ())))
+
+
+def whatif_to_data(whatif: WhatIf) -> dict:
+    """A what-if as JSON-ready data (a preview's stored result)."""
+    return {
+        "cluster": whatif.cluster,
+        "start": whatif.start.isoformat(),
+        "end": whatif.end.isoformat(),
+        "jobs": whatif.jobs,
+        "carried_in": whatif.carried_in,
+        "left_out": whatif.left_out,
+        "current": _outcome_data(whatif.current),
+        "proposed": _outcome_data(whatif.proposed),
+    }
+
+
+def whatif_from_data(data: Mapping) -> WhatIf:
+    """The what-if ``whatif_to_data`` wrote."""
+    return WhatIf(
+        cluster=data["cluster"],
+        start=datetime.fromisoformat(data["start"]),
+        end=datetime.fromisoformat(data["end"]),
+        jobs=data["jobs"],
+        carried_in=data["carried_in"],
+        left_out=data["left_out"],
+        current=_outcome_from(data["current"]),
+        proposed=_outcome_from(data["proposed"]),
     )
 
 

@@ -17,4 +17,6 @@
     draw();
   }
   window.addEventListener("load", draw);
+  // A what-if preview's result arrives by htmx once its replay is done.
+  document.addEventListener("htmx:afterSettle", draw);
 })();

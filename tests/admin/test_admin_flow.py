@@ -9,7 +9,8 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.urls import reverse
 
-from queues.models import PolicyPush, QuotaLine, TeamQuota
+from queues.models import PolicyPreview, PolicyPush, QuotaLine, TeamQuota
+from queues.tasks import policy_preview
 from tests.factories import UserFactory
 
 
@@ -63,18 +64,23 @@ def _line(line: QuotaLine, **changes) -> dict:
     }
 
 
-def test_save_shows_preview_and_keeps_nothing(admin_client, pool, django_capture_on_commit_callbacks):
+def test_save_records_a_preview_and_keeps_nothing(admin_client, pool, django_capture_on_commit_callbacks):
     url = reverse("admin:queues_teamquota_change", args=[pool.vq.pk])
     with django_capture_on_commit_callbacks() as callbacks:
         response = admin_client.post(url, _quota_post(pool.vq, [_line(pool.vline, nominal="4")]))
-    assert response.status_code == 200
-    body = response.content.decode()
+    preview = PolicyPreview.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == reverse("policy:preview", args=[preview.pk])
+    assert len(callbacks) == 1  # the replay, enqueued after commit
+    assert preview.status == PolicyPreview.Status.QUEUED
+    assert preview.changes == ["sim-east: ClusterQueue vision: h100/nvidia.com/gpu nominal 2 → 4"]
+    body = admin_client.get(response["Location"]).content.decode()
     assert "Nothing is saved yet" in body
     assert "ClusterQueue vision: h100/nvidia.com/gpu nominal 2 → 4" in body
-    assert 'name="_whatif_apply"' in body
+    assert 'hx-trigger="every 1s"' in body
+    assert 'name="_whatif_apply"' not in body  # not before the replay is done
     pool.vline.refresh_from_db()
     assert pool.vline.nominal == "2"
-    assert callbacks == []
     assert not PolicyPush.objects.exists()
     assert pool.vline.history.count() == 1  # the creation only
 
@@ -205,7 +211,8 @@ def test_preview_reports_a_replay_past_its_budget(admin_client, pool, settings):
     settings.WHATIF_MAX_SECONDS = 1e-9
     url = reverse("admin:queues_teamquota_change", args=[pool.vq.pk])
     response = admin_client.post(url, _quota_post(pool.vq, [_line(pool.vline, nominal="4")]))
-    body = response.content.decode()
+    policy_preview(PolicyPreview.objects.get().pk)
+    body = admin_client.get(response["Location"]).content.decode()
     assert "No preview for cluster sim-east: the replay took longer than 1e-09 s" in body
     assert 'name="_whatif_apply"' in body
 
@@ -230,11 +237,18 @@ def test_discard_leaves_the_policy_and_apply_add_creates(admin_client, pool):
         ],
     )
     data = {k: v for k, v in data.items() if not k.endswith("-team_quota")}
-    preview = admin_client.post(url, data)
+    preview = admin_client.post(url, data, follow=True)
     assert "ClusterQueue speech: added" in preview.content.decode()
     assert not TeamQuota.objects.filter(cluster_queue_name="speech").exists()
-    assert reverse("admin:queues_teamquota_changelist") in preview.content.decode()  # discard goes back to the list
-    applied = admin_client.post(url, {**data, "_whatif_apply": "Apply change"})
+    first = PolicyPreview.objects.get()
+    discarded = admin_client.post(reverse("policy:preview_discard", args=[first.pk]))
+    assert discarded["Location"] == reverse("admin:queues_teamquota_changelist")  # discard goes back to the list
+    assert not PolicyPreview.objects.exists()
+    assert not TeamQuota.objects.filter(cluster_queue_name="speech").exists()
+    admin_client.post(url, data)
+    second = PolicyPreview.objects.get()
+    policy_preview(second.pk)
+    applied = admin_client.post(url, {"_whatif_preview": second.pk, "_whatif_apply": "Apply change"})
     assert applied.status_code == 302
     assert TeamQuota.objects.get(cluster_queue_name="speech").lines.get().nominal == "1"
 
@@ -258,13 +272,16 @@ def test_cohort_change_previews_then_pushes_every_cluster(admin_client, pool, dj
         "lines-0-cohort": pool.cohort.pk,
         "_save": "Save",
     }
-    preview = admin_client.post(url, data).content.decode()
+    with django_capture_on_commit_callbacks(execute=True):  # no broker in tests: the replay runs eagerly
+        response = admin_client.post(url, data)
+    preview = admin_client.get(response["Location"]).content.decode()
     assert "Cohort research: h100/nvidia.com/gpu added, nominal 4" in preview
     assert "Cohort research: fair weight 1 → 2" in preview
     assert "Cluster sim-east:" in preview
     assert not QuotaLine.objects.filter(cohort=pool.cohort).exists()
+    stored = PolicyPreview.objects.get()
     with django_capture_on_commit_callbacks(execute=True):
-        response = admin_client.post(url, {**data, "_whatif_apply": "Apply change"})
+        response = admin_client.post(url, {"_whatif_preview": stored.pk, "_whatif_apply": "Apply change"})
     assert response.status_code == 302
     assert QuotaLine.objects.get(cohort=pool.cohort).nominal == "4"
     assert list(PolicyPush.objects.values_list("cluster__name", "state")) == [("sim-east", "succeeded")]

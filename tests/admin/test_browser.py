@@ -1,4 +1,4 @@
-"""Browser test of the policy admin: change a quota → what-if preview → apply → audit entry → cluster follows.
+"""Browser test of the policy admin: change a quota → what-if preview runs → result → apply → audit → cluster follows.
 
 Playwright (sync API) drives Debian's /usr/bin/chromium headless against a live server holding the demo
 (two days of history replayed through the simulated cluster). Screenshots of the preview and the dashboard
@@ -14,12 +14,18 @@ import pytest
 from playwright.sync_api import expect
 
 from queues.demo import DEMO_PASSWORD, demo_seed
-from queues.models import PolicyPush, QuotaLine, TeamQuota
+from queues.models import PolicyPreview, PolicyPush, QuotaLine, TeamQuota
+from queues.policy import previews
+from queues.tasks import policy_preview
+from tests.browsing import DB_LOCK
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_change_quota_preview_apply_audit(page, shots):
+def test_change_quota_preview_apply_audit(page, shots, monkeypatch):
+    # As with a broker: the request only enqueues the replay; the test plays the worker below.
+    enqueued = []
+    monkeypatch.setattr(previews, "_enqueue", enqueued.append)
     page.set_viewport_size({"width": 1400, "height": 1000})
     page.set_default_timeout(20_000)
     demo_seed(days=2)
@@ -43,9 +49,19 @@ def test_change_quota_preview_apply_audit(page, shots):
     nominal.fill("8")
     page.click("input[name=_save]")
 
-    # The preview: nothing saved yet, the change spelled out, a chart per cluster and a table.
+    # The preview page: nothing saved yet, the change spelled out, the replay queued for a worker.
+    page.wait_for_url(re.compile(r"/admin/policy/previews/\d+/$"))
     expect(page.locator("#whatif-preview")).to_contain_text("Nothing is saved yet")
     expect(page.locator(".whatif-changes")).to_contain_text("ClusterQueue vision: h100/nvidia.com/gpu nominal 16 → 8")
+    expect(page.locator("[data-status=queued]")).to_contain_text("Queued")
+    expect(page.locator("input[name=_whatif_apply]")).to_have_count(0)
+    (preview_id,) = enqueued
+    with DB_LOCK:
+        policy_preview(preview_id)  # the worker
+        assert PolicyPreview.objects.get(pk=preview_id).status == PolicyPreview.Status.DONE
+
+    # The page, polling, shows the result: a chart per cluster and a table.
+    expect(page.locator("[data-status=done]")).to_contain_text("Replayed in")
     expect(page.locator("[data-plotly-figure][data-drawn]")).to_have_count(1)
     expect(page.locator("#whatif-table-1 tbody tr")).to_have_count(3)
     expect(page.locator("#whatif-table-1")).to_contain_text("Computer Vision (vision)")
