@@ -283,6 +283,14 @@ class EngineInput:
     nodes_by_name: dict[str, Node]
 
 
+def cluster_fair_sharing(cluster: Cluster) -> m.FairSharing | None:
+    """The cluster's Kueue fair-sharing setting as the engine takes it (None = off)."""
+    if not cluster.fair_sharing:
+        return None
+    strategies = tuple(s for s in cluster.fair_sharing_strategies.split(",") if s)
+    return m.FairSharing(strategies) if strategies else m.FairSharing()  # type: ignore[arg-type]
+
+
 def cluster_engine_input(*, cluster: Cluster, jobs: Iterable[Job] | None = None) -> EngineInput:
     """Everything the engine needs about one cluster: configuration, nodes, and live (or given) jobs."""
     quotas = list(TeamQuota.objects.filter(cluster=cluster).select_related("team", "cohort"))
@@ -339,6 +347,7 @@ def cluster_engine_input(*, cluster: Cluster, jobs: Iterable[Job] | None = None)
         jobs_by_key[wl.key] = job
         workloads.append(wl)
     state = m.ClusterState(
+        fair_sharing=cluster_fair_sharing(cluster),
         flavors=flavors,
         topologies=topologies,
         cohorts=cohorts,

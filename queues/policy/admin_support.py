@@ -123,6 +123,8 @@ class WhatIfAdminMixin:
         captured = getattr(request, PREVIEW_FLAG)
         results, changes, failures = [], [], []
         for cluster, current in captured.values():
+            # The cluster row itself may be what was saved (its fair-sharing switch): read it again.
+            cluster.refresh_from_db()
             proposed = policy_configuration(cluster=cluster)
             if proposed == current:
                 continue
