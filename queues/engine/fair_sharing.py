@@ -41,12 +41,15 @@ def _children(node: QuotaNode) -> tuple[list[QuotaNode], list[QuotaNode]]:
 # ---------------------------------------------------------------------------------------------- admission
 
 
-def tournament(entries: list[_Entry], classic_key: Callable[[_Entry], tuple]) -> Iterator[_Entry]:
+def tournament(
+    entries: list[_Entry], classic_key: Callable[[_Entry], tuple], fifo_key: Callable[[_Entry], tuple]
+) -> Iterator[_Entry]:
     """Yield the cycle's entries in Kueue's fair-sharing order, recomputing shares after each one is processed.
 
     Each cohort tree runs its own tournament; trees share no quota, so only the tree whose entry was just
     processed is recomputed. Kueue takes the trees in map order; the engine picks, among the trees'
     winners, the first in the classic order (``classic_key``), and so keeps a deterministic order.
+    ``fifo_key`` breaks ties of share and priority (queue time, then key).
     """
     by_tree: dict[int, dict[str, _Entry]] = {}
     roots: dict[int, QuotaNode] = {}
@@ -58,7 +61,7 @@ def tournament(entries: list[_Entry], classic_key: Callable[[_Entry], tuple]) ->
     while by_tree:
         for tree, remaining in by_tree.items():
             if tree not in winners:
-                winners[tree] = _winner(roots[tree], remaining, classic_key)
+                winners[tree] = _winner(roots[tree], remaining, fifo_key)
         tree = min(winners, key=lambda t: classic_key(winners[t]))
         best = winners.pop(tree)
         remaining = by_tree[tree]
@@ -68,7 +71,7 @@ def tournament(entries: list[_Entry], classic_key: Callable[[_Entry], tuple]) ->
         yield best
 
 
-def _winner(root: QuotaNode, remaining: Mapping[str, _Entry], classic_key: Callable[[_Entry], tuple]) -> _Entry:
+def _winner(root: QuotaNode, remaining: Mapping[str, _Entry], fifo_key: Callable[[_Entry], tuple]) -> _Entry:
     """The tournament winner of one tree (a queue without a cohort is its own tree)."""
     if root.is_cq:
         return remaining[root.name]
@@ -93,7 +96,7 @@ def _winner(root: QuotaNode, remaining: Mapping[str, _Entry], classic_key: Calla
             return order < 0
         if a.wl.priority != b.wl.priority:
             return a.wl.priority > b.wl.priority
-        return classic_key(a) < classic_key(b)
+        return fifo_key(a) < fifo_key(b)
 
     def run(cohort: QuotaNode) -> _Entry | None:
         child_cohorts, child_cqs = _children(cohort)

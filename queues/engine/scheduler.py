@@ -1294,7 +1294,7 @@ class Engine:
             entries.sort(key=classic)
             ordered: Iterable[_Entry] = entries
         else:
-            ordered = tournament(entries, classic)
+            ordered = tournament(entries, classic, lambda e: (id(e.wl) not in pinned, e.wl.ts, e.wl.key))
         preempted: dict[str, _Wl] = {}
         reservations: list[tuple[_CQ, dict[FlavorResource, int], list[tuple[str, dict[str, int]]]]] = []
         admitted_cqs: set[str] = set()
