@@ -5,7 +5,10 @@ and 8 GPUs submitted over simulated time with runtimes. Variants: quota only (no
 nodes (8 GPUs each, in racks; ``--nodes``). Prints wall time, workloads decided per second,
 utilisation per ClusterQueue and mean time to admission per size.
 
-    python benchmarks/engine_replay.py [--workloads 15000] [--nodes] [--load 1.05] [--seed 7]
+    python benchmarks/engine_replay.py [--workloads 15000] [--nodes] [--load 1.05] [--seed 7] [--fair-sharing]
+
+``--fair-sharing`` turns on Kueue's fair sharing (default preemption strategies; the queues do not preempt,
+so it changes the admission order only: the tournament through each cohort).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from queues.engine.model import (
     ClusterQueue,
     ClusterState,
+    FairSharing,
     FlavorQuotas,
     LocalQueue,
     Namespace,
@@ -39,7 +43,7 @@ GPU = "nvidia.com/gpu"
 SIZES = (1, 4, 8)
 
 
-def build(n_workloads: int, *, nodes: bool, load: float, seed: int) -> Scenario:
+def build(n_workloads: int, *, nodes: bool, load: float, seed: int, fair: bool = False) -> Scenario:
     """A synthetic cluster and a workload stream offered at ``load`` times the total nominal capacity."""
     rng = random.Random(seed)
     flavor = ResourceFlavor("gpu", node_labels={"pool": "gpu"}, topology_name="dc" if nodes else None)
@@ -107,6 +111,7 @@ def build(n_workloads: int, *, nodes: bool, load: float, seed: int) -> Scenario:
         local_queues=tuple(lqs),
         namespaces=tuple(namespaces),
         nodes=tuple(node_list),
+        fair_sharing=FairSharing() if fair else None,
     )
     return Scenario(state=state, start=0.0, submissions=tuple(submissions))
 
@@ -163,13 +168,19 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--nodes", action="store_true", help="also run the variant with 75 nodes (TAS racks)")
     parser.add_argument("--nodes-only", action="store_true")
+    parser.add_argument("--fair-sharing", action="store_true", help="Kueue fair sharing on (admission tournament)")
     args = parser.parse_args()
+    fair = args.fair_sharing
+    suffix = ", fair sharing on" if fair else ""
     if not args.nodes_only:
-        report("quota only (no nodes)", build(args.workloads, nodes=False, load=args.load, seed=args.seed))
+        report(
+            f"quota only (no nodes){suffix}",
+            build(args.workloads, nodes=False, load=args.load, seed=args.seed, fair=fair),
+        )
     if args.nodes or args.nodes_only:
         report(
-            "with 75 nodes x 8 GPUs (block/rack/host topology)",
-            build(args.workloads, nodes=True, load=args.load, seed=args.seed),
+            f"with 75 nodes x 8 GPUs (block/rack/host topology){suffix}",
+            build(args.workloads, nodes=True, load=args.load, seed=args.seed, fair=fair),
         )
 
 

@@ -9,15 +9,23 @@ from django.forms.models import BaseInlineFormSet
 
 from pools.models import Cluster, Device, Node, ResourceClass, ResourceClassFlavor, ResourceFlavor, Topology
 from pools.services import ClassSpec, resource_class_check
-from queues.policy.admin_support import PolicyAdmin
+from queues.policy.admin_support import PolicyAdmin, WhatIfAdminMixin
 
 
 @admin.register(Cluster)
-class ClusterAdmin(PolicyAdmin):
-    """Clusters and their sync health; changes are audited and pushed."""
+class ClusterAdmin(WhatIfAdminMixin, PolicyAdmin):
+    """Clusters and their sync health; changes are audited and pushed; a fair-sharing change is previewed."""
 
-    list_display = ("name", "display_name", "backend", "last_synced_at", "last_sync_error_at", "node_count")
-    list_filter = ("backend",)
+    list_display = (
+        "name",
+        "display_name",
+        "backend",
+        "fair_sharing",
+        "last_synced_at",
+        "last_sync_error_at",
+        "node_count",
+    )
+    list_filter = ("backend", "fair_sharing")
     search_fields = ("name", "display_name")
     readonly_fields = ("sync_bookmarks", "last_synced_at", "last_sync_error", "last_sync_error_at", "created_at")
 
@@ -29,6 +37,24 @@ class ClusterAdmin(PolicyAdmin):
     def node_count(self, obj: Cluster) -> int:
         """Present nodes."""
         return obj._nodes
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        """A change of the fair-sharing switch gets the what-if preview; other edits save directly."""
+        if request.method == "POST" and not _fair_sharing_edited(request, object_id):
+            return PolicyAdmin.changeform_view(self, request, object_id, form_url, extra_context)
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+
+def _fair_sharing_edited(request, object_id) -> bool:
+    """True when the posted form changes the cluster's fair-sharing switch or strategies."""
+    cluster = Cluster.objects.filter(pk=object_id).first() if object_id else None
+    if cluster is None:
+        return False
+    posted = (
+        bool(request.POST.get("fair_sharing")),
+        request.POST.get("fair_sharing_strategies", cluster.fair_sharing_strategies),
+    )
+    return posted != (cluster.fair_sharing, cluster.fair_sharing_strategies)
 
 
 @admin.register(Topology)

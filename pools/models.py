@@ -22,6 +22,16 @@ class Cluster(models.Model):
         SIMULATED = "simulated", "Simulated (embedded)"
         KUBERNETES = "kubernetes", "Kubernetes + Kueue"
 
+    class FairSharingStrategies(models.TextChoices):
+        """Kueue's ``fairSharing.preemptionStrategies`` lists its validation accepts (comma-joined, in order)."""
+
+        BOTH = (
+            "LessThanOrEqualToFinalShare,LessThanInitialShare",
+            "LessThanOrEqualToFinalShare, then LessThanInitialShare",
+        )
+        FINAL_SHARE = "LessThanOrEqualToFinalShare", "LessThanOrEqualToFinalShare only"
+        INITIAL_SHARE = "LessThanInitialShare", "LessThanInitialShare only"
+
     name = models.CharField(max_length=63, unique=True, validators=[dns_label])
     display_name = models.CharField(max_length=120, blank=True)
     backend = models.CharField(max_length=20, choices=Backend.choices, default=Backend.SIMULATED)
@@ -33,6 +43,17 @@ class Cluster(models.Model):
     last_sync_error = models.TextField(blank=True)
     last_sync_error_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    fair_sharing = models.BooleanField(
+        default=False,
+        help_text="Kueue fair sharing (its Configuration's fairSharing). On a real cluster this must match "
+        "Kueue's own configuration: the portal does not manage it.",
+    )
+    fair_sharing_strategies = models.CharField(
+        max_length=60,
+        choices=FairSharingStrategies.choices,
+        default=FairSharingStrategies.BOTH,
+        help_text="fairSharing.preemptionStrategies, used when fair sharing is on.",
+    )
     history = PolicyHistory(bookkeeping=("sync_bookmarks", "last_synced_at", "last_sync_error", "last_sync_error_at"))
 
     class Meta:

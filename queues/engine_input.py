@@ -283,10 +283,23 @@ class EngineInput:
     nodes_by_name: dict[str, Node]
 
 
+<<<<<<< HEAD
 def cluster_engine_input(
     *, cluster: Cluster, jobs: Iterable[Job] | None = None, with_nodes: bool = True
 ) -> EngineInput:
     """Everything the engine needs about one cluster: configuration, nodes (unless not ``with_nodes``), and jobs."""
+=======
+def cluster_fair_sharing(cluster: Cluster) -> m.FairSharing | None:
+    """The cluster's Kueue fair-sharing setting as the engine takes it (None = off)."""
+    if not cluster.fair_sharing:
+        return None
+    strategies = tuple(s for s in cluster.fair_sharing_strategies.split(",") if s)
+    return m.FairSharing(strategies) if strategies else m.FairSharing()  # type: ignore[arg-type]
+
+
+def cluster_engine_input(*, cluster: Cluster, jobs: Iterable[Job] | None = None) -> EngineInput:
+    """Everything the engine needs about one cluster: configuration, nodes, and live (or given) jobs."""
+>>>>>>> fair
     quotas = list(TeamQuota.objects.filter(cluster=cluster).select_related("team", "cohort"))
     lines = QuotaLine.objects.filter(Q(team_quota__cluster=cluster) | Q(cohort__isnull=False)).select_related("flavor")
     by_quota: dict[int, list[QuotaLine]] = defaultdict(list)
@@ -341,6 +354,7 @@ def cluster_engine_input(
         jobs_by_key[wl.key] = job
         workloads.append(wl)
     state = m.ClusterState(
+        fair_sharing=cluster_fair_sharing(cluster),
         flavors=flavors,
         topologies=topologies,
         cohorts=cohorts,

@@ -1,6 +1,6 @@
 """Kueue-equivalent admission engine: pure Python, deterministic, no Django (see docs/engine.md)."""
 
-from .api import SettleResult, apply_cycle, estimate_admission, explain, schedule, settle
+from .api import SettleResult, apply_cycle, estimate_admission, explain, schedule, settle, weighted_shares
 from .decisions import (
     WAIT_CODE_ORDER,
     AdmissionDecision,
@@ -20,6 +20,7 @@ from .model import (
     ClusterState,
     Cohort,
     Eviction,
+    FairSharing,
     FlavorFungibility,
     FlavorQuotas,
     LabelSelector,
@@ -58,6 +59,7 @@ __all__ = [
     "CycleResult",
     "Eviction",
     "Explanation",
+    "FairSharing",
     "FlavorFungibility",
     "FlavorQuotas",
     "LabelSelector",
@@ -92,4 +94,5 @@ __all__ = [
     "parse_quantity",
     "schedule",
     "settle",
+    "weighted_shares",
 ]

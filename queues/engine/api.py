@@ -117,6 +117,11 @@ def explain(state: ClusterState, workload: str | Workload, now: float) -> Explan
     return explain_wl(engine, engine.workloads[key])
 
 
+def weighted_shares(state: ClusterState) -> tuple[dict[str, int], dict[str, int]]:
+    """Kueue's ``status.fairSharing.weightedShare`` of every (ClusterQueue, Cohort) in ``state``, by name."""
+    return Engine(state).weighted_shares()
+
+
 def estimate_admission(
     state: ClusterState,
     target: str | Workload,

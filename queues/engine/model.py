@@ -30,6 +30,13 @@ WhenCanBorrow = Literal["MayStopSearch", "TryNextFlavor"]
 WhenCanPreempt = Literal["TryNextFlavor", "MayStopSearch"]
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 AdmissionCheckState = Literal["Pending", "Ready", "Retry", "Rejected"]
+FairSharingStrategy = Literal["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
+
+#: Kueue's default ``fairSharing.preemptionStrategies`` (the only order its validation accepts, or either alone).
+DEFAULT_FAIR_SHARING_STRATEGIES: tuple[FairSharingStrategy, ...] = (
+    "LessThanOrEqualToFinalShare",
+    "LessThanInitialShare",
+)
 
 #: Node taint keys that mean "excluded for health" even when ``Node.health_reason`` is not set.
 HEALTH_TAINT_KEYS: frozenset[str] = frozenset(
@@ -102,6 +109,13 @@ class Toleration:
 
 
 # --------------------------------------------------------------------------- Kueue configuration
+
+
+@dataclass(frozen=True, slots=True)
+class FairSharing:
+    """Kueue's Configuration ``fairSharing`` (set = enabled): the preemption strategies, tried in this order."""
+
+    preemption_strategies: tuple[FairSharingStrategy, ...] = DEFAULT_FAIR_SHARING_STRATEGIES
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,7 +385,10 @@ class Workload:
 
 @dataclass(frozen=True, slots=True)
 class ClusterState:
-    """Everything the engine reads: configuration, nodes and workloads. No Nodes = quota-only Kueue."""
+    """Everything the engine reads: configuration, nodes and workloads. No Nodes = quota-only Kueue.
+
+    ``fair_sharing`` is Kueue's manager Configuration ``fairSharing``: None (the default) = fair sharing off.
+    """
 
     flavors: tuple[ResourceFlavor, ...] = ()
     topologies: tuple[Topology, ...] = ()
@@ -383,3 +400,4 @@ class ClusterState:
     admission_checks: tuple[AdmissionCheck, ...] = ()
     nodes: tuple[Node, ...] = ()
     workloads: tuple[Workload, ...] = ()
+    fair_sharing: FairSharing | None = None

@@ -26,9 +26,11 @@ class QuotaNode:
         "chain",
         "child_cohorts",
         "child_cqs",
+        "fair_weight",
         "guaranteed",
         "height",
         "is_cq",
+        "lendable",
         "lending_limit",
         "name",
         "nominal",
@@ -53,6 +55,8 @@ class QuotaNode:
         self.height = 0
         self.chain: tuple[QuotaNode, ...] = ()
         self.potential: dict[FlavorResource, int] = {}
+        self.fair_weight = 1.0
+        self.lendable: dict[str, int] | None = None
 
     def path_to_root(self) -> list[QuotaNode]:
         """Ancestors from the parent up to the root."""
@@ -106,10 +110,12 @@ class QuotaTree:
         for spec in cohort_specs.values():
             node = QuotaNode(spec.name, is_cq=False)
             _add_quota(node, spec.resource_groups)
+            node.fair_weight = spec.fair_weight
             self.cohorts[spec.name] = node
         for spec in cluster_queues:
             node = QuotaNode(spec.name, is_cq=True)
             _add_quota(node, spec.resource_groups)
+            node.fair_weight = spec.fair_weight
             self.cqs[spec.name] = node
             if spec.cohort:
                 parent = self._cohort(spec.cohort)

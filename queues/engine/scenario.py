@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from .kueue_config import configuration, configuration_from_config_map
 from .model import (
     Admission,
     AdmissionCheck,
@@ -29,6 +30,7 @@ from .model import (
     ClusterState,
     Cohort,
     Eviction,
+    FairSharing,
     FlavorFungibility,
     FlavorQuotas,
     LabelSelector,
@@ -59,6 +61,8 @@ from .simulation import Replay, ReplayResult, primary_resource
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSIONS = ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1")
 CORE_KINDS = {"Namespace", "Node"}
+#: Kueue's manager configuration: a bare Configuration (config.kueue.x-k8s.io) or its ConfigMap.
+CONFIG_KINDS = {"Configuration", "ConfigMap"}
 KUEUE_KINDS = {
     "ResourceFlavor",
     "Cohort",
@@ -577,8 +581,16 @@ def loads_scenario(text: str, *, source: str = "<text>") -> Scenario:
     label = source
     objs = [_Obj(doc, i) for i, doc in enumerate(_documents(text, label))]
     by_kind: dict[str, list[_Obj]] = {}
+    fair_sharing: FairSharing | None = None
+    config_seen: _Obj | None = None
     for i, obj in enumerate(objs):
         api = str(obj.raw.get("apiVersion", ""))
+        if obj.kind in CONFIG_KINDS:
+            if config_seen is not None:
+                raise obj.fail("", "a second Kueue Configuration (the scenario takes one)")
+            config_seen = obj
+            fair_sharing = _kueue_configuration(obj, api)
+            continue
         if obj.kind in CORE_KINDS:
             if api != "v1":
                 raise obj.fail("apiVersion", f"expected v1, got {api!r}")
@@ -799,6 +811,7 @@ def loads_scenario(text: str, *, source: str = "<text>") -> Scenario:
             wl = replace(wl, admitted_at=wl.created_at)
         initial.append(wl)
     state = ClusterState(
+        fair_sharing=fair_sharing,
         flavors=tuple(flavors.values()),
         topologies=tuple(topologies),
         cohorts=tuple(cohorts),
@@ -812,6 +825,15 @@ def loads_scenario(text: str, *, source: str = "<text>") -> Scenario:
     )
     later.sort(key=lambda item: (item[0], item[1].key))
     return Scenario(state=state, start=start, submissions=tuple(later), checks_delay=delays, source=label)
+
+
+def _kueue_configuration(obj: _Obj, api: str) -> FairSharing | None:
+    """Kueue's manager Configuration (bare, or in its ConfigMap): the fair-sharing setting."""
+    if obj.kind == "ConfigMap":
+        if api != "v1":
+            raise obj.fail("apiVersion", f"expected v1, got {api!r}")
+        return configuration_from_config_map(obj.raw, obj.fail)
+    return configuration(obj.raw, obj.fail)
 
 
 # ---------------------------------------------------------------------------------------------- running
@@ -960,13 +982,18 @@ def _document(engine: Engine, scenario: Scenario, result: ReplayResult, window: 
             "resource": resource,
             "nominal": nominal,
         }
-    return {
-        "workloads": rows,
-        "summary": {
-            "clusterQueues": queues,
-            "waitSeconds": {"p50": _percentile(waits, 0.5), "p90": _percentile(waits, 0.9)},
-        },
+    summary: dict[str, Any] = {
+        "clusterQueues": queues,
+        "waitSeconds": {"p50": _percentile(waits, 0.5), "p90": _percentile(waits, 0.9)},
     }
+    if engine.fair is not None:
+        # Shown only with fair sharing on, so documents of clusters without it keep their shape.
+        queue_shares, cohort_shares = engine.weighted_shares()
+        for name, value in queue_shares.items():
+            queues[name]["weightedShare"] = value
+        summary["fairSharing"] = {"preemptionStrategies": list(engine.fair.preemption_strategies)}
+        summary["cohorts"] = {name: {"weightedShare": value} for name, value in cohort_shares.items()}
+    return {"workloads": rows, "summary": summary}
 
 
 def render_table(document: Mapping[str, Any]) -> str:
@@ -994,7 +1021,8 @@ def render_table(document: Mapping[str, Any]) -> str:
     lines.append("QUEUE  UTILIZATION  ADMITTED  PENDING")
     for name, q in document["summary"]["clusterQueues"].items():
         util = "-" if q["utilization"] is None else f"{q['utilization'] * 100:.1f}%"
-        lines.append(f"{name}  {util}  {q['admitted']}  {q['pending']}")
+        share = f"  weightedShare={q['weightedShare']}" if "weightedShare" in q else ""
+        lines.append(f"{name}  {util}  {q['admitted']}  {q['pending']}{share}")
     wait = document["summary"]["waitSeconds"]
     p50 = "-" if wait["p50"] is None else f"{wait['p50']}s"
     p90 = "-" if wait["p90"] is None else f"{wait['p90']}s"
@@ -1004,4 +1032,4 @@ def render_table(document: Mapping[str, Any]) -> str:
 
 def iter_kinds() -> Iterable[str]:
     """The kinds a scenario may contain."""
-    return sorted(CORE_KINDS | KUEUE_KINDS)
+    return sorted(CORE_KINDS | KUEUE_KINDS | CONFIG_KINDS)

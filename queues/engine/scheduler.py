@@ -15,6 +15,8 @@ from itertools import count as _counter
 
 from . import messages as msg
 from .decisions import AdmissionDecision, PodSetAssignment, Preemption
+from .fair_share import share
+from .fair_sharing import fair_targets, tournament
 from .labels import NAMESPACE_NAME_LABEL, first_untolerated, node_affinity_matches, selector_matches, taint_go_struct
 from .model import (
     Admission,
@@ -307,6 +309,7 @@ class Engine:
         self.local_queues: dict[tuple[str, str], LocalQueue] = {(q.namespace, q.name): q for q in state.local_queues}
         self.priority_classes = {p.name: p.value for p in state.priority_classes}
         self.quota = QuotaTree(state.cluster_queues, state.cohorts)
+        self.fair = state.fair_sharing
         self.pool = NodePool(state.nodes)
         self.cqs: dict[str, _CQ] = {}
         for spec in sorted(state.cluster_queues, key=lambda c: c.name):
@@ -718,7 +721,9 @@ class Engine:
         info["kind"] = WAITING_FOR_QUOTA
         quota = cq.quotas.get(fr)
         nominal = quota.nominal if quota is not None else 0
-        bwc = cq.spec.preemption.borrow_within_cohort.policy != "Never"
+        bwc = cq.spec.preemption.borrow_within_cohort.policy != "Never" or (
+            self.fair is not None and cq.spec.preemption.reclaim_within_cohort != "Never"
+        )
         if nominal >= val or may_reclaim or bwc:
             targets = self._targets(wl, cq, {fr}, {fr: val}, check_placement=False)
             if not targets:
@@ -1072,6 +1077,14 @@ class Engine:
             cand.key,
         )
 
+    def fair_candidate_key(self, cq: _CQ, cand: _Wl) -> tuple:
+        """Kueue's candidate order: being evicted, other queues, lower priority, most recently admitted."""
+        return (cand.state != EVICTING, *self._candidate_order(cq, cand))
+
+    def fair_candidate_ok(self, cq: _CQ, wl: _Wl, cand: _Wl, frs: set[FlavorResource]) -> bool:
+        """A fair-sharing candidate: uses the contested resources and its queue's policy allows preempting it."""
+        return self._classify(cq, wl, cand, frs, True) != V_NEVER
+
     def _targets(
         self,
         wl: _Wl,
@@ -1082,9 +1095,11 @@ class Engine:
         check_placement: bool,
         assignment: _Assignment | None = None,
     ) -> list[tuple[_Wl, str]]:
-        """Kueue's classical preemption: candidates, greedy removal until it fits, then a minimal set."""
+        """Kueue's preemption (fair sharing's when enabled, else classical): targets, empty when none work."""
         if not cq.preempts:
             return []
+        if self.fair is not None:
+            return fair_targets(self, wl, cq, frs, usage, check_placement=check_placement, assignment=assignment)
         policy = cq.spec.preemption
         same_queue: list[tuple[_Wl, QuotaNode | None, int]] = []
         if policy.within_cluster_queue != "Never":
@@ -1252,7 +1267,7 @@ class Engine:
         entries: list[_Entry] = []
         for cq, wl in heads if heads is not None else self.heads():
             wl.note = None
-            if not cq.preempts and wl.group is not None and not self._may_fit(cq, wl.group):
+            if self.fair is None and not cq.preempts and wl.group is not None and not self._may_fit(cq, wl.group):
                 # Exact shortcut: without preemption a head that fails this check is inadmissible.
                 self._inadmissible(wl, cq, outcome)
                 outcome.evaluated.append(wl.key)
@@ -1271,12 +1286,20 @@ class Engine:
         # Kueue's order; among equal borrowing and priority a preemptor from an earlier cycle goes first, so
         # the capacity its victims freed is not taken by a peer that would then be reclaimed in turn.
         pinned = {id(w) for w in self.preemptors.values()}
-        entries.sort(key=lambda e: (e.assignment.borrow, -e.wl.priority, id(e.wl) not in pinned, e.wl.ts, e.wl.key))
+
+        def classic(e: _Entry) -> tuple:
+            return (e.assignment.borrow, -e.wl.priority, id(e.wl) not in pinned, e.wl.ts, e.wl.key)
+
+        if self.fair is None:
+            entries.sort(key=classic)
+            ordered: Iterable[_Entry] = entries
+        else:
+            ordered = tournament(entries, classic, lambda e: (id(e.wl) not in pinned, e.wl.ts, e.wl.key))
         preempted: dict[str, _Wl] = {}
         reservations: list[tuple[_CQ, dict[FlavorResource, int], list[tuple[str, dict[str, int]]]]] = []
         admitted_cqs: set[str] = set()
         changed = False
-        for e in entries:
+        for e in ordered:
             wl, cq, assignment = e.wl, e.cq, e.assignment
             if not e.nominated:
                 self._not_nominated(e, outcome)
@@ -1458,6 +1481,14 @@ class Engine:
         if spec.key in self.workloads:
             raise ValueError(f"workload {spec.key} already exists")
         return self._add(spec)
+
+    # ------------------------------------------------------------------ fair sharing
+
+    def weighted_shares(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Kueue's ``status.fairSharing.weightedShare`` of every ClusterQueue and Cohort (names sorted)."""
+        queues = {name: share(self.cqs[name].node).weighted_share for name in sorted(self.cqs)}
+        cohorts = {name: share(node).weighted_share for name, node in sorted(self.quota.cohorts.items())}
+        return queues, cohorts
 
     # ------------------------------------------------------------------ export
 

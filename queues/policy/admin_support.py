@@ -165,6 +165,8 @@ class WhatIfAdminMixin:
         captured = getattr(request, PREVIEW_FLAG)
         sides, changes = [], []
         for cluster, current in captured.values():
+            # The cluster row itself may be what was saved (its fair-sharing switch): read it again.
+            cluster.refresh_from_db()
             proposed = policy_configuration(cluster=cluster, nodes=False)
             if proposed == current:
                 continue

@@ -439,9 +439,16 @@ def _limit(value: int | None, resource: str) -> str:
     return "none" if value is None else format_quantity(value, resource)
 
 
+def _fair(value: m.FairSharing | None) -> str:
+    """``off`` or ``on (strategy, strategy)``."""
+    return "off" if value is None else f"on ({', '.join(value.preemption_strategies)})"
+
+
 def config_changes(current: m.ClusterState, proposed: m.ClusterState) -> list[str]:
     """Plain-language differences between two policies: queues and cohorts added, removed or changed, per line."""
     out: list[str] = []
+    if current.fair_sharing != proposed.fair_sharing:
+        out.append(f"fair sharing: {_fair(current.fair_sharing)} → {_fair(proposed.fair_sharing)}")
     for kind, before_all, after_all in (
         ("ClusterQueue", current.cluster_queues, proposed.cluster_queues),
         ("Cohort", current.cohorts, proposed.cohorts),

@@ -1,0 +1,322 @@
+"""Kueue's fair sharing (KEP-1714) in the scheduling cycle: the admission tournament and fair preemption.
+
+Used by ``scheduler.Engine`` when ``ClusterState.fair_sharing`` is set (Kueue's Configuration
+``fairSharing``). Shares come from ``fair_share``; quota changes made here to simulate an admission or an
+eviction are always undone before returning.
+
+* **Admission order** (``tournament``): within a cohort tree, every ClusterQueue's head competes with the
+  share its subtree *would have if the head were admitted*; at each Cohort the child that would not borrow
+  (on the flavors the head asks for) wins, then the lowest share, then the higher priority, then the older
+  queue time. The winner is processed, the shares are recomputed, and the tournament runs again.
+* **Preemption** (``fair_targets``): candidates are the preemptor queue's own workloads
+  (``withinClusterQueue``) and those of borrowing queues in its cohort tree (``reclaimWithinCohort``);
+  ``borrowWithinCohort`` plays no part. Queues are visited highest share first, walking down the tree, and a
+  candidate of another queue is taken only if the strategy holds between the shares of the two subtrees
+  just below their lowest common Cohort: ``LessThanOrEqualToFinalShare`` (preemptor's share with the
+  incoming workload ≤ target's share without the candidate), then ``LessThanInitialShare`` (< the target's
+  share now). A preemptor that stays within its nominal quota reclaims without the share test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING
+
+from .fair_share import NEGATIVE, Share, compare, share
+from .model import FlavorResource
+from .quota import QuotaNode, QuotaTree
+
+if TYPE_CHECKING:
+    from .scheduler import _CQ, Engine, _Assignment, _Entry, _Wl
+
+LTE_FINAL = "LessThanOrEqualToFinalShare"
+LT_INITIAL = "LessThanInitialShare"
+
+
+def _children(node: QuotaNode) -> tuple[list[QuotaNode], list[QuotaNode]]:
+    """(child Cohorts, child ClusterQueues) by name: Kueue iterates them in map order, the engine by name."""
+    return sorted(node.child_cohorts, key=lambda n: n.name), sorted(node.child_cqs, key=lambda n: n.name)
+
+
+# ---------------------------------------------------------------------------------------------- admission
+
+
+def tournament(
+    entries: list[_Entry], classic_key: Callable[[_Entry], tuple], fifo_key: Callable[[_Entry], tuple]
+) -> Iterator[_Entry]:
+    """Yield the cycle's entries in Kueue's fair-sharing order, recomputing shares after each one is processed.
+
+    Each cohort tree runs its own tournament; trees share no quota, so only the tree whose entry was just
+    processed is recomputed. Kueue takes the trees in map order; the engine picks, among the trees'
+    winners, the first in the classic order (``classic_key``), and so keeps a deterministic order.
+    ``fifo_key`` breaks ties of share and priority (queue time, then key).
+    """
+    by_tree: dict[int, dict[str, _Entry]] = {}
+    roots: dict[int, QuotaNode] = {}
+    for e in entries:
+        root = e.cq.node.root()
+        by_tree.setdefault(id(root), {})[e.cq.name] = e
+        roots[id(root)] = root
+    winners: dict[int, _Entry] = {}
+    while by_tree:
+        for tree, remaining in by_tree.items():
+            if tree not in winners:
+                winners[tree] = _winner(roots[tree], remaining, fifo_key)
+        tree = min(winners, key=lambda t: classic_key(winners[t]))
+        best = winners.pop(tree)
+        remaining = by_tree[tree]
+        del remaining[best.cq.name]
+        if not remaining:
+            del by_tree[tree]
+        yield best
+
+
+def _winner(root: QuotaNode, remaining: Mapping[str, _Entry], fifo_key: Callable[[_Entry], tuple]) -> _Entry:
+    """The tournament winner of one tree (a queue without a cohort is its own tree)."""
+    if root.is_cq:
+        return remaining[root.name]
+    shares: dict[tuple[str, str], Share] = {}
+    for e in remaining.values():
+        node = e.cq.node
+        usage = e.assignment.usage
+        QuotaTree.add_usage(node, usage)
+        value = share(node)
+        for ancestor in node.path_to_root():
+            shares[(ancestor.name, e.wl.key)] = value
+            value = share(ancestor)
+        QuotaTree.remove_usage(node, usage)
+
+    def less(a: _Entry, b: _Entry, cohort: str) -> bool:
+        sa, sb = shares[(cohort, a.wl.key)], shares[(cohort, b.wl.key)]
+        borrow_a, borrow_b = sa.borrowing_on(a.assignment.usage), sb.borrowing_on(b.assignment.usage)
+        if borrow_a != borrow_b:
+            return not borrow_a
+        order = compare(sa, sb)
+        if order:
+            return order < 0
+        if a.wl.priority != b.wl.priority:
+            return a.wl.priority > b.wl.priority
+        return fifo_key(a) < fifo_key(b)
+
+    def run(cohort: QuotaNode) -> _Entry | None:
+        child_cohorts, child_cqs = _children(cohort)
+        candidates = [w for c in child_cohorts if (w := run(c)) is not None]
+        candidates.extend(remaining[c.name] for c in child_cqs if c.name in remaining)
+        if not candidates:
+            return None
+        best = candidates[0]
+        for current in candidates[1:]:
+            if less(current, best, cohort.name):
+                best = current
+        return best
+
+    winner = run(root)
+    assert winner is not None
+    return winner
+
+
+# ---------------------------------------------------------------------------------------------- preemption
+
+
+class _Ordering:
+    """Kueue's TargetClusterQueueOrdering: queues with candidates, highest share first down the cohort tree."""
+
+    def __init__(self, preemptor: QuotaNode, candidates: list[_Wl], engine: Engine, cq: _CQ) -> None:
+        self.preemptor = preemptor
+        self.ancestors = {id(n) for n in preemptor.path_to_root()}
+        self.by_cq: dict[str, list[_Wl]] = {}
+        for cand in candidates:
+            self.by_cq.setdefault(cand.cq or "", []).append(cand)
+        self.pruned_cqs: set[str] = set()
+        self.pruned_cohorts: set[int] = set()
+        self.engine = engine
+        self.cq = cq
+
+    def has(self, name: str) -> bool:
+        """The queue still has candidates."""
+        return bool(self.by_cq.get(name))
+
+    def pop(self, name: str) -> _Wl:
+        """The queue's next candidate."""
+        return self.by_cq[name].pop(0)
+
+    def drop(self, name: str) -> None:
+        """Consider no more candidates of this queue."""
+        self.pruned_cqs.add(name)
+
+    def __iter__(self) -> Iterator[QuotaNode]:
+        if self.preemptor.parent is None:
+            while self.has(self.preemptor.name):
+                yield self.preemptor
+            return
+        root = self.preemptor.root()
+        while id(root) not in self.pruned_cohorts:
+            target = self._next(root)
+            if target is not None:
+                yield target
+
+    def _next(self, cohort: QuotaNode) -> QuotaNode | None:
+        child_cohorts, child_cqs = _children(cohort)
+        best_cq: QuotaNode | None = None
+        best_cq_share = NEGATIVE
+        for node in child_cqs:
+            if node.name in self.pruned_cqs:
+                continue
+            value = share(node)
+            if (value.is_zero and node is not self.preemptor) or not self.has(node.name):
+                self.pruned_cqs.add(node.name)
+                continue
+            order = compare(value, best_cq_share)
+            if order == 0 and best_cq is not None:
+                first_new, first_best = self.by_cq[node.name][0], self.by_cq[best_cq.name][0]
+                if self.engine.fair_candidate_key(self.cq, first_new) < self.engine.fair_candidate_key(
+                    self.cq, first_best
+                ):
+                    best_cq = node
+            elif order > 0:
+                best_cq, best_cq_share = node, value
+        best_cohort: QuotaNode | None = None
+        best_cohort_share = NEGATIVE
+        for node in child_cohorts:
+            if id(node) in self.pruned_cohorts:
+                continue
+            value = share(node)
+            if value.is_zero and id(node) not in self.ancestors:
+                self.pruned_cohorts.add(id(node))
+            elif compare(value, best_cohort_share) >= 0:
+                best_cohort, best_cohort_share = node, value
+        if best_cohort is None and best_cq is None:
+            self.pruned_cohorts.add(id(cohort))
+            return None
+        if best_cohort is not None and compare(best_cohort_share, best_cq_share) >= 0:
+            return self._next(best_cohort)
+        return best_cq
+
+
+def _almost_lcas(preemptor: QuotaNode, target: QuotaNode, ancestors: set[int]) -> tuple[QuotaNode, QuotaNode]:
+    """The two nodes just below the lowest Cohort that holds both queues (a queue itself, or a Cohort)."""
+    lca = next(a for a in target.path_to_root() if id(a) in ancestors)
+
+    def below(node: QuotaNode) -> QuotaNode:
+        cur = node
+        while cur.parent is not lca:
+            assert cur.parent is not None
+            cur = cur.parent
+        return cur
+
+    return below(preemptor), below(target)
+
+
+def _candidates(
+    engine: Engine, wl: _Wl, cq: _CQ, frs: set[FlavorResource], usage: Mapping[FlavorResource, int]
+) -> Iterator[tuple[_Wl, str]]:
+    """Kueue's fair-sharing candidate iterator; each yielded candidate has been removed from the snapshot."""
+    policy = cq.spec.preemption
+    found: list[_Wl] = []
+    if policy.within_cluster_queue != "Never":
+        found.extend(c for c in cq.admitted.values() if engine.fair_candidate_ok(cq, wl, c, frs))
+    node = cq.node
+    if node.parent is not None and policy.reclaim_within_cohort != "Never":
+        for other in cq.cohort_cqs:
+            if other is cq or not any(other.node.borrowing_with(fr, 0) for fr in frs):
+                continue
+            found.extend(c for c in other.admitted.values() if engine.fair_candidate_ok(cq, wl, c, frs))
+    if not found:
+        return
+    found.sort(key=lambda c: engine.fair_candidate_key(cq, c))
+    strategies = engine.fair.preemption_strategies if engine.fair is not None else ()
+    first = strategies[0] if strategies else LTE_FINAL
+    within_nominal = not any(node.borrowing_with(fr, 0) for fr in frs)
+    ordering = _Ordering(node, found, engine, cq)
+    retry: list[_Wl] = []
+    for target in ordering:
+        if target is node:
+            cand = ordering.pop(target.name)
+            engine._remove_many([cand])
+            yield cand, "InClusterQueue"
+            continue
+        if within_nominal:
+            cand = ordering.pop(target.name)
+            engine._remove_many([cand])
+            yield cand, "InCohortReclamation"
+            continue
+        mine, theirs = _almost_lcas(node, target, ordering.ancestors)
+        preemptor_new, target_old = share(mine), share(theirs)
+        if preemptor_new.infinite and not target_old.infinite:
+            while ordering.has(target.name):
+                retry.append(ordering.pop(target.name))
+            continue
+        while ordering.has(target.name):
+            cand = ordering.pop(target.name)
+            if first == LTE_FINAL:
+                cand_node = engine.cqs[cand.cq or ""].node
+                QuotaTree.remove_usage(cand_node, cand.usage)
+                target_new = share(theirs)
+                QuotaTree.add_usage(cand_node, cand.usage)
+                passed = compare(preemptor_new, target_new) <= 0
+            else:
+                passed = compare(preemptor_new, target_old) < 0
+            if passed:
+                engine._remove_many([cand])
+                yield cand, "InCohortFairSharing"
+                break
+            retry.append(cand)
+    if len(strategies) < 2 or not retry:
+        return
+    ordering = _Ordering(node, retry, engine, cq)
+    for target in ordering:
+        mine, theirs = _almost_lcas(node, target, ordering.ancestors)
+        passed = compare(share(mine), share(theirs)) < 0
+        cand = ordering.pop(target.name)
+        if passed:
+            engine._remove_many([cand])
+            yield cand, "InCohortFairSharing"
+        ordering.drop(target.name)
+
+
+def fair_targets(
+    engine: Engine,
+    wl: _Wl,
+    cq: _CQ,
+    frs: set[FlavorResource],
+    usage: Mapping[FlavorResource, int],
+    *,
+    check_placement: bool,
+    assignment: _Assignment | None,
+) -> list[tuple[_Wl, str]]:
+    """Kueue's fair preemption: candidates in fair-sharing order until the workload fits, then a minimal set.
+
+    The shares seen while choosing include the incoming workload's usage; the fit checks do not. Fitting
+    may borrow (``borrowWithinCohort`` is not consulted).
+    """
+    node = cq.node
+
+    def fits() -> bool:
+        if not engine._quota_fits(cq, usage, True):
+            return False
+        if check_placement and assignment is not None:
+            return engine._placement_ok(wl, cq, assignment) is not None
+        return True
+
+    QuotaTree.add_usage(node, usage)
+    targets: list[tuple[_Wl, str]] = []
+    ok = False
+    for target in _candidates(engine, wl, cq, frs, usage):
+        targets.append(target)
+        QuotaTree.remove_usage(node, usage)
+        ok = fits()
+        QuotaTree.add_usage(node, usage)
+        if ok:
+            break
+    QuotaTree.remove_usage(node, usage)
+    if not ok:
+        engine._restore_many([w for w, _ in targets])
+        return []
+    for i in range(len(targets) - 2, -1, -1):
+        engine._restore_many([targets[i][0]])
+        if fits():
+            targets.pop(i)
+        else:
+            engine._remove_many([targets[i][0]])
+    engine._restore_many([w for w, _ in targets])
+    return targets
