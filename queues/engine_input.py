@@ -283,12 +283,6 @@ class EngineInput:
     nodes_by_name: dict[str, Node]
 
 
-<<<<<<< HEAD
-def cluster_engine_input(
-    *, cluster: Cluster, jobs: Iterable[Job] | None = None, with_nodes: bool = True
-) -> EngineInput:
-    """Everything the engine needs about one cluster: configuration, nodes (unless not ``with_nodes``), and jobs."""
-=======
 def cluster_fair_sharing(cluster: Cluster) -> m.FairSharing | None:
     """The cluster's Kueue fair-sharing setting as the engine takes it (None = off)."""
     if not cluster.fair_sharing:
@@ -297,9 +291,10 @@ def cluster_fair_sharing(cluster: Cluster) -> m.FairSharing | None:
     return m.FairSharing(strategies) if strategies else m.FairSharing()  # type: ignore[arg-type]
 
 
-def cluster_engine_input(*, cluster: Cluster, jobs: Iterable[Job] | None = None) -> EngineInput:
-    """Everything the engine needs about one cluster: configuration, nodes, and live (or given) jobs."""
->>>>>>> fair
+def cluster_engine_input(
+    *, cluster: Cluster, jobs: Iterable[Job] | None = None, with_nodes: bool = True
+) -> EngineInput:
+    """Everything the engine needs about one cluster: configuration, nodes (unless not ``with_nodes``), and jobs."""
     quotas = list(TeamQuota.objects.filter(cluster=cluster).select_related("team", "cohort"))
     lines = QuotaLine.objects.filter(Q(team_quota__cluster=cluster) | Q(cohort__isnull=False)).select_related("flavor")
     by_quota: dict[int, list[QuotaLine]] = defaultdict(list)
