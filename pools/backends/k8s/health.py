@@ -23,13 +23,10 @@ from django.utils import timezone
 
 from pools.health.directives import directive_mark_applied, directive_mark_removed
 from pools.health.selectors import degraded_node_labels, directives_to_apply, directives_to_remove
-from pools.kube_sync.api import NODES, KubeConflict, KubeError, Obj, Resource, list_all
+from pools.kube_sync.api import DEVICE_TAINT_RULES, NODES, KubeConflict, KubeError, Obj, list_all
 from pools.models import Cluster, NodeHealthDirective
 from queues.engine.model import DEGRADED_DEVICES_LABEL
 
-DEVICE_TAINT_RULES = Resource(
-    "devicetaintrules", "resource.k8s.io", "v1alpha3", "devicetaintrules", "DeviceTaintRule", False
-)
 CORDON_ANNOTATION = "portal.gpu/cordoned-for"
 #: Suffix of the cordon annotation when the node was already cordoned by someone else (left cordoned on release).
 ALREADY_CORDONED = ";already-cordoned"
