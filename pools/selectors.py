@@ -74,12 +74,18 @@ class NodeCapacity(Counts):
 
 @dataclass
 class NodePage:
-    """One page of nodes."""
+    """One page of nodes: ``total_nodes`` match the filters, out of ``scope_nodes`` present (in the cluster)."""
 
     nodes: list[NodeCapacity]
     total_nodes: int
     page: int
     num_pages: int
+    scope_nodes: int = 0
+
+    @property
+    def narrowed(self) -> bool:
+        """Whether the filters leave nodes out."""
+        return self.total_nodes != self.scope_nodes
 
 
 def present_units(*, cluster: Cluster | None = None) -> QuerySet[Device]:
@@ -93,10 +99,45 @@ def present_units(*, cluster: Cluster | None = None) -> QuerySet[Device]:
     return qs.annotate(busy=Exists(open_alloc))
 
 
-def _grouped_counts(*, cluster: Cluster | None) -> list[dict]:
-    """Unit counts grouped by everything the capacity views split on; one query."""
+def node_filter(
+    *, flavor: ResourceFlavor | None = None, resource_class: ResourceClass | None = None, problems_only: bool = False
+) -> Q | None:
+    """The pool overview's node filters as one condition on Node (None: no filter)."""
+    match = Q()
+    if flavor is not None:
+        match &= Q(flavor=flavor)
+    if resource_class is not None:
+        units = Device.objects.filter(
+            node=OuterRef("pk"), gone_at__isnull=True, resource_name=resource_class.resource_name
+        )
+        match &= Q(flavor__in=resource_class.flavors.all()) & Q(Exists(units))
+    if problems_only:
+        bad_device = Device.objects.filter(node=OuterRef("pk"), gone_at__isnull=True).exclude(health__in=USABLE_HEALTH)
+        match &= Q(ready=False) | Q(unschedulable=True) | Q(Exists(bad_device))
+    return match or None
+
+
+def _filtered_units(
+    *,
+    cluster: Cluster | None,
+    flavor: ResourceFlavor | None = None,
+    resource_class: ResourceClass | None = None,
+    problems_only: bool = False,
+) -> QuerySet[Device]:
+    """Present units on the nodes the filters keep; with a class, only the units of its resource and kind."""
+    units = present_units(cluster=cluster)
+    match = node_filter(flavor=flavor, resource_class=resource_class, problems_only=problems_only)
+    if match is not None:
+        units = units.filter(node__in=Node.objects.filter(match))
+    if resource_class is not None:
+        units = units.filter(resource_name=resource_class.resource_name, kind=SHARING_KIND[resource_class.sharing])
+    return units
+
+
+def _grouped_counts(*, cluster: Cluster | None, **filters) -> list[dict]:
+    """Unit counts (on the nodes the filters keep) grouped by everything the capacity views split on; one query."""
     return list(
-        present_units(cluster=cluster)
+        _filtered_units(cluster=cluster, **filters)
         .values("node__flavor_id", "resource_name", "kind", "driver_version", "cuda_version", "health", "busy")
         .annotate(
             n=Count("id"),
@@ -130,12 +171,24 @@ def teams_allowed_by_flavor(*, cluster: Cluster | None = None) -> dict[tuple[int
     return {key: sorted(slugs) for key, slugs in allowed.items()}
 
 
-def flavor_capacity(*, cluster: Cluster | None = None) -> list[FlavorCapacity]:
-    """Capacity per (flavor, resource name); units on nodes of no flavor are grouped under flavor None."""
+def flavor_capacity(
+    *,
+    cluster: Cluster | None = None,
+    flavor: ResourceFlavor | None = None,
+    resource_class: ResourceClass | None = None,
+    problems_only: bool = False,
+) -> list[FlavorCapacity]:
+    """Capacity per (flavor, resource name) over the nodes the filters keep (with a class: the units that back it);
+    units on nodes of no flavor are grouped under flavor None."""
     flavors = {f.pk: f for f in ResourceFlavor.objects.all()}
     allowed = teams_allowed_by_flavor(cluster=cluster)
     out: dict[tuple[int | None, str], FlavorCapacity] = {}
-    for row in _grouped_counts(cluster=cluster):
+    rows = _grouped_counts(cluster=cluster, flavor=flavor, resource_class=resource_class, problems_only=problems_only)
+    for row in rows:
+        if resource_class is not None and not class_matches_software(
+            resource_class, driver_version=row["driver_version"], cuda_version=row["cuda_version"]
+        ):
+            continue
         key = (row["node__flavor_id"], row["resource_name"])
         if key not in out:
             out[key] = FlavorCapacity(
@@ -163,13 +216,19 @@ def class_matches_software(rc: ResourceClass, *, driver_version: str, cuda_versi
 
 
 def class_capacity(
-    *, cluster: Cluster | None = None, classes: Iterable[ResourceClass] | None = None
+    *,
+    cluster: Cluster | None = None,
+    classes: Iterable[ResourceClass] | None = None,
+    flavor: ResourceFlavor | None = None,
+    resource_class: ResourceClass | None = None,
+    problems_only: bool = False,
 ) -> list[ClassCapacity]:
-    """Capacity behind each active resource class: units of its resource on its flavors that meet its minimums."""
+    """Capacity behind each active resource class (``classes``): units of its resource on its flavors that meet its
+    minimums, on the nodes the filters keep."""
     if classes is None:
         classes = ResourceClass.objects.filter(active=True)
     classes = list(classes.prefetch_related("flavor_links__flavor") if isinstance(classes, QuerySet) else classes)
-    rows = _grouped_counts(cluster=cluster)
+    rows = _grouped_counts(cluster=cluster, flavor=flavor, resource_class=resource_class, problems_only=problems_only)
     allowed = teams_allowed_by_flavor(cluster=cluster)
     out = []
     for rc in classes:
@@ -213,22 +272,18 @@ def node_capacity_page(
     page: int = 1,
     per_page: int = 50,
 ) -> NodePage:
-    """One page of present nodes with their counts and device grids, in a bounded number of queries."""
+    """One page of present nodes with their counts and device grids, in a bounded number of queries; how many nodes
+    match the filters and how many there are (in the cluster) come from one aggregate."""
     from queues.models import Allocation
 
     nodes = Node.objects.filter(gone_at__isnull=True).select_related("cluster", "flavor")
     if cluster is not None:
         nodes = nodes.filter(cluster=cluster)
-    if flavor is not None:
-        nodes = nodes.filter(flavor=flavor)
-    if resource_class is not None:
-        nodes = nodes.filter(
-            flavor__in=resource_class.flavors.all(), devices__resource_name=resource_class.resource_name
-        ).distinct()
-    if problems_only:
-        bad_device = Device.objects.filter(node=OuterRef("pk"), gone_at__isnull=True).exclude(health__in=USABLE_HEALTH)
-        nodes = nodes.filter(Q(ready=False) | Q(unschedulable=True) | Exists(bad_device))
-    total = nodes.count()
+    match = node_filter(flavor=flavor, resource_class=resource_class, problems_only=problems_only)
+    counts = nodes.aggregate(scope=Count("id"), matching=Count("id", filter=match))
+    if match is not None:
+        nodes = nodes.filter(match)
+    total = counts["matching"]
     num_pages = max(math.ceil(total / per_page), 1)
     page = min(max(page, 1), num_pages)
     open_allocs = Allocation.objects.filter(ended_at__isnull=True).select_related("job__team")
@@ -240,7 +295,13 @@ def node_capacity_page(
             (page - 1) * per_page : page * per_page
         ]
     )
-    return NodePage(nodes=[_node_capacity(n) for n in page_nodes], total_nodes=total, page=page, num_pages=num_pages)
+    return NodePage(
+        nodes=[_node_capacity(n) for n in page_nodes],
+        total_nodes=total,
+        page=page,
+        num_pages=num_pages,
+        scope_nodes=counts["scope"],
+    )
 
 
 def _node_capacity(node: Node) -> NodeCapacity:

@@ -13,7 +13,7 @@ from pools import selectors
 from pools.models import Cluster, ResourceClass, ResourceFlavor
 from portal.views import htmx_login_required
 
-#: Nodes per page of the overview's node list (totals are always over every node).
+#: Nodes per page of the overview's node list (totals are over every node the filters keep, on all pages).
 NODES_PER_PAGE = 50
 
 
@@ -71,7 +71,7 @@ def _sync_warnings(clusters: list[Cluster]) -> list[Cluster]:
 
 
 def _totals(flavors: list[selectors.FlavorCapacity]) -> selectors.Counts:
-    """Capacity over every (flavor, resource) group, i.e. over all nodes in scope."""
+    """Capacity over every (flavor, resource) group, i.e. over all nodes the filters keep."""
     totals = selectors.Counts()
     for f in flavors:
         totals.add(n=f.exists, in_use=f.in_use, unhealthy=f.unhealthy, cordoned=f.cordoned)
@@ -82,7 +82,8 @@ def _totals(flavors: list[selectors.FlavorCapacity]) -> selectors.Counts:
 @htmx_login_required
 @vary_on_headers("HX-Request")
 def overview(request: HttpRequest) -> HttpResponse:
-    """Capacity per resource class, per flavor and per node with device grids; the node grid polls as a fragment."""
+    """Capacity per resource class, per flavor and per node with device grids, all narrowed by the filters; the node
+    grid polls as a fragment (the summary rides along)."""
     clusters = list(Cluster.objects.all())
     form = PoolFilterForm(
         request.GET,
@@ -95,13 +96,15 @@ def overview(request: HttpRequest) -> HttpResponse:
     node_page = selectors.node_capacity_page(
         **filters, page=_page_number(request.GET.get("page")), per_page=NODES_PER_PAGE
     )
-    flavors = selectors.flavor_capacity(cluster=cluster)
+    flavors = selectors.flavor_capacity(**filters)
+    rc = filters["resource_class"]
     first = (node_page.page - 1) * NODES_PER_PAGE + 1 if node_page.total_nodes else 0
     context = {
         "form": form,
         "filtered": any(v for k, v in filters.items() if k != "cluster"),
         "cluster": cluster,
-        "classes": selectors.class_capacity(cluster=cluster),
+        "resource_class": rc,
+        "classes": selectors.class_capacity(**filters, classes=ResourceClass.objects.filter(pk=rc.pk) if rc else None),
         "flavors": flavors,
         "totals": _totals(flavors),
         "node_page": node_page,

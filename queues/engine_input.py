@@ -14,7 +14,7 @@ from datetime import datetime
 
 from django.db.models import Count, Q
 
-from pools.models import USABLE_HEALTH, Cluster, Device, Node, ResourceFlavor, Topology
+from pools.models import USABLE_HEALTH, Cluster, Device, HealthState, Node, ResourceFlavor, Topology
 from queues.engine import model as m
 from queues.engine.quantity import parse_quantity
 from queues.models import Cohort, Job, PriorityClass, QuotaLine, Team, TeamQuota
@@ -115,11 +115,12 @@ def _cluster_queue(quota: TeamQuota, lines: list[QuotaLine]) -> m.ClusterQueue:
 
 @dataclass
 class NodeUnits:
-    """Per node and resource: units present and units usable (healthy or degraded)."""
+    """Per node and resource: units present and units usable (healthy or degraded); how many are degraded."""
 
     capacity: dict[str, int]
     allocatable: dict[str, int]
     unhealthy_keys: list[str]
+    degraded: int = 0
 
 
 def _node_units(cluster: Cluster) -> dict[int, NodeUnits]:
@@ -128,7 +129,11 @@ def _node_units(cluster: Cluster) -> dict[int, NodeUnits]:
         Device.objects.filter(node__cluster=cluster, node__gone_at__isnull=True, gone_at__isnull=True)
         .exclude(resource_name="")
         .values("node_id", "resource_name")
-        .annotate(n=Count("id"), usable=Count("id", filter=Q(health__in=USABLE_HEALTH)))
+        .annotate(
+            n=Count("id"),
+            usable=Count("id", filter=Q(health__in=USABLE_HEALTH)),
+            degraded=Count("id", filter=Q(health=HealthState.DEGRADED)),
+        )
         .order_by()
     )
     units: dict[int, NodeUnits] = {}
@@ -136,6 +141,7 @@ def _node_units(cluster: Cluster) -> dict[int, NodeUnits]:
         u = units.setdefault(row["node_id"], NodeUnits({}, {}, []))
         u.capacity[row["resource_name"]] = row["n"]
         u.allocatable[row["resource_name"]] = row["usable"]
+        u.degraded += row["degraded"]
     return units
 
 
@@ -177,6 +183,7 @@ def engine_nodes(cluster: Cluster) -> tuple[tuple[m.Node, ...], dict[str, Node]]
                 capacity=capacity,
                 allocatable=allocatable,
                 health_reason=reason,
+                degraded_devices=u.degraded,
             )
         )
         by_name[node.name] = node

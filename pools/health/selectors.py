@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.conf import settings
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
@@ -516,6 +517,21 @@ def validation_job_ids(*, cluster: Cluster | None = None) -> set[int]:
 def exclude_validation_jobs(jobs: QuerySet) -> QuerySet:
     """A Job queryset without validation jobs."""
     return jobs.exclude(validation_run__isnull=False)
+
+
+def degraded_node_labels(*, cluster: Cluster) -> dict[str, str | None]:
+    """Per managed present node of the cluster, the degraded-devices label it should carry (None: no label).
+
+    The value is the number of degraded cards (a card's MIG instances and replicas move with it)."""
+    from pools.health.directives import node_is_managed
+
+    if not getattr(settings, "HEALTH_MANAGED_NODE_LABELS", None):
+        return {}
+    degraded = Q(devices__health=HealthState.DEGRADED, devices__gone_at__isnull=True, devices__kind=Device.Kind.FULL)
+    nodes = Node.objects.filter(cluster=cluster, gone_at__isnull=True).annotate(
+        degraded=Count("devices", filter=degraded)
+    )
+    return {n.name: (str(n.degraded) if n.degraded else None) for n in nodes.order_by("name") if node_is_managed(n)}
 
 
 def directives_to_apply(*, cluster: Cluster) -> list[NodeHealthDirective]:

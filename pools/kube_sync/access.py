@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pools.kube_sync.api import (
     CLUSTER_QUEUES,
     COHORTS,
+    DEVICE_TAINT_RULES,
     EVENTS,
     JOBS,
     LOCAL_QUEUES,
@@ -51,11 +52,17 @@ class Access:
 #: Resource → verbs. Keep in step with pools/kube_sync (the tests hold both to this table).
 PORTAL_ACCESS: tuple[Access, ...] = (
     Access(NAMESPACES, (*READ_CONFIG, *APPLY), "team namespaces: applies its labels (never deletes)"),
-    Access(NODES, ("get", *SYNC), "inventory: nodes, capacity, labels, taints, readiness"),
+    Access(
+        NODES,
+        ("get", "patch", *SYNC),
+        "inventory: nodes, capacity, labels, taints, readiness; health, on managed nodes only: the portal's taint, "
+        "cordon and degraded-devices label",
+    ),
     Access(PODS, SYNC, "pods of portal jobs (label selector): phase, node, restarts"),
     Access(EVENTS, SYNC, "events for the job timeline"),
     Access(JOBS, ("create", "delete", "get", *SYNC), "submit (suspended Job), cancel (delete), sync"),
     Access(RESOURCE_SLICES, SYNC, "DRA inventory (where resource.k8s.io/v1 is served)"),
+    Access(DEVICE_TAINT_RULES, ("create", "delete"), "health: one per DRA device in repair (DRADeviceTaints gate)"),
     Access(WORKLOADS, SYNC, "Kueue's admission decisions and messages"),
     Access(CLUSTER_QUEUES, ("delete", *READ_CONFIG, *APPLY, "watch"), "quota push, drift; usage status"),
     Access(COHORTS, ("delete", *READ_CONFIG, *APPLY), "quota push, drift"),

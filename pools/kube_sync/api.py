@@ -56,6 +56,10 @@ PRIORITY_CLASSES = Resource(
 )
 TOPOLOGIES = Resource("topologies", KUEUE, KUEUE_VERSION, "topologies", "Topology", False)
 WORKLOADS = Resource("workloads", KUEUE, KUEUE_VERSION, "workloads", "Workload", True)
+#: Written by the health directives only (feature gate DRADeviceTaints), never synced.
+DEVICE_TAINT_RULES = Resource(
+    "devicetaintrules", "resource.k8s.io", "v1alpha3", "devicetaintrules", "DeviceTaintRule", False
+)
 
 ALL_RESOURCES = (
     NAMESPACES,

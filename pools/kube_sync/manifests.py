@@ -15,6 +15,7 @@ from typing import Any
 from pools.health.selectors import validation_pinning
 from pools.kube_sync.api import KUEUE, KUEUE_VERSION
 from pools.models import Cluster, ResourceFlavor, Topology
+from queues.engine.model import DEGRADED_DEVICES_LABEL
 from queues.engine.quantity import format_quantity, parse_quantity
 from queues.engine_input import class_node_affinity
 from queues.models import Cohort, Job, PriorityClass, QuotaLine, TeamQuota
@@ -33,6 +34,8 @@ REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
 #: Label selector of everything the portal submitted.
 PORTAL_JOBS_SELECTOR = JOB_ID_LABEL
+#: Weight (1-100) of the preference for nodes without degraded devices, beside kube-scheduler's other scores.
+DEGRADED_NODE_WEIGHT = 50
 
 
 def _managed_labels(**extra: str) -> dict[str, str]:
@@ -63,16 +66,23 @@ def _per_pod(job: Job) -> dict[str, str]:
     }
 
 
-def _affinity(job: Job) -> dict[str, Any] | None:
-    """Required node affinity that confines the job to its class's flavors (Kueue skips the others)."""
+def _affinity(job: Job, *, pinned: bool) -> dict[str, Any] | None:
+    """Required node affinity that confines the job to its class's flavors (Kueue skips the others), and a
+    preference for nodes without degraded devices (not for a burn-in job pinned to its node)."""
     terms = []
     for term in class_node_affinity(job):
         exprs = [{"key": r.key, "operator": r.operator, "values": list(r.values)} for r in term.match_expressions]
         if exprs:
             terms.append({"matchExpressions": exprs})
-    if not terms:
-        return None
-    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+    node_affinity: dict[str, Any] = {}
+    if terms:
+        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": terms}
+    if not pinned:
+        away = {"key": DEGRADED_DEVICES_LABEL, "operator": "DoesNotExist"}
+        node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
+            {"weight": DEGRADED_NODE_WEIGHT, "preference": {"matchExpressions": [away]}}
+        ]
+    return {"nodeAffinity": node_affinity} if node_affinity else None
 
 
 def _tolerations(job: Job) -> list[dict[str, str]]:
@@ -156,11 +166,11 @@ def job_manifest(job: Job, *, backoff_limit: int, ttl_seconds: int, grace_second
         "containers": [container],
         "terminationGracePeriodSeconds": checkpoint_grace if job.checkpoint_path else grace_seconds,
     }
-    affinity = _affinity(job)
+    pinning = validation_pinning(job_id=job.pk) if job.pk else None
+    affinity = _affinity(job, pinned=pinning is not None)
     if affinity:
         pod_spec["affinity"] = affinity
     tolerations = _tolerations(job)
-    pinning = validation_pinning(job_id=job.pk) if job.pk else None
     if pinning is not None:
         # A repair ticket's burn-in job: on the ticket's node only, tolerating the portal's health taint there.
         pod_spec["nodeSelector"] = {"kubernetes.io/hostname": pinning.node_name}

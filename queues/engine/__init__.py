@@ -11,6 +11,7 @@ from .decisions import (
     WaitReason,
 )
 from .model import (
+    DEGRADED_DEVICES_LABEL,
     HEALTH_TAINT_KEYS,
     Admission,
     AdmissionCheck,
@@ -46,6 +47,7 @@ from .model import (
 from .quantity import format_quantity, is_device_resource, parse_decimal, parse_quantity
 
 __all__ = [
+    "DEGRADED_DEVICES_LABEL",
     "HEALTH_TAINT_KEYS",
     "WAIT_CODE_ORDER",
     "Admission",

@@ -52,6 +52,10 @@ HEALTH_TAINT_KEYS: frozenset[str] = frozenset(
     }
 )
 
+#: Node label the portal keeps on managed kubernetes nodes with degraded devices (value: how many cards); jobs
+#: prefer nodes without it, and a scenario's Node may carry it to give the engine the same hint.
+DEGRADED_DEVICES_LABEL = "gpu-pool-portal.io/degraded-devices"
+
 
 # --------------------------------------------------------------------------- selectors, taints
 
@@ -275,7 +279,8 @@ class Node:
     (for extended resources such as ``nvidia.com/gpu`` that gap counts as health-excluded) and/or by a
     health taint (``HEALTH_TAINT_KEYS``). ``health_reason`` (non-empty) marks the node as carrying a
     health exclusion and is quoted in messages; a NotReady node counts as health-excluded, and so does a
-    cordoned node whose ``health_reason`` is set.
+    cordoned node whose ``health_reason`` is set. ``degraded_devices`` counts usable but degraded devices:
+    placement uses such nodes last (the node label ``DEGRADED_DEVICES_LABEL`` carries the count in scenarios).
     """
 
     name: str
@@ -286,6 +291,7 @@ class Node:
     capacity: ResourceList = field(default_factory=dict)
     allocatable: ResourceList = field(default_factory=dict)
     health_reason: str = ""
+    degraded_devices: int = 0
 
 
 # --------------------------------------------------------------------------- workloads

@@ -24,6 +24,7 @@ class NodeState:
     __slots__ = (
         "allocatable",
         "capacity",
+        "degraded",
         "health_gap",
         "health_node",
         "health_reason",
@@ -56,6 +57,7 @@ class NodeState:
             if is_device_resource(res) and cap > self.allocatable.get(res, 0)
         }
         self.health_node = (not node.ready) or (node.unschedulable and bool(node.health_reason))
+        self.degraded = node.degraded_devices > 0
 
     @property
     def health_excluded(self) -> bool:
@@ -124,13 +126,15 @@ class PlacementResult:
 
 
 class _Domain:
-    __slots__ = ("cap", "children", "key", "node")
+    __slots__ = ("cap", "children", "degraded", "key", "node")
 
     def __init__(self, key: tuple[str, ...], node: NodeState | None = None) -> None:
         self.key = key
         self.node = node
         self.cap = 0
         self.children: list[_Domain] = []
+        # Only nodes are marked: the preference never changes which topology domain is chosen.
+        self.degraded = node is not None and node.degraded
 
 
 class NodePool:
@@ -428,19 +432,34 @@ def _domains_at(root: _Domain, level_idx: int) -> list[_Domain]:
 
 
 def _best_fit(domains: list[_Domain], count: int) -> _Domain | None:
+    """The fitting domain with the least room (a node without degraded devices first)."""
     fitting = [d for d in domains if d.cap >= count]
     if not fitting:
         return None
-    return min(fitting, key=lambda d: (d.cap, d.key))
+    return min(fitting, key=lambda d: (d.degraded, d.cap, d.key))
 
 
 def _fill(domain: _Domain, count: int) -> list[str]:
-    """Assign ``count`` pods inside ``domain`` on as few sub-domains as possible (best-fit on the last one)."""
+    """Assign ``count`` pods inside ``domain`` (which has room for them).
+
+    Nodes with degraded devices are used last: they take only the pods the other nodes cannot hold. Each group is
+    filled on as few sub-domains as possible (best-fit on the last one).
+    """
     if domain.node is not None:
         return [domain.node.name] * count
+    children = [d for d in domain.children if d.cap > 0]
+    preferred = [d for d in children if not d.degraded]
+    if len(preferred) == len(children):
+        return _fill_children(children, count)
+    first = _fill_children(preferred, min(count, sum(d.cap for d in preferred)))
+    return first + _fill_children([d for d in children if d.degraded], count - len(first))
+
+
+def _fill_children(children: list[_Domain], count: int) -> list[str]:
+    """Assign ``count`` pods over ``children``, fewest first, best-fit on the last one."""
     remaining = count
     out: list[str] = []
-    unused = sorted(domain.children, key=lambda d: (-d.cap, d.key))
+    unused = sorted(children, key=lambda d: (-d.cap, d.key))
     while remaining > 0 and unused:
         fitting = [d for d in unused if d.cap >= remaining]
         if fitting:

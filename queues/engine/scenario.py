@@ -22,6 +22,7 @@ import yaml
 
 from .kueue_config import configuration, configuration_from_config_map
 from .model import (
+    DEGRADED_DEVICES_LABEL,
     Admission,
     AdmissionCheck,
     AdmissionCheckRule,
@@ -239,6 +240,16 @@ def _documents(text: str, source: str) -> list[Mapping[str, Any]]:
         else:
             out.append(doc)
     return out
+
+
+def _degraded_devices(obj: _Obj) -> int:
+    """The node's degraded-device count from the portal's label (absent: none)."""
+    raw = obj.labels().get(DEGRADED_DEVICES_LABEL)
+    if raw is None:
+        return 0
+    if not raw.isdigit():
+        raise obj.fail(f"metadata.labels.{DEGRADED_DEVICES_LABEL}", f"must be a count of devices, got {raw!r}")
+    return int(raw)
 
 
 def _taints(obj: _Obj, path: str, value: Any) -> tuple[Taint, ...]:
@@ -773,6 +784,7 @@ def loads_scenario(text: str, *, source: str = "<text>") -> Scenario:
                 capacity=capacity,
                 allocatable=allocatable,
                 health_reason=str(obj.annotations().get(ANN_HEALTH, "") or ""),
+                degraded_devices=_degraded_devices(obj),
             )
         )
 

@@ -158,8 +158,9 @@ def node(
     ready: bool = True,
     unschedulable: bool = False,
     health: str = "",
+    degraded: int = 0,
 ) -> Node:
-    """A GPU node."""
+    """A GPU node (``degraded``: how many of its devices are degraded)."""
     lab = {"kubernetes.io/hostname": name}
     lab.update(labels or {})
     return Node(
@@ -171,6 +172,7 @@ def node(
         capacity={GPU: gpus},
         allocatable={GPU: gpus if allocatable is None else allocatable},
         health_reason=health,
+        degraded_devices=degraded,
     )
 
 

@@ -265,3 +265,86 @@ def test_tas_exclusion_stats_list_taints_and_selectors():
     # Free the zone-z3 node: admitted there.
     s2 = state([big_queue()], [s.workloads[1]], flavors=[TAS], nodes=nodes, topologies=[TOPO])
     assert placed(schedule(s2, 0), "a/j") == ["n1"]
+
+
+# --- nodes with degraded devices are used last ---------------------------------------------------------------
+
+
+def test_placement_prefers_a_node_without_degraded_devices_over_the_best_fit():
+    # n0 is the fullest node that fits (best fit), but one of its cards is degraded: the next best fit wins.
+    s = state(
+        [big_queue()],
+        [
+            wl("a/run0", 5, admitted="a", flavor="h100", nodes=["n0"]),
+            wl("a/run2", 4, admitted="a", flavor="h100", nodes=["n2"]),
+            wl("a/j", 3, created=1),
+        ],
+        flavors=[PLAIN],
+        nodes=rack_nodes(n0={"degraded": 1}),
+    )
+    assert placed(schedule(s, 0), "a/j") == ["n2"]
+
+
+def test_placement_uses_a_degraded_node_when_nothing_else_fits():
+    s = state(
+        [big_queue()],
+        [wl(f"a/r{i}", 8, admitted="a", flavor="h100", nodes=[f"n{i}"]) for i in (1, 2, 3)] + [wl("a/j", 4, created=1)],
+        flavors=[PLAIN],
+        nodes=rack_nodes(n0={"degraded": 2}),
+    )
+    assert placed(schedule(s, 0), "a/j") == ["n0"]
+
+
+def test_placement_puts_on_degraded_nodes_only_the_pods_the_others_cannot_hold():
+    nodes = rack_nodes(n0={"degraded": 1}, n1={"degraded": 1})
+    s = state([big_queue()], [wl("a/j", 4, count=2)], flavors=[PLAIN], nodes=nodes)
+    # without the preference both pods would share n0 (fewest nodes); n2 holds both
+    assert placed(schedule(s, 0), "a/j") == ["n2", "n2"]
+    s = state(
+        [big_queue()],
+        [
+            wl("a/r2", 8, admitted="a", flavor="h100", nodes=["n2"]),
+            wl("a/r3", 4, admitted="a", flavor="h100", nodes=["n3"]),
+            wl("a/j", 4, count=3, created=1),
+        ],
+        flavors=[PLAIN],
+        nodes=nodes,
+    )
+    # n3 takes the one pod it has room for; the two others go to one degraded node, best fit among them
+    assert placed(schedule(s, 0), "a/j") == ["n0", "n0", "n3"]
+
+
+def test_topology_domain_choice_is_unchanged_and_the_node_inside_it_preferred():
+    s = state(
+        [big_queue()],
+        [wl("a/j", 8, topology=TopologyRequest(required="cloud/rack"))],
+        flavors=[TAS],
+        nodes=rack_nodes(n0={"degraded": 1}),
+        topologies=[TOPO],
+    )
+    # both racks fit; rack r0 is chosen as before, and n1 rather than its degraded neighbour
+    assert placed(schedule(s, 0), "a/j") == ["n1"]
+    s = state(
+        [big_queue()],
+        [wl("a/j", 8, topology=TopologyRequest(required="kubernetes.io/hostname"))],
+        flavors=[TAS],
+        nodes=rack_nodes(n0={"degraded": 1}),
+        topologies=[TOPO],
+    )
+    assert placed(schedule(s, 0), "a/j") == ["n1"]
+
+
+def test_degraded_nodes_do_not_change_what_fits():
+    # the same pending reason with and without degraded devices
+    def reason(degraded):
+        s = state(
+            [big_queue()],
+            [wl(f"a/r{i}", 6, admitted="a", flavor="h100", nodes=[f"n{i}"]) for i in range(4)]
+            + [wl("a/j", 4, count=2, created=1)],
+            flavors=[PLAIN],
+            nodes=rack_nodes(**{f"n{i}": {"degraded": degraded} for i in range(4)}),
+        )
+        return settle(s, 0).pending["a/j"]
+
+    assert reason(1).message == reason(0).message
+    assert reason(1).code == reason(0).code

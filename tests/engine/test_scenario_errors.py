@@ -167,3 +167,27 @@ spec:
     assert ps.topology is not None
     assert ps.topology.preferred == "cloud/rack"
     assert run_scenario(scenario)["workloads"][0]["reason"]["code"] == "misconfigured"
+
+
+def _node(label: str) -> str:
+    return f"""apiVersion: v1
+kind: Node
+metadata:
+  name: n0
+  labels: {{gpu-pool-portal.io/degraded-devices: '{label}'}}
+status:
+  capacity: {{nvidia.com/gpu: '8'}}
+"""
+
+
+def test_degraded_devices_label_is_read_as_a_count():
+    scenario = loads_scenario(join(FLAVOR, cq(), _node("2")))
+    assert [n.degraded_devices for n in scenario.state.nodes] == [2]
+
+
+def test_degraded_devices_label_must_be_a_count():
+    with pytest.raises(ScenarioError) as info:
+        loads_scenario(join(FLAVOR, cq(), _node("yes")))
+    assert str(info.value) == (
+        "Node/n0: metadata.labels.gpu-pool-portal.io/degraded-devices: must be a count of devices, got 'yes'"
+    )

@@ -11,9 +11,10 @@ from pools import tasks
 from pools.backends.k8s.health import CORDON_ANNOTATION, DEVICE_TAINT_RULES, health_directives_sync, rule_name
 from pools.health import tickets
 from pools.health.directives import TAINT_KEY
-from pools.health.services import Actor
+from pools.health.services import Actor, device_health_set
 from pools.inventory.service import inventory_import
-from pools.models import Device, NodeHealthDirective
+from pools.models import Device, HealthState, NodeHealthDirective
+from queues.engine.model import DEGRADED_DEVICES_LABEL
 from tests.kube.cluster import gpu_node
 from tests.kube.conftest import _kube_settings, _schemas_loaded, api, cluster, emulator  # noqa: F401 - fixtures
 
@@ -160,9 +161,68 @@ def test_validation_job_manifest_is_pinned_to_the_ticket_node_and_tolerates_the_
     manifest = _manifest(run.job)
     pod = manifest["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"kubernetes.io/hostname": "gpu-a1"}
+    # pinned to its node: no preference away from nodes with degraded devices (the flavor's terms stay)
+    assert "preferredDuringSchedulingIgnoredDuringExecution" not in pod["affinity"]["nodeAffinity"]
     assert {"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
     assert env["PORTAL_VALIDATION_DEVICES"] == (card.uuid or card.key)
     assert env["PORTAL_VALIDATION_GPU_INDEXES"] == "3"
     assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert validate(manifest) == []
+
+
+def _labels(emulator, name):  # noqa: F811
+    return emulator.get_obj("Node", name)["metadata"].get("labels") or {}
+
+
+def _set(device, to):
+    device_health_set(device, to=to, reason="sustained 89 °C", now=timezone.now(), actor=OPS)
+
+
+@override_settings(HEALTH_MANAGED_NODE_LABELS=MANAGED)
+def test_degraded_devices_label_follows_the_managed_nodes_degraded_cards(emulator, cluster, api, nodes):  # noqa: F811
+    _set(nodes["gpu-a1"][5], HealthState.DEGRADED)
+    _set(nodes["gpu-a2"][0], HealthState.DEGRADED)  # not managed: never labelled
+
+    tasks.health_reconcile_cluster.delay(cluster.pk)  # the sweep: the backend brings the labels in step
+    assert _labels(emulator, "gpu-a1")[DEGRADED_DEVICES_LABEL] == "1"
+    assert MANAGED.items() <= _labels(emulator, "gpu-a1").items()  # the node's other labels are kept
+    assert DEGRADED_DEVICES_LABEL not in _labels(emulator, "gpu-a2")
+
+    before = len(_patches(emulator))
+    assert health_directives_sync(cluster=cluster, api=api).labelled == []
+    assert len(_patches(emulator)) == before  # idempotent: nothing more to send
+
+    _set(nodes["gpu-a1"][6], HealthState.DEGRADED)
+    assert health_directives_sync(cluster=cluster, api=api).labelled == ["gpu-a1"]
+    assert _labels(emulator, "gpu-a1")[DEGRADED_DEVICES_LABEL] == "2"
+
+    # an unhealthy card is out of the pool (a ticket's taint keeps pods off), not degraded: it does not count
+    _set(nodes["gpu-a1"][5], HealthState.UNHEALTHY)
+    _set(nodes["gpu-a1"][6], HealthState.HEALTHY)
+    result = health_directives_sync(cluster=cluster, api=api)
+    assert result.labelled == ["gpu-a1"]
+    assert result.errors == []
+    assert DEGRADED_DEVICES_LABEL not in _labels(emulator, "gpu-a1")
+    assert MANAGED.items() <= _labels(emulator, "gpu-a1").items()
+    assert emulator.rejected == []
+
+
+@override_settings(HEALTH_MANAGED_NODE_LABELS=MANAGED)
+def test_degraded_devices_label_drift_is_repaired_and_errors_are_kept(emulator, cluster, api, nodes):  # noqa: F811
+    emulator.edit("Node", "gpu-a1", metadata={"labels": {DEGRADED_DEVICES_LABEL: "3"}})  # left by an earlier sweep
+    emulator.fail("PATCH", "/api/v1/nodes/gpu-a1", status=422, times=1)
+    result = health_directives_sync(cluster=cluster, api=api)
+    assert result.labelled == []
+    assert "422" in result.errors[0]
+    result = health_directives_sync(cluster=cluster, api=api)  # the next sweep: no degraded card, label removed
+    assert result.labelled == ["gpu-a1"]
+    assert DEGRADED_DEVICES_LABEL not in _labels(emulator, "gpu-a1")
+
+
+def test_degraded_devices_label_without_managed_nodes_makes_no_request(emulator, cluster, api, nodes):  # noqa: F811
+    _set(nodes["gpu-a1"][5], HealthState.DEGRADED)
+    before = len(emulator.requests)
+    health_directives_sync(cluster=cluster, api=api)
+    assert len(emulator.requests) == before
+    assert DEGRADED_DEVICES_LABEL not in _labels(emulator, "gpu-a1")

@@ -811,6 +811,7 @@ class Emulator:
                     "path": path,
                     "query": query,
                     "authorization": request.headers.get("Authorization", ""),
+                    "content_type": request.headers.get("Content-Type", ""),
                 }
             )
         try:

@@ -20,11 +20,15 @@ import pytest
 import yaml
 from django.core.management import get_commands
 
+from pools.backends.k8s.health import health_directives_sync
+from pools.health import tickets
+from pools.health.services import Actor, device_health_set
 from pools.kube_sync.access import PORTAL_ACCESS, rbac_rules, request_verb
+from pools.kube_sync.api import DEVICE_TAINT_RULES
 from pools.kube_sync.config import kube_config_adopt, kube_config_push, kube_config_reapply
 from pools.kube_sync.jobs import kube_job_create, kube_job_delete
 from pools.kube_sync.sync import kube_sync_run
-from pools.models import KubeConfigObject, Topology
+from pools.models import Device, HealthState, KubeConfigObject, Topology
 from portal.errors import DomainError
 from queues.models import Cohort, Job, PriorityClass, TeamQuota
 from queues.services import JobSpec, job_submit
@@ -349,9 +353,10 @@ SLICE = {
 
 @pytest.mark.django_db
 def test_deploy_rbac_covers_every_request_the_portal_makes(
-    portal, cluster, api, emulator, django_capture_on_commit_callbacks
+    portal, cluster, api, emulator, django_capture_on_commit_callbacks, settings
 ):
-    """Run push, drift actions, submit, cancel, sync (list and watch) and record what the API server would authorise."""
+    """Run push, drift actions, submit, cancel, sync (list and watch) and the health directives, and record what the
+    API server would authorise."""
     # configuration with a cohort and a TAS flavor, so that every configuration kind is pushed
     topology = Topology.objects.create(name="gpu-topology", levels=["kubernetes.io/hostname"])
     portal.flavor.topology = topology
@@ -390,6 +395,25 @@ def test_deploy_rbac_covers_every_request_the_portal_makes(
     for row in KubeConfigObject.objects.filter(cluster=cluster, status="orphaned").exclude(kind="Namespace"):
         kube_config_reapply(row=row, api=api)
     assert emulator.get_obj("Topology", "gpu-topology") is None
+    # health on a managed node: a node taint, a DRA DeviceTaintRule, the degraded-devices label; then undone
+    settings.HEALTH_MANAGED_NODE_LABELS = {"kubernetes.io/hostname": "gpu-a1"}
+    emulator.register(DEVICE_TAINT_RULES)
+    ops = Actor(label="ops")
+    cards = list(Device.objects.filter(node__name="gpu-a1", resource_name="nvidia.com/gpu").order_by("index")[:3])
+    plugin_ticket = tickets.ticket_open(device=cards[0], reason="XID 79", actor=ops)
+    Device.objects.filter(pk=cards[1].pk).update(
+        source=Device.Source.DRA, dra_driver="gpu.nvidia.com", dra_pool="gpu-a1", dra_device="gpu-1"
+    )
+    cards[1].refresh_from_db()
+    dra_ticket = tickets.ticket_open(device=cards[1], reason="XID 79", actor=ops)
+    device_health_set(cards[2], to=HealthState.DEGRADED, reason="hot", now=at(60), actor=ops)
+    assert health_directives_sync(cluster=cluster, api=api).errors == []
+    tickets.ticket_mark_rma(ticket=plugin_ticket, actor=ops)
+    Device.objects.filter(pk=cards[1].pk).update(gone_at=at(61))
+    tickets.ticket_mark_rma(ticket=dra_ticket, actor=ops)
+    device_health_set(cards[2], to=HealthState.HEALTHY, reason="cool", now=at(62), actor=ops)
+    result = health_directives_sync(cluster=cluster, api=api)
+    assert (len(result.removed), result.labelled, result.errors) == (2, ["gpu-a1"], [])
 
     granted = rbac_rules()
     used: dict[tuple[str, str], set[str]] = {}
@@ -399,7 +423,7 @@ def test_deploy_rbac_covers_every_request_the_portal_makes(
             continue
         group, plural, verb = needed
         used.setdefault((group, plural), set()).add(verb)
-        if request["method"] == "PATCH" and request["query"].get("fieldManager"):
+        if request["method"] == "PATCH" and request["content_type"].startswith("application/apply-patch"):
             used[(group, plural)].add("create")  # an apply may create: authorised as create too
     missing = {k: v - granted.get(k, set()) for k, v in used.items() if v - granted.get(k, set())}
     assert missing == {}, f"the ClusterRole lacks {missing}"

@@ -61,6 +61,15 @@ def test_submit_creates_a_suspended_job_with_kueue_labels(submit, emulator):
     assert terms["nodeSelectorTerms"] == [
         {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-H100-80GB-HBM3"]}]}
     ]
+    preferred = spec["template"]["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert preferred == [  # away from nodes the health sweep labelled for degraded devices
+        {
+            "weight": 50,
+            "preference": {
+                "matchExpressions": [{"key": "gpu-pool-portal.io/degraded-devices", "operator": "DoesNotExist"}]
+            },
+        }
+    ]
     assert "nodeSelector" not in spec["template"]["spec"]  # Kueue injects the flavor's labels at admission
     assert job.k8s_uid == obj["metadata"]["uid"]
     assert KubeJobState.objects.get(job=job).batch_job["metadata"]["uid"] == job.k8s_uid

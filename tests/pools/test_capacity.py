@@ -100,3 +100,34 @@ def test_node_capacity_page_grid_states(pool):
 def test_node_capacity_page_problems_only(pool):
     names = {n.node.name for n in node_capacity_page(problems_only=True).nodes}
     assert names == {"h100-a", "h100-b"}
+
+
+def test_node_capacity_page_counts_matching_and_present_nodes(pool):
+    h100, _ = pool
+    page = node_capacity_page(flavor=h100, problems_only=True)
+    assert (page.total_nodes, page.scope_nodes, page.narrowed) == (2, 3, True)
+    page = node_capacity_page()
+    assert (page.total_nodes, page.scope_nodes, page.narrowed) == (3, 3, False)
+
+
+def test_capacity_narrows_with_the_node_filters(pool):
+    h100, l4 = pool
+    [cap] = flavor_capacity(flavor=l4)
+    assert (cap.flavor, cap.exists) == (l4, 4)
+    # problem nodes: h100-a (an unhealthy card) and h100-b (cordoned); the L4 node is fine
+    caps = flavor_capacity(problems_only=True)
+    assert [(c.flavor.name, c.exists, c.in_use, c.unhealthy, c.cordoned) for c in caps] == [("h100", 16, 1, 1, 8)]
+    rc = ResourceClassFactory(flavors=[h100, l4])
+    [cap] = class_capacity(classes=[rc], flavor=l4)
+    assert cap.exists == 0  # the L4 node has only time-shared replicas
+
+
+def test_flavor_capacity_for_a_class_counts_only_the_units_behind_it(pool):
+    h100, l4 = pool
+    shared = ResourceClassFactory(flavors=[l4], sharing=ResourceClass.Sharing.TIME_SHARED, allowed_counts=[1])
+    assert [(c.flavor, c.exists) for c in flavor_capacity(resource_class=shared)] == [(l4, 4)]
+    Device.objects.filter(node__name="h100-b").update(driver_version="535.104.05")
+    new_driver = ResourceClassFactory(flavors=[h100], min_driver_version="550")
+    [cap] = flavor_capacity(resource_class=new_driver)
+    [class_cap] = class_capacity(classes=[new_driver], resource_class=new_driver)
+    assert cap.exists == class_cap.exists == 8  # h100-b's older driver does not back the class

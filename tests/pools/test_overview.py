@@ -171,6 +171,54 @@ def test_overview_filter_problems_only(user_client, pool):
     assert "matching the filters" in response.content.decode()
 
 
+def _figures(response):
+    totals = response.context["totals"]
+    return (totals.exists, totals.in_use, totals.unhealthy, totals.cordoned, totals.available)
+
+
+def test_overview_totals_without_filters_cover_every_node(user_client, pool):
+    response = user_client.get(URL)
+    assert _figures(response) == (19, 2, 1, 4, 12)
+    assert "Figures over all 3 nodes." in response.content.decode()
+
+
+def test_overview_totals_narrow_with_the_flavor_filter(user_client, pool):
+    response = user_client.get(URL, {"flavor": "h100"})
+    # the two H100 nodes: 8 + 4 cards, 2 held, 1 unhealthy, 4 cordoned; the MIG node is left out
+    assert _figures(response) == (12, 2, 1, 4, 5)
+    assert [(f.flavor.name, f.exists) for f in response.context["flavors"]] == [("h100", 12)]
+    classes = {c.resource_class.slug: c.exists for c in response.context["classes"]}
+    assert classes == {"train-h100": 12, "mig-small": 0}
+    html = response.content.decode()
+    assert "Figures over <strong>2 of 3 nodes</strong>: those matching the filters." in html
+
+
+def test_overview_totals_narrow_with_the_class_filter(user_client, pool):
+    response = user_client.get(URL, {"resource_class": "mig-small"})
+    assert _figures(response) == (7, 0, 0, 0, 7)
+    assert [c.resource_class.slug for c in response.context["classes"]] == ["mig-small"]
+    html = response.content.decode()
+    assert "1 of 3 nodes</strong>: those matching the filters, counting only the units behind MIG 1g.10gb." in html
+
+
+def test_overview_totals_narrow_with_problems_and_cluster(user_client, pool):
+    response = user_client.get(URL, {"health": "problems"})
+    assert _figures(response) == (12, 2, 1, 4, 5)
+    response = user_client.get(URL, {"cluster": "west", "health": "problems"})
+    assert _figures(response) == (0, 0, 0, 0, 0)
+    assert "Figures over <strong>0 of 1 node</strong> in West" in response.content.decode()
+    response = user_client.get(URL, {"cluster": "east"})
+    assert "Figures over all 2 nodes in East." in response.content.decode()
+
+
+def test_overview_polled_summary_keeps_the_narrowed_totals(user_client, pool):
+    response = user_client.get(URL, {"flavor": "h100"}, **HTMX)
+    assert _figures(response) == (12, 2, 1, 4, 5)
+    html = response.content.decode()
+    assert 'id="pools-pool-summary" class="summary" hx-swap-oob="true"' in html
+    assert "2 of 3 nodes" in html
+
+
 def test_overview_unknown_filter_value_is_reported_and_ignored(user_client, pool):
     response = user_client.get(URL, {"cluster": "nowhere"})
     assert response.status_code == 200
@@ -183,7 +231,7 @@ def test_overview_fragment_keeps_the_filters(user_client, pool):
     assert 'hx-get="/pool/?flavor=h100&amp;health=problems"' in html
 
 
-def test_overview_paginates_nodes_with_totals_over_all(user_client):
+def test_overview_paginates_nodes_with_totals_over_every_page(user_client):
     flavor = ResourceFlavorFactory(name="l4")
     cluster = ClusterFactory(name="east")
     for i in range(60):
@@ -239,9 +287,9 @@ def _populate(*, nodes: int, devices_per_node: int) -> None:
                 AllocationFactory(job=job, device=device)
 
 
-#: Queries of one overview view, whatever the number of nodes and devices: session and user, the three filter
-#: lists, four for the node page, three for flavor capacity, five for class capacity (a baseline: lower it when
-#: the selectors share their aggregation).
+#: Queries of one overview view, whatever the number of nodes and devices and whichever filters: session and user,
+#: the three filter lists, four for the node page (its node counts in one aggregate), three for flavor capacity,
+#: five for class capacity (a baseline: lower it when the selectors share their aggregation).
 MAX_QUERIES = 17
 
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 from pools.backends.simulated import simulated_cluster_tick_run
 from pools.models import HealthState
 from queues import services
-from queues.models import Allocation, Job, JobEvent
+from queues.models import Allocation, Job, JobEvent, QuotaLine
 from queues.services import JobSpec
 from tests.factories import (
     ClusterFactory,
@@ -144,6 +144,23 @@ def test_simulated_unhealthy_device_is_never_allocated(sim):
     held = Allocation.objects.filter(job=small, ended_at__isnull=True)
     assert held.count() == 4
     assert not held.exclude(device__health=HealthState.HEALTHY).exists()
+
+
+def test_simulated_node_with_a_degraded_device_is_used_last(sim):
+    cluster, member, rc, nodes = sim
+    nodes[0].devices.filter(index=3).update(health=HealthState.DEGRADED)  # n0 would be the first pick (name order)
+    t0 = timezone.now()
+    first = submit(member, rc, "a", devices=4, at=t0)
+    simulated_cluster_tick_run(cluster_id=cluster.pk, now=t0)
+    assert {a.device.node.name for a in Allocation.objects.filter(job=first)} == {"n1"}
+    # n1 has 4 left; a job of 8 fits only on n0 and still runs there, healthy devices first
+    QuotaLine.objects.filter(team_quota__team=member.team).update(nominal="16")
+    second = submit(member, rc, "b", devices=8, at=t0 + timedelta(seconds=1))
+    simulated_cluster_tick_run(cluster_id=cluster.pk, now=t0 + timedelta(seconds=2))
+    assert state(second) == Job.State.ADMITTED
+    held = Allocation.objects.filter(job=second).select_related("device__node")
+    assert {a.device.node.name for a in held} == {"n0"}
+    assert held.filter(device__health=HealthState.DEGRADED).count() == 1
 
 
 @pytest.mark.parametrize("checkpoint", [False, True])

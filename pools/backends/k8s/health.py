@@ -8,7 +8,10 @@ each row applied / removed (or keeps the error for the next sweep). It touches o
   alone — by a JSON merge patch carrying the node's resourceVersion, so a concurrent change is a 409, retried;
 * a cordon, with an annotation saying why; a node someone else had cordoned before stays cordoned on release;
 * a ``resource.k8s.io/v1alpha3`` DeviceTaintRule per DRA device, named after the row (feature gate
-  DRADeviceTaints; when the cluster does not serve the API the row keeps that error).
+  DRADeviceTaints; when the cluster does not serve the API the row keeps that error);
+* the label ``gpu-pool-portal.io/degraded-devices`` (the number of degraded cards) on managed nodes with degraded
+  devices, removed when none are left: the portal's Jobs prefer nodes without it. No row records it: each pass
+  compares the devices' health with the labels the cluster has and patches the difference.
 """
 
 from __future__ import annotations
@@ -19,13 +22,11 @@ from datetime import datetime
 from django.utils import timezone
 
 from pools.health.directives import directive_mark_applied, directive_mark_removed
-from pools.health.selectors import directives_to_apply, directives_to_remove
-from pools.kube_sync.api import NODES, KubeConflict, KubeError, Obj, Resource
+from pools.health.selectors import degraded_node_labels, directives_to_apply, directives_to_remove
+from pools.kube_sync.api import DEVICE_TAINT_RULES, NODES, KubeConflict, KubeError, Obj, list_all
 from pools.models import Cluster, NodeHealthDirective
+from queues.engine.model import DEGRADED_DEVICES_LABEL
 
-DEVICE_TAINT_RULES = Resource(
-    "devicetaintrules", "resource.k8s.io", "v1alpha3", "devicetaintrules", "DeviceTaintRule", False
-)
 CORDON_ANNOTATION = "portal.gpu/cordoned-for"
 #: Suffix of the cordon annotation when the node was already cordoned by someone else (left cordoned on release).
 ALREADY_CORDONED = ";already-cordoned"
@@ -38,6 +39,7 @@ class DirectiveSync:
 
     applied: list[int] = field(default_factory=list)
     removed: list[int] = field(default_factory=list)
+    labelled: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
 
@@ -135,8 +137,35 @@ def _remove(api, d: NodeHealthDirective) -> None:
         _patch_node(api, node, spec=spec, annotations={CORDON_ANNOTATION: None})
 
 
+def _sync_degraded_labels(api, cluster: Cluster, out: DirectiveSync) -> None:
+    """Set, update or remove the degraded-devices label on managed nodes where the cluster differs from the portal."""
+    wanted = degraded_node_labels(cluster=cluster)
+    if not wanted:
+        return
+    try:
+        present = {
+            obj["metadata"]["name"]: obj["metadata"]["labels"][DEGRADED_DEVICES_LABEL]
+            for page in list_all(api, NODES, label_selector=DEGRADED_DEVICES_LABEL)
+            for obj in page.items
+        }
+    except KubeError as exc:
+        out.errors.append(f"degraded-devices labels: {exc}")
+        return
+    for name, value in wanted.items():
+        if present.get(name) == value:
+            continue
+        try:
+            # A merge patch of one label key: nothing else of the node is sent, so no resourceVersion guard is needed.
+            api.patch(NODES, name=name, body={"metadata": {"labels": {DEGRADED_DEVICES_LABEL: value}}})
+        except KubeError as exc:
+            out.errors.append(f"{name}: {exc}")
+        else:
+            out.labelled.append(name)
+
+
 def health_directives_sync(*, cluster: Cluster, api, now: datetime | None = None) -> DirectiveSync:
-    """Apply wanted directives and undo released ones on a kubernetes cluster; idempotent, errors kept per row."""
+    """Apply wanted directives and undo released ones on a kubernetes cluster, then bring the degraded-devices labels
+    in step; idempotent, errors kept per row."""
     now = now or timezone.now()
     out = DirectiveSync()
     for d in directives_to_apply(cluster=cluster):
@@ -157,4 +186,5 @@ def health_directives_sync(*, cluster: Cluster, api, now: datetime | None = None
         else:
             directive_mark_removed(directive_id=d.pk, now=now)
             out.removed.append(d.pk)
+    _sync_degraded_labels(api, cluster, out)
     return out
