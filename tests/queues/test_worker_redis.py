@@ -8,6 +8,7 @@ import time
 import pytest
 from celery.contrib.testing.worker import start_worker
 from django.utils import timezone
+from kombu import pools as kombu_pools
 
 from portal.celery import app
 from queues import services
@@ -47,11 +48,12 @@ def _reset_broker_pools() -> None:
     """Drop the app's cached broker connections so the next send uses the broker configured now.
 
     ``app.pool`` and the producer pool are created once and cached: a test that ran earlier in the same
-    process would otherwise leave this test publishing to the broker *it* configured.
+    process would otherwise leave this test publishing to the broker *it* configured. kombu keeps the pools in
+    process-wide registries keyed by broker URL: closing one without clearing them made the next test that used
+    the same URL fail with "Acquire on closed pool".
     """
-    if app._pool is not None:
-        app._pool.force_close_all()
-        app._pool = None
+    kombu_pools.reset()  # closes every cached pool *and* forgets them (a closed pool must not be handed out again)
+    app._pool = None
     app.amqp._producer_pool = None
 
 
