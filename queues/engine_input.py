@@ -263,7 +263,9 @@ def job_workload(job: Job, *, declared: set[str]) -> m.Workload:
             ),
         )
         if job.state == Job.State.PREEMPTING:
-            eviction = m.Eviction(reason="Preempted", message="", issued_at=ts(job.state_changed_at))
+            eviction = m.Eviction(
+                reason=job.eviction_reason or "Preempted", message="", issued_at=ts(job.state_changed_at)
+            )
     return m.Workload(
         namespace=job.team.namespace,
         name=workload_name(job),

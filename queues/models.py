@@ -275,6 +275,11 @@ class Job(models.Model):
     assignment = models.JSONField(default=dict, blank=True, help_text="Flavors per pod set and nodes per pod.")
     borrowing = models.BooleanField(default=False)
     preemption_count = models.PositiveIntegerField(default=0)
+    eviction_reason = models.CharField(
+        max_length=40,
+        blank=True,
+        help_text="Kueue's Evicted reason while the job is being evicted (Preempted, ClusterQueueStopped, ...).",
+    )
     run_seconds_banked = models.PositiveIntegerField(
         default=0, help_text="Work kept by checkpoints across evictions (seconds of run time)."
     )
@@ -329,6 +334,7 @@ class JobEvent(models.Model):
         CHECKPOINT_DONE = "checkpoint_done", "Checkpoint done"
         PREEMPTED = "preempted", "Preempted"
         PREEMPTING = "preempting", "Preempting other jobs"
+        EVICTED = "evicted", "Evicted"
         REQUEUED = "requeued", "Requeued"
         RESUMED = "resumed", "Resumed"
         SUCCEEDED = "succeeded", "Succeeded"

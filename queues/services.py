@@ -476,7 +476,8 @@ def job_preempt(job: Job, *, now: datetime, preemptor: Job | None, reason: str, 
         return
     who = f"{preemptor.team.slug}/{preemptor.name}" if preemptor else "another job"
     details = {"reason": reason, "kueueMessage": message, "preemptor": preemptor.pk if preemptor else None}
-    _set_state(job, Job.State.PREEMPTING, now=now)
+    job.eviction_reason = "Preempted"
+    _set_state(job, Job.State.PREEMPTING, now=now, fields=["eviction_reason"])
     record_event(job, JobEvent.Kind.PREEMPTED, f"Preempted to make room for {who} ({reason}).", at=now, details=details)
     if has_checkpoint_policy(job):
         how = job.checkpoint_signal or " ".join(job.checkpoint_command)
@@ -497,6 +498,44 @@ def job_preempt(job: Job, *, now: datetime, preemptor: Job | None, reason: str, 
         )
 
 
+#: Kueue's Evicted reasons of a stopPolicy HoldAndDrain, and who stopped what, in plain words.
+QUEUE_STOP_EVICTIONS = {
+    "ClusterQueueStopped": "an admin stopped the team's quota (ClusterQueue {queue}, stop policy HoldAndDrain)",
+    "LocalQueueStopped": "an admin stopped the team's queue (LocalQueue {queue}, stop policy HoldAndDrain)",
+}
+
+
+def job_evict(job: Job, *, now: datetime, reason: str, message: str) -> None:
+    """Start evicting a running job because its queue was stopped (HoldAndDrain): checkpoint first where it can.
+
+    ``reason`` is Kueue's Evicted reason (``ClusterQueueStopped`` / ``LocalQueueStopped``), ``message`` its text.
+    The job keeps its devices until the eviction completes (``job_requeue`` with reason ``queue_stopped``).
+    """
+    if job.state not in (Job.State.ADMITTED, Job.State.RUNNING):
+        return
+    queue = job.team.local_queue_name if reason == "LocalQueueStopped" else job.assignment.get("clusterQueue", "")
+    why = QUEUE_STOP_EVICTIONS.get(reason, "its queue was stopped").format(queue=queue)
+    job.eviction_reason = reason
+    _set_state(job, Job.State.PREEMPTING, now=now, fields=["eviction_reason"])
+    checkpoint = has_checkpoint_policy(job)
+    record_event(
+        job,
+        JobEvent.Kind.EVICTED,
+        f"Evicted: {why}. It {'checkpoints, then ' if checkpoint else ''}goes back into the queue and waits "
+        "until the queue is restarted.",
+        at=now,
+        details={"reason": reason, "kueueMessage": message},
+    )
+    if checkpoint:
+        how = job.checkpoint_signal or " ".join(job.checkpoint_command)
+        record_event(
+            job,
+            JobEvent.Kind.CHECKPOINT_REQUESTED,
+            f"Checkpoint requested ({how}); the job is evicted once it is written to {job.checkpoint_path}.",
+            at=now,
+        )
+
+
 def job_requeue(job: Job, *, now: datetime, reason: str, message: str, checkpointed: bool) -> None:
     """Evict a job back into the queue: release its devices, record the GPU time lost if no checkpoint."""
     if job.is_final or job.state == Job.State.PENDING:
@@ -512,9 +551,12 @@ def job_requeue(job: Job, *, now: datetime, reason: str, message: str, checkpoin
         lost_hours = held * max((now - since).total_seconds(), 0) / 3600
         details["lostDeviceHours"] = round(lost_hours, 3)
         message = f"{message} No checkpoint: {lost_hours:.2f} device-hours of work lost."
-    job.queued_at = now
+    if reason != "queue_stopped":
+        # Kueue orders a job evicted by a stopped queue by its creation time: it keeps its place in the queue.
+        job.queued_at = now
     job.preemption_count += 1 if reason == "preempted" else 0
-    _set_state(job, Job.State.SUSPENDED, now=now, fields=["queued_at", "preemption_count"])
+    job.eviction_reason = ""
+    _set_state(job, Job.State.SUSPENDED, now=now, fields=["queued_at", "preemption_count", "eviction_reason"])
     job.assignment = {}
     job.borrowing = False
     _set_state(job, Job.State.PENDING, now=now, fields=["assignment", "borrowing"])

@@ -3,8 +3,9 @@
 Each tick (a Celery beat task in the running portal) moves jobs through their lifecycle:
 admitted → running on the next tick; running → succeeded after its simulated runtime (less what
 checkpoints banked), timed-out at its maximum runtime, requeued when its node disappears; preempting →
-evicted at once without a checkpoint policy, or after the simulated checkpoint time with one. Then one
-scheduling cycle of the engine admits, preempts, and explains every pending job.
+evicted at once without a checkpoint policy, or after the simulated checkpoint time with one. Then the
+engine drains queues set to HoldAndDrain (their running jobs start being evicted, as preempted ones are),
+and its scheduling cycles admit, preempt, and explain every pending job.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class TickReport:
     requeued: list[int] = field(default_factory=list)
     admitted: list[int] = field(default_factory=list)
     preempted: list[int] = field(default_factory=list)
+    evicted: list[int] = field(default_factory=list)
     reasons_changed: int = 0
 
 
@@ -106,6 +108,7 @@ def _advance(job: Job, *, now: datetime, lost_nodes: set[int], report: TickRepor
                 )
             report.finished.append(job.pk)
     elif job.state == Job.State.PREEMPTING:
+        stopped = job.eviction_reason in job_services.QUEUE_STOP_EVICTIONS
         checkpointed = job_services.has_checkpoint_policy(job)
         if checkpointed and now - job.state_changed_at < timedelta(seconds=settings.SIMULATED_CHECKPOINT_SECONDS):
             return
@@ -116,8 +119,12 @@ def _advance(job: Job, *, now: datetime, lost_nodes: set[int], report: TickRepor
         job_services.job_requeue(
             job,
             now=now,
-            reason="preempted",
-            message="Evicted after preemption; back in the queue.",
+            reason="queue_stopped" if stopped else "preempted",
+            message=(
+                "Evicted because its queue was stopped; it waits until an admin restarts the queue."
+                if stopped
+                else "Evicted after preemption; back in the queue."
+            ),
             checkpointed=checkpointed,
         )
         report.requeued.append(job.pk)
@@ -167,6 +174,7 @@ def _schedule(cluster: Cluster, *, now: datetime, report: TickReport) -> None:
     """
     inp = cluster_engine_input(cluster=cluster, jobs=health_hooks.engine_jobs(cluster=cluster))
     settled = settle(inp.state, ts(now), complete_evictions=False)
+    _apply_queue_stops(inp, settled.evictions, now=now, report=report)
     for result in settled.cycles:
         _apply_admissions(cluster, inp, result, now=now, report=report)
         _apply_preemptions(inp, result, now=now, report=report)
@@ -222,6 +230,20 @@ def _apply_preemptions(inp, result, *, now: datetime, report: TickReport) -> Non
             victim, now=now, preemptor=preemptor, reason=preemption.reason, message=preemption.message
         )
         report.preempted.append(victim.pk)
+
+
+def _apply_queue_stops(inp, evictions, *, now: datetime, report: TickReport) -> None:
+    """Start evicting the jobs of queues an admin set to HoldAndDrain (they keep their devices until evicted).
+
+    Only admitted workloads are evicted here: the simulator admits without admission checks, so no job holds
+    a bare quota reservation that a stopped queue would release.
+    """
+    for stop in evictions:
+        job = inp.jobs_by_key.get(stop.workload)
+        if job is None or not stop.admitted:
+            continue
+        job_services.job_evict(job, now=now, reason=stop.reason, message=stop.message)
+        report.evicted.append(job.pk)
 
 
 def _pick_devices(job: Job, decision, nodes_by_name) -> list[list] | None:

@@ -626,6 +626,19 @@ def _evaluate_job(job: Job, st: KubeJobState, ctx: EvalContext) -> Outcome:
                 message=evicted.get("message", ""),
             )
             outcome.actions.append("preempting")
+        elif (
+            evicted_true
+            and evicted.get("reason") in job_services.QUEUE_STOP_EVICTIONS
+            and job.state in (Job.State.ADMITTED, Job.State.RUNNING)
+        ):
+            # stopPolicy HoldAndDrain: Kueue evicts; the pods may take a while to end (checkpoint).
+            job_services.job_evict(
+                job,
+                now=_clamp(evicted_at, job.state_changed_at, now),
+                reason=evicted["reason"],
+                message=evicted.get("message", ""),
+            )
+            outcome.actions.append("evicting")
         released = not admitted and not any(p.get("node") for p in live.values())
         if released:
             reason = REQUEUE_REASONS.get(evicted.get("reason", ""), "evicted") if evicted_true else "evicted"

@@ -8,6 +8,7 @@ from .decisions import (
     Explanation,
     PodSetAssignment,
     Preemption,
+    QueueStopEviction,
     WaitReason,
 )
 from .model import (
@@ -76,6 +77,7 @@ __all__ = [
     "PodSetAssignment",
     "Preemption",
     "PreemptionPolicy",
+    "QueueStopEviction",
     "ResourceFlavor",
     "ResourceGroup",
     "ResourceQuota",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from .decisions import CycleResult, Explanation, WaitReason
+from .decisions import CycleResult, Explanation, QueueStopEviction, WaitReason
 from .model import Admission, ClusterState, Eviction, PodSetAdmission, Workload
 from .reasons import explain_wl
 from .scheduler import PENDING, RESERVED, CycleOutcome, Engine
@@ -31,28 +31,45 @@ def _pending_reasons(engine: Engine) -> dict[str, WaitReason]:
     return out
 
 
-def _result(engine: Engine, outcome: CycleOutcome, now: float, *, reasons: bool = True) -> CycleResult:
+def _result(
+    engine: Engine,
+    outcome: CycleOutcome,
+    now: float,
+    *,
+    reasons: bool = True,
+    evictions: tuple[QueueStopEviction, ...] = (),
+) -> CycleResult:
     return CycleResult(
         now=now,
         admitted=tuple(outcome.admitted),
         preemptions=tuple(outcome.preemptions),
         pending=_pending_reasons(engine) if reasons else {},
+        evictions=evictions,
     )
 
 
 def schedule(state: ClusterState, now: float) -> CycleResult:
-    """Run one Kueue scheduling cycle over ``state`` at time ``now`` and return its decisions."""
+    """Evict what stopped queues drain, then run one Kueue scheduling cycle over ``state`` at ``now``."""
     engine = Engine(state, now)
+    drained = tuple(engine.drain(now))
     outcome = engine.cycle(now)
-    return _result(engine, outcome, now)
+    return _result(engine, outcome, now, evictions=drained)
 
 
 def apply_cycle(state: ClusterState, result: CycleResult, *, complete_evictions: bool = False) -> ClusterState:
     """The state after ``result``: admissions written, victims marked evicting (or evicted and requeued)."""
     admitted = {d.workload: d for d in result.admitted}
     victims = {p.victim: p for p in result.preemptions}
+    stopped = {e.workload: e for e in result.evictions}
     workloads = []
     for wl in state.workloads:
+        stop = stopped.get(wl.key)
+        if stop is not None:
+            if complete_evictions or not stop.admitted:
+                # A stopped queue's workload keeps its queue position (no requeued_at of its own).
+                wl = replace(wl, admission=None, admitted_at=None, eviction=None)
+            else:
+                wl = replace(wl, eviction=Eviction(reason=stop.reason, message=stop.message, issued_at=result.now))
         decision = admitted.get(wl.key)
         if decision is not None:
             admission = Admission(
@@ -80,20 +97,29 @@ def apply_cycle(state: ClusterState, result: CycleResult, *, complete_evictions:
 
 @dataclass(frozen=True, slots=True)
 class SettleResult:
-    """Cycles run until nothing changes (evictions completing at once), the final state and pending reasons."""
+    """Cycles run until nothing changes (evictions completing at once), the final state and pending reasons.
+
+    ``evictions`` are the stop-policy evictions made before the first cycle (see ``Engine.drain``).
+    """
 
     state: ClusterState
     cycles: tuple[CycleResult, ...]
     pending: Mapping[str, WaitReason]
+    evictions: tuple[QueueStopEviction, ...] = ()
 
 
 def settle(state: ClusterState, now: float, *, max_cycles: int = 1000, complete_evictions: bool = True) -> SettleResult:
     """Run scheduling cycles at ``now`` until nothing changes, as Kueue runs them back to back.
 
-    With ``complete_evictions`` (the default) preempted workloads are evicted at once; without it they keep
-    their quota (marked ``eviction``) so that the caller can checkpoint them first, and their preemptors wait.
+    Workloads of stopped queues are drained first (``SettleResult.evictions``). With ``complete_evictions`` (the
+    default) preempted and drained workloads are evicted at once; without it they keep their quota (marked
+    ``eviction``) so that the caller can checkpoint them first, and their preemptors wait.
     """
     engine = Engine(state, now)
+    drained = tuple(engine.drain(now))
+    if complete_evictions:
+        for stop in drained:
+            engine.complete_eviction(stop.workload, now)
     cycles = []
     for _ in range(max_cycles):
         if not engine.heads():
@@ -103,7 +129,9 @@ def settle(state: ClusterState, now: float, *, max_cycles: int = 1000, complete_
         evicted = engine.complete_evictions(now) if complete_evictions else False
         if not outcome.changed and not outcome.parked and not evicted:
             break
-    return SettleResult(state=engine.export_state(), cycles=tuple(cycles), pending=_pending_reasons(engine))
+    return SettleResult(
+        state=engine.export_state(), cycles=tuple(cycles), pending=_pending_reasons(engine), evictions=drained
+    )
 
 
 def explain(state: ClusterState, workload: str | Workload, now: float) -> Explanation:

@@ -40,6 +40,10 @@ WAIT_CODE_ORDER: tuple[WaitCode, ...] = (
 PreemptionReason = Literal[
     "InClusterQueue", "InCohortReclamation", "InCohortReclaimWhileBorrowing", "InCohortFairSharing"
 ]
+QueueStopReason = Literal["ClusterQueueStopped", "LocalQueueStopped"]
+
+#: Evicted reasons of a stopPolicy (the workload waits for its queue to restart, Requeued=False).
+QUEUE_STOP_REASONS: frozenset[str] = frozenset({"ClusterQueueStopped", "LocalQueueStopped"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +87,23 @@ class Preemption:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueStopEviction:
+    """A workload whose queue's ``stopPolicy`` takes its quota back (Kueue's workload controller, not a cycle).
+
+    ``admitted`` True: it was admitted and its LocalQueue or ClusterQueue is ``HoldAndDrain``; Kueue sets
+    Evicted=True with ``reason`` and ``message`` ("The ClusterQueue is stopped") and the workload keeps its quota
+    until its pods are gone. False: it only had quota reserved (admission checks pending) and its queue has any
+    stopPolicy; Kueue releases the reservation at once (QuotaReserved=False, "ClusterQueue X is stopped").
+    """
+
+    workload: str
+    cluster_queue: str
+    reason: QueueStopReason
+    message: str
+    admitted: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class WaitReason:
     """Why a workload is pending: one primary code, a plain sentence, Kueue's own text and the numbers.
 
@@ -100,12 +121,13 @@ class WaitReason:
 
 @dataclass(frozen=True, slots=True)
 class CycleResult:
-    """The outcome of one scheduling cycle."""
+    """The outcome of one scheduling cycle; ``evictions`` are the stop-policy evictions made just before it."""
 
     now: float
     admitted: tuple[AdmissionDecision, ...] = ()
     preemptions: tuple[Preemption, ...] = ()
     pending: Mapping[str, WaitReason] = field(default_factory=dict)
+    evictions: tuple[QueueStopEviction, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,8 @@ NAMESPACE_MISMATCH = "workload namespace doesn't match ClusterQueue selector"
 FAILED_CHECKS = "The workload has failed admission checks"
 NOT_ALL_CHECKS_READY = "The workload has not all checks ready"
 DEACTIVATED = "The workload is deactivated"
+CLUSTER_QUEUE_STOPPED = "The ClusterQueue is stopped"
+LOCAL_QUEUE_STOPPED = "The LocalQueue is stopped"
 
 
 def insufficient_unused_quota(resource: str, flavor: str, missing: int) -> str:
@@ -113,6 +115,11 @@ def local_queue_missing(name: str) -> str:
 def local_queue_inactive(name: str) -> str:
     """``LocalQueue X is inactive``."""
     return f"LocalQueue {name} is inactive"
+
+
+def local_queue_stopped(name: str) -> str:
+    """``LocalQueue X is stopped``: a quota reservation released because the LocalQueue has a stopPolicy."""
+    return f"LocalQueue {name} is stopped"
 
 
 def cluster_queue_missing(name: str) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from .decisions import QUEUE_STOP_REASONS
 from .kueue_config import configuration, configuration_from_config_map
 from .model import (
     DEGRADED_DEVICES_LABEL,
@@ -874,6 +875,10 @@ def run_scenario(scenario: Scenario, *, mode: str = "settle", until: float | Non
     engine = Engine(scenario.state, scenario.start)
     replay = Replay(engine, start=scenario.start, checks_delay=scenario.checks_delay)
     if mode == "once":
+        for stop in engine.drain(scenario.start):
+            rec = replay.records[stop.workload]
+            rec.stop_eviction, rec.stopped_at = stop, scenario.start
+            replay.queues[stop.cluster_queue].drained += int(stop.admitted)
         outcome = engine.cycle(scenario.start)
         result = ReplayResult(replay.records, replay.queues, scenario.start, scenario.start, 1)
         for decision in outcome.admitted:
@@ -911,7 +916,7 @@ def _document(engine: Engine, scenario: Scenario, result: ReplayResult, window: 
         elif wl.state == FINISHED:
             state = "finished"
         elif wl.state == EVICTING:
-            state = "preempted"
+            state = "evicted" if wl.eviction is not None and wl.eviction.reason in QUEUE_STOP_REASONS else "preempted"
         else:
             state = "pending"
         reason = None
@@ -960,6 +965,14 @@ def _document(engine: Engine, scenario: Scenario, result: ReplayResult, window: 
             "admittedAt": _rel(admitted_at, start),
             "finishedAt": _rel(rec.finished_at if rec is not None else None, start),
         }
+        if rec is not None and rec.stop_eviction is not None:
+            # Only on workloads a stopped queue took quota from, so other documents keep their shape.
+            row["stopEviction"] = {
+                "reason": rec.stop_eviction.reason,
+                "message": rec.stop_eviction.message,
+                "admitted": rec.stop_eviction.admitted,
+                "at": _rel(rec.stopped_at, start),
+            }
         rows.append(row)
         if wl.cq in counts:
             c = counts[wl.cq]
@@ -994,6 +1007,8 @@ def _document(engine: Engine, scenario: Scenario, result: ReplayResult, window: 
             "resource": resource,
             "nominal": nominal,
         }
+        if stats.drained:
+            queues[name]["evicted"] = stats.drained
     summary: dict[str, Any] = {
         "clusterQueues": queues,
         "waitSeconds": {"p50": _percentile(waits, 0.5), "p90": _percentile(waits, 0.9)},
@@ -1020,6 +1035,9 @@ def render_table(document: Mapping[str, Any]) -> str:
             if w["reason"]
             else ("preempted by " + w["preemptedBy"] if w["preemptedBy"] and w["state"] == "preempted" else "-")
         )
+        stop = w.get("stopEviction")
+        if stop and stop["admitted"]:
+            reason = f"{reason} (evicted: {stop['reason']})" if w["reason"] else f"evicted: {stop['reason']}"
         rows.append([w["name"], w["clusterQueue"] or "-", w["state"], flavors, nodes, reason])
     widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
     lines = ["  ".join(str(cell).ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in [headers, *rows]]

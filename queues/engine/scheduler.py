@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from itertools import count as _counter
 
 from . import messages as msg
-from .decisions import AdmissionDecision, PodSetAssignment, Preemption
+from .decisions import QUEUE_STOP_REASONS, AdmissionDecision, PodSetAssignment, Preemption, QueueStopEviction
 from .fair_share import share
 from .fair_sharing import fair_targets, tournament
 from .labels import NAMESPACE_NAME_LABEL, first_untolerated, node_affinity_matches, selector_matches, taint_go_struct
@@ -307,6 +307,10 @@ class Engine:
             labels.setdefault(NAMESPACE_NAME_LABEL, ns.name)
             self.namespaces[ns.name] = labels
         self.local_queues: dict[tuple[str, str], LocalQueue] = {(q.namespace, q.name): q for q in state.local_queues}
+        #: Whether any queue has a stopPolicy (only then can ``drain`` find anything to do).
+        self.has_stopped_queues = any(q.stop_policy != "None" for q in state.local_queues) or any(
+            c.stop_policy != "None" for c in state.cluster_queues
+        )
         self.priority_classes = {p.name: p.value for p in state.priority_classes}
         self.quota = QuotaTree(state.cluster_queues, state.cohorts)
         self.fair = state.fair_sharing
@@ -1445,8 +1449,56 @@ class Engine:
         wl.state = FINISHED
         wl.group = None
 
+    def drain(self, now: float) -> list[QueueStopEviction]:
+        """Kueue's workload controller on stopped queues: take quota back from workloads of stopped queues.
+
+        An admitted workload whose LocalQueue (checked first, as Kueue does) or ClusterQueue is ``HoldAndDrain`` is
+        evicted (it keeps its quota until ``complete_eviction``); one that only has quota reserved loses the
+        reservation at once under any stopPolicy. ``Hold`` leaves admitted workloads running. Workloads already
+        being evicted are left alone. Idempotent: a second call at any time finds nothing new.
+        """
+        if not self.has_stopped_queues:
+            return []
+        out: list[QueueStopEviction] = []
+        for cq in self.cqs.values():
+            for key in sorted(cq.admitted):
+                wl = cq.admitted[key]
+                if wl.state not in (ADMITTED, RESERVED):
+                    continue
+                lq_policy = wl.lq.stop_policy if wl.lq is not None else "None"
+                if wl.state == ADMITTED:
+                    if lq_policy == "HoldAndDrain":
+                        reason, text = "LocalQueueStopped", msg.LOCAL_QUEUE_STOPPED
+                    elif cq.spec.stop_policy == "HoldAndDrain":
+                        reason, text = "ClusterQueueStopped", msg.CLUSTER_QUEUE_STOPPED
+                    else:
+                        continue
+                    wl.state = EVICTING
+                    self.evicting.add(key)
+                    wl.eviction = Eviction(reason=reason, message=text, preemptor=None, issued_at=now)
+                    out.append(QueueStopEviction(key, cq.name, reason, text))  # type: ignore[arg-type]
+                    continue
+                if lq_policy != "None":
+                    reason, text = "LocalQueueStopped", msg.local_queue_stopped(wl.spec.queue_name)
+                elif cq.spec.stop_policy != "None":
+                    reason, text = "ClusterQueueStopped", msg.cluster_queue_inactive(cq.name, True)
+                else:
+                    continue
+                # Nothing runs yet: Kueue unsets the reservation directly; the queue order is unchanged.
+                self.release(key)
+                wl.assignment = []
+                wl.admitted_at = None
+                wl.pending_checks = ()
+                self._enqueue(wl)
+                out.append(QueueStopEviction(key, cq.name, reason, text, admitted=False))  # type: ignore[arg-type]
+        return out
+
     def complete_eviction(self, key: str, now: float) -> None:
-        """An evicted workload's pods are gone: release its quota and requeue it (ordered by eviction time)."""
+        """An evicted workload's pods are gone: release its quota and requeue it (ordered by eviction time).
+
+        A workload evicted by a stopped queue keeps its queue position (Kueue orders it by creation time); it stays
+        pending, outside the queue, until the queue restarts.
+        """
         wl = self.workloads[key]
         self.evicting.discard(key)
         if wl.state != EVICTING:
@@ -1455,8 +1507,9 @@ class Engine:
         wl.assignment = []
         wl.admitted_at = None
         wl.pending_checks = ()
-        wl.ts = now
-        wl.evicted_at = now
+        if wl.eviction is None or wl.eviction.reason not in QUEUE_STOP_REASONS:
+            wl.ts = now
+            wl.evicted_at = now
         wl.eviction = None
         self._enqueue(wl)
 

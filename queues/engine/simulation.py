@@ -1,4 +1,8 @@
-"""Event-driven replay over simulated time: submissions, runtimes, admission checks, preemption requeues."""
+"""Event-driven replay over simulated time: submissions, runtimes, admission checks, preemption requeues.
+
+Queues with a stopPolicy are drained at the first instant (``HoldAndDrain`` evicts admitted workloads, whose
+evictions complete at once like preemptions'); the policy of a queue does not change during a replay.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import count
 
+from .decisions import QueueStopEviction
 from .model import Workload
 from .quantity import is_device_resource
 from .scheduler import ADMITTED, EVICTING, FINISHED, PENDING, RESERVED, CycleOutcome, Engine
@@ -25,6 +30,8 @@ class WorkloadRecord:
     preempted_by: str | None = None
     admissions: int = 0
     evictions: int = 0
+    stop_eviction: QueueStopEviction | None = None
+    stopped_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -39,6 +46,7 @@ class QueueStats:
     admissions: int = 0
     preempted: int = 0
     finished: int = 0
+    drained: int = 0
 
 
 @dataclass(slots=True)
@@ -154,9 +162,25 @@ class Replay:
 
     # ------------------------------------------------------------------ running
 
+    def _drain(self, now: float, touched: set[str]) -> None:
+        """Stopped queues take quota back first (Kueue's workload controller); drained pods end at once."""
+        for stop in self.engine.drain(now):
+            rec = self.records.setdefault(stop.workload, WorkloadRecord(submitted_at=now))
+            rec.stop_eviction = stop
+            rec.stopped_at = now
+            touched.add(stop.cluster_queue)
+            if stop.admitted:
+                rec.evictions += 1
+                if stop.cluster_queue in self.queues:
+                    self.queues[stop.cluster_queue].drained += 1
+                self.engine.complete_eviction(stop.workload, now)
+            self._generation[stop.workload] = self._generation.get(stop.workload, 0) + 1
+
     def _settle(self, now: float) -> set[str]:
         engine = self.engine
         touched: set[str] = set()
+        if engine.has_stopped_queues:
+            self._drain(now, touched)
         for _ in range(self.max_cycles):
             heads = engine.heads()
             if not heads:

@@ -384,6 +384,32 @@ def test_workload_verdict_backoff_after_pods_ready_timeout():
     assert unhealthy.code == km.HEALTH_BLOCKED
 
 
+@pytest.mark.parametrize("kind", ["ClusterQueue", "LocalQueue"])
+def test_workload_verdict_hold_and_drain_eviction_then_wait_for_restart(kind):
+    text = f"The {kind} is stopped"
+    draining = km.workload_verdict(
+        _wl(
+            ("QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cq"),
+            ("Admitted", "True", "Admitted", "The workload is admitted"),
+            ("Evicted", "True", f"{kind}Stopped", text),
+            admission={"clusterQueue": "cq"},
+        )
+    )
+    assert (draining.state, draining.code) == ("evicted", km.MISCONFIGURED)
+    assert draining.details["evictedReason"] == f"{kind}Stopped"
+    assert draining.ids == ("queue_stopped_eviction",)
+    assert f"The {kind} was stopped by an admin" in draining.message
+    waiting = km.workload_verdict(
+        _wl(
+            ("Evicted", "True", f"{kind}Stopped", text),
+            ("Requeued", "False", f"{kind}Stopped", text),
+            ("QuotaReserved", "False", "Pending", text),
+        )
+    )
+    assert (waiting.state, waiting.code) == ("pending", km.MISCONFIGURED)
+    assert waiting.kueue_message == text
+
+
 def test_workload_verdict_deactivated_and_admitted_but_blocked():
     wl = _wl(
         (

@@ -154,6 +154,41 @@ def test_preemption_names_the_preemptor_and_releases_at_pod_end(world, kube):
     assert preemptor.events.filter(kind="preempting").exists()
 
 
+def test_hold_and_drain_eviction_is_shown_then_waits_for_the_restart(world, kube):
+    job = _running(world, kube)
+    wl = kube.workload(job.k8s_name, NS)
+    stopped = condition("Evicted", "True", "ClusterQueueStopped", "The ClusterQueue is stopped", at(10))
+    kube.set_status(job.k8s_name, NS, conditions=[*wl["status"]["conditions"], stopped])
+    world.sync()  # Kueue evicted the workload; its pods are still ending
+    job = world.job(job)
+    assert (job.state, job.eviction_reason) == ("preempting", "ClusterQueueStopped")
+    evicted = job.events.get(kind="evicted")
+    assert evicted.at == at(10)
+    assert evicted.details == {"reason": "ClusterQueueStopped", "kueueMessage": "The ClusterQueue is stopped"}
+    assert "an admin stopped the team's quota (ClusterQueue vision" in evicted.message
+    kube.evict(job.k8s_name, NS, reason="ClusterQueueStopped", message="The ClusterQueue is stopped", when=at(11))
+    world.sync()
+    job = world.job(job)
+    assert job.state == "pending"
+    assert job.preemption_count == 0
+    requeued = job.events.get(kind="requeued")
+    assert requeued.details["reason"] == "queue_stopped"
+    assert requeued.message.startswith("The ClusterQueue was stopped by an admin; the job waits until it restarts.")
+    assert set(Allocation.objects.filter(job=job).values_list("ended_at", flat=True)) == {at(11)}
+    assert job.wait_reason == "misconfigured"
+    # The workload controller then marks it inadmissible while the ClusterQueue stays stopped.
+    kube.pending(job.k8s_name, NS, "ClusterQueue vision is inactive", reason="Inadmissible", when=at(12))
+    world.sync()
+    job = world.job(job)
+    assert job.wait_reason == "misconfigured"
+    assert job.kueue_message == "ClusterQueue vision is inactive"
+    # Restarted (stopPolicy None): Requeued=True ClusterQueueRestarted, then admitted again.
+    kube.admit(job.k8s_name, NS, cluster_queue="vision", flavor="h100", nodes=["gpu-a1"], gpus_per_pod=8, when=at(20))
+    kube.run_pods(job.k8s_name, NS, ["gpu-a1"], when=at(21))
+    world.sync()
+    assert world.job(job).state == "running"
+
+
 def test_pods_ready_timeout_requeues_and_waits_for_the_backoff(world, kube):
     job = _running(world, kube)
     kube.evict(

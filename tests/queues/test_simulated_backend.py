@@ -203,3 +203,66 @@ def test_simulated_preemption_checkpoints_then_evicts_then_admits(sim, settings,
     assert boss.events.filter(kind=JobEvent.Kind.PREEMPTING).count() == 1
     # No device is ever held twice.
     assert Allocation.objects.filter(ended_at__isnull=True).count() == 8
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_simulated_hold_and_drain_evicts_running_jobs_until_restarted(sim, settings, checkpoint):
+    settings.SIMULATED_CHECKPOINT_SECONDS = 30
+    cluster, member, rc, _ = sim
+    quota = member.team.quotas.get()
+    t0 = timezone.now() - timedelta(hours=1)
+    ckpt = {"checkpoint_path": "/ckpt", "checkpoint_signal": "SIGUSR1"} if checkpoint else {}
+    first = submit(member, rc, "first", devices=4, at=t0, runtime=7200, **ckpt)
+    second = submit(member, rc, "second", devices=4, at=t0 + timedelta(seconds=1), runtime=7200)
+    simulated_cluster_tick_run(cluster_id=cluster.pk, now=t0 + timedelta(seconds=1))
+    simulated_cluster_tick_run(cluster_id=cluster.pk, now=t0 + timedelta(seconds=2))
+    assert (state(first), state(second)) == (Job.State.RUNNING, Job.State.RUNNING)
+
+    quota.stop_policy = "Hold"
+    quota.save()
+    t1 = t0 + timedelta(minutes=30)
+    report = simulated_cluster_tick_run(cluster_id=cluster.pk, now=t1)
+    assert report.evicted == []
+    assert (state(first), state(second)) == (Job.State.RUNNING, Job.State.RUNNING)
+
+    quota.stop_policy = "HoldAndDrain"
+    quota.save()
+    report = simulated_cluster_tick_run(cluster_id=cluster.pk, now=t1 + timedelta(seconds=1))
+    assert sorted(report.evicted) == sorted([first.pk, second.pk])
+    assert report.preempted == []
+    assert (state(first), state(second)) == (Job.State.PREEMPTING, Job.State.PREEMPTING)
+    assert first.eviction_reason == "ClusterQueueStopped"
+    evicted = first.events.get(kind=JobEvent.Kind.EVICTED)
+    assert evicted.details == {"reason": "ClusterQueueStopped", "kueueMessage": "The ClusterQueue is stopped"}
+    assert evicted.message.startswith("Evicted: an admin stopped the team's quota (ClusterQueue ")
+    assert first.events.filter(kind=JobEvent.Kind.CHECKPOINT_REQUESTED).exists() == checkpoint
+
+    simulated_cluster_tick_run(cluster_id=cluster.pk, now=t1 + timedelta(seconds=5))
+    assert state(second) == Job.State.PENDING
+    assert state(first) == (Job.State.PREEMPTING if checkpoint else Job.State.PENDING)
+    simulated_cluster_tick_run(cluster_id=cluster.pk, now=t1 + timedelta(seconds=40))
+    for job in (first, second):
+        assert state(job) == Job.State.PENDING
+        assert job.wait_reason == "misconfigured"
+        assert job.kueue_message.startswith("ClusterQueue ")
+        assert job.kueue_message.endswith(" is stopped")
+        assert job.preemption_count == 0
+        assert job.eviction_reason == ""
+        requeued = job.events.get(kind=JobEvent.Kind.REQUEUED)
+        assert requeued.details["reason"] == "queue_stopped"
+        assert "waits until an admin restarts the queue" in requeued.message
+    assert ("lostDeviceHours" in first.events.get(kind=JobEvent.Kind.REQUEUED).details) != checkpoint
+    assert first.queued_at == first.submitted_at  # its place in the queue is kept
+    assert not Allocation.objects.filter(ended_at__isnull=True).exists()
+
+    quota.stop_policy = "None"
+    quota.save()
+    t2 = t1 + timedelta(minutes=5)
+    report = simulated_cluster_tick_run(cluster_id=cluster.pk, now=t2)
+    assert sorted(report.admitted) == sorted([first.pk, second.pk])
+    assert report.evicted == []
+    assert Allocation.objects.filter(ended_at__isnull=True).count() == 8
+    # A second tick changes nothing about the stop: no new eviction, the jobs start.
+    report = simulated_cluster_tick_run(cluster_id=cluster.pk, now=t2 + timedelta(seconds=1))
+    assert report.evicted == []
+    assert (state(first), state(second)) == (Job.State.RUNNING, Job.State.RUNNING)

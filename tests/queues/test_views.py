@@ -394,3 +394,22 @@ def test_submit_form_offers_the_teams_priorities_only(alice, pool):
     )
     assert response.status_code == 302
     assert Job.objects.get().priority_class == low
+
+
+def test_job_detail_says_why_a_stopped_queue_evicted_the_job(alice, pool):
+    from pools.backends.simulated import simulated_cluster_tick_run
+
+    job = submit(pool, devices_per_pod=4, pod_count=1, sim_runtime_seconds=7200)
+    t0 = timezone.now()
+    simulated_cluster_tick_run(cluster_id=pool.cluster.pk, now=t0)
+    simulated_cluster_tick_run(cluster_id=pool.cluster.pk, now=t0 + timedelta(seconds=1))
+    pool.quota.stop_policy = "HoldAndDrain"
+    pool.quota.save()
+    simulated_cluster_tick_run(cluster_id=pool.cluster.pk, now=t0 + timedelta(seconds=2))
+    html = alice.get(reverse("queues:job_detail", args=[job.pk])).content.decode()
+    assert "Being evicted: an admin stopped your team's queue (stop policy HoldAndDrain)" in html
+    assert "Evicted: an admin stopped the team&#x27;s quota (ClusterQueue vision, stop policy HoldAndDrain)" in html
+    simulated_cluster_tick_run(cluster_id=pool.cluster.pk, now=t0 + timedelta(seconds=3))
+    html = alice.get(reverse("queues:job_detail", args=[job.pk])).content.decode()
+    assert "waits until an admin restarts the queue" in html
+    assert "ClusterQueue vision cannot admit jobs: it is stopped" in html
