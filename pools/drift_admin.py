@@ -187,6 +187,8 @@ class KubeConfigObjectAdmin(admin.ModelAdmin):
                 continue
             level = messages.WARNING if report.drifted or report.conflicts or report.errors else messages.SUCCESS
             self.message_user(request, f"Cluster {cluster.name}: {report.text()}", level)
+            if report.kueue_config is not None and report.kueue_config.needs_attention:
+                self.message_user(request, f"Cluster {cluster.name}: {report.kueue_config.problem}", messages.WARNING)
         return HttpResponseRedirect(reverse("admin:pools_kubeconfigobject_changelist"))
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
