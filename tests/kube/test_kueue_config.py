@@ -226,3 +226,63 @@ def test_kueue_config_checked_by_the_admins_check_now_button(portal, cluster, em
     assert "Cluster gpu-east: Kueue&#x27;s configuration has fair sharing on" in page
     cluster.refresh_from_db()
     assert cluster.kueue_config_state == "mismatch"
+
+
+# --- what admins see --------------------------------------------------------------------------------------------------
+
+CHANGELIST = "admin:pools_kubeconfigobject_changelist"
+
+
+def test_kueue_config_mismatch_on_the_drift_page_is_highlighted_with_how_to_fix(
+    portal, cluster, emulator, admin_client
+):
+    emulator.put(kueue_config_map(V1BETA2_BOTH))
+    admin_client.post(reverse("admin:pools_kubeconfigobject_check"))
+    page = admin_client.get(reverse(CHANGELIST)).content.decode()
+    assert f'<tr id="pools-kueue-config-{cluster.pk}" class="kube-attention">' in page
+    assert "<strong>Does not match the switch</strong>" in page
+    assert "Kueue&#x27;s configuration has fair sharing on (LessThanOrEqualToFinalShare, LessThanInitialShare)" in page
+    assert reverse("admin:pools_cluster_change", args=[cluster.pk]) in page
+    assert 'id="pools-kueue-config-fix"' in page
+    assert "edit this cluster&#x27;s fair-sharing switch" in page
+    assert "rollout restart deployment kueue-controller-manager" in page
+
+
+def test_kueue_config_match_on_the_drift_page_is_quiet(portal, cluster, emulator, admin_client):
+    emulator.put(kueue_config_map(V1BETA2_OFF))
+    admin_client.post(reverse("admin:pools_kubeconfigobject_check"))
+    page = admin_client.get(reverse(CHANGELIST)).content.decode()
+    assert f'<tr id="pools-kueue-config-{cluster.pk}" class="kube-ok">' in page
+    assert "Matches the switch" in page
+    assert 'id="pools-kueue-config-fix"' not in page
+
+
+def test_kueue_config_missing_on_the_drift_page_needs_attention(portal, cluster, emulator, admin_client):
+    admin_client.post(reverse("admin:pools_kubeconfigobject_check"))
+    page = admin_client.get(reverse(CHANGELIST)).content.decode()
+    assert f'<tr id="pools-kueue-config-{cluster.pk}" class="kube-attention">' in page
+    assert "<strong>ConfigMap not found</strong>" in page
+    assert 'id="pools-kueue-config-fix"' not in page  # the problem itself says what to do
+
+
+def test_kueue_config_on_the_cluster_admin_page(portal, cluster, api, emulator, admin_client):
+    url = reverse("admin:pools_cluster_change", args=[cluster.pk])
+    assert "Not checked yet" in admin_client.get(url).content.decode()
+    emulator.put(kueue_config_map(V1BETA2_BOTH))
+    kube_config_push(cluster=cluster, api=api)
+    page = admin_client.get(url).content.decode()
+    assert '<div id="cluster-kueue-config" class="errornote"><strong>Does not match the switch</strong>' in page
+    assert "this cluster&#x27;s switch is off" in page
+    assert "rollout restart deployment kueue-controller-manager" in page
+    assert 'name="kueue_config' not in page  # read-only: no form field
+    _switch(cluster, True)
+    kube_config_push(cluster=Cluster.objects.get(pk=cluster.pk), api=api)
+    page = admin_client.get(url).content.decode()
+    assert '<span id="cluster-kueue-config">Matches the switch (checked ' in page
+    assert "errornote" not in page.split('id="cluster-kueue-config"')[0][-200:]
+
+
+def test_kueue_config_not_checked_on_a_simulated_cluster(db, admin_client):
+    simulated = Cluster.objects.create(name="sim")
+    page = admin_client.get(reverse("admin:pools_cluster_change", args=[simulated.pk])).content.decode()
+    assert "Not checked: the simulated cluster follows the switch itself." in page
