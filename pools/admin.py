@@ -6,7 +6,10 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Q
 from django.forms.models import BaseInlineFormSet
+from django.utils import timezone
+from django.utils.html import format_html
 
+from pools.kube_sync.kueue_config import fix_hint
 from pools.models import Cluster, Device, Node, ResourceClass, ResourceClassFlavor, ResourceFlavor, Topology
 from pools.services import ClassSpec, resource_class_check
 from queues.policy.admin_support import PolicyAdmin, WhatIfAdminMixin
@@ -27,7 +30,14 @@ class ClusterAdmin(WhatIfAdminMixin, PolicyAdmin):
     )
     list_filter = ("backend", "fair_sharing")
     search_fields = ("name", "display_name")
-    readonly_fields = ("sync_bookmarks", "last_synced_at", "last_sync_error", "last_sync_error_at", "created_at")
+    readonly_fields = (
+        "kueue_config",
+        "sync_bookmarks",
+        "last_synced_at",
+        "last_sync_error",
+        "last_sync_error_at",
+        "created_at",
+    )
 
     def get_queryset(self, request):
         """Count present nodes in the list query."""
@@ -37,6 +47,27 @@ class ClusterAdmin(WhatIfAdminMixin, PolicyAdmin):
     def node_count(self, obj: Cluster) -> int:
         """Present nodes."""
         return obj._nodes
+
+    @admin.display(description="Kueue's configuration")
+    def kueue_config(self, obj: Cluster) -> str:
+        """The last check of Kueue's own fair-sharing configuration against this switch; how to fix a mismatch."""
+        if obj.backend != Cluster.Backend.KUBERNETES:
+            return "Not checked: the simulated cluster follows the switch itself."
+        if obj.kueue_config_checked_at is None:
+            return "Not checked yet: the next configuration push reads Kueue's manager ConfigMap."
+        checked = f"{timezone.localtime(obj.kueue_config_checked_at):%Y-%m-%d %H:%M}"
+        state = obj.get_kueue_config_state_display()
+        if not obj.kueue_config_needs_attention:
+            return format_html('<span id="cluster-kueue-config">{} (checked {})</span>', state, checked)
+        hint = fix_hint() if obj.kueue_config_state == Cluster.KueueConfig.MISMATCH else ""
+        return format_html(
+            '<div id="cluster-kueue-config" class="errornote"><strong>{}</strong> (checked {}): {}'
+            '<br><span id="cluster-kueue-config-fix">{}</span></div>',
+            state,
+            checked,
+            obj.kueue_config_problem,
+            hint,
+        )
 
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
         """A change of the fair-sharing switch gets the what-if preview; other edits save directly."""

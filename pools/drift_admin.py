@@ -15,6 +15,7 @@ from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
 from pools.kube_sync import drift
+from pools.kube_sync.kueue_config import fix_hint
 from pools.models import Cluster, KubeConfigObject
 from portal.errors import DomainError
 
@@ -187,7 +188,20 @@ class KubeConfigObjectAdmin(admin.ModelAdmin):
                 continue
             level = messages.WARNING if report.drifted or report.conflicts or report.errors else messages.SUCCESS
             self.message_user(request, f"Cluster {cluster.name}: {report.text()}", level)
+            if report.kueue_config is not None and report.kueue_config.needs_attention:
+                self.message_user(request, f"Cluster {cluster.name}: {report.kueue_config.problem}", messages.WARNING)
         return HttpResponseRedirect(reverse("admin:pools_kubeconfigobject_changelist"))
+
+    def changelist_view(self, request, extra_context=None):
+        """The list, under each kubernetes cluster's check of Kueue's own configuration (no button: not ours)."""
+        clusters = list(drift.kueue_config_outcomes())
+        extra = {
+            "kueue_clusters": clusters,
+            "kueue_mismatch": any(c.kueue_config_state == Cluster.KueueConfig.MISMATCH for c in clusters),
+            "kueue_fix_hint": fix_hint(),
+            **(extra_context or {}),
+        }
+        return super().changelist_view(request, extra)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         """Read-only page with the re-apply / adopt buttons."""

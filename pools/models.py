@@ -32,6 +32,17 @@ class Cluster(models.Model):
         FINAL_SHARE = "LessThanOrEqualToFinalShare", "LessThanOrEqualToFinalShare only"
         INITIAL_SHARE = "LessThanInitialShare", "LessThanInitialShare only"
 
+    class KueueConfig(models.TextChoices):
+        """Outcome of the last check of Kueue's manager configuration against the fair-sharing switch."""
+
+        UNCHECKED = "", "Not checked yet"
+        MATCHES = "matches", "Matches the switch"
+        MISMATCH = "mismatch", "Does not match the switch"
+        MISSING = "missing", "ConfigMap not found"
+        FORBIDDEN = "forbidden", "Not allowed to read it"
+        INVALID = "invalid", "Cannot be read (bad content)"
+        ERROR = "error", "The cluster refused the read"
+
     name = models.CharField(max_length=63, unique=True, validators=[dns_label])
     display_name = models.CharField(max_length=120, blank=True)
     backend = models.CharField(max_length=20, choices=Backend.choices, default=Backend.SIMULATED)
@@ -54,13 +65,40 @@ class Cluster(models.Model):
         default=FairSharingStrategies.BOTH,
         help_text="fairSharing.preemptionStrategies, used when fair sharing is on.",
     )
-    history = PolicyHistory(bookkeeping=("sync_bookmarks", "last_synced_at", "last_sync_error", "last_sync_error_at"))
+    kueue_config_state = models.CharField(
+        max_length=20,
+        choices=KueueConfig.choices,
+        default=KueueConfig.UNCHECKED,
+        blank=True,
+        editable=False,
+        help_text="Kueue's own configuration (its manager ConfigMap) compared with the fair-sharing switch.",
+    )
+    kueue_config_problem = models.TextField(
+        blank=True, editable=False, help_text="What is wrong, when the check did not match (empty when it matches)."
+    )
+    kueue_config_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    history = PolicyHistory(
+        bookkeeping=(
+            "sync_bookmarks",
+            "last_synced_at",
+            "last_sync_error",
+            "last_sync_error_at",
+            "kueue_config_state",
+            "kueue_config_problem",
+            "kueue_config_checked_at",
+        )
+    )
 
     class Meta:
         ordering = ["name"]
 
     def __str__(self) -> str:
         return self.display_name or self.name
+
+    @property
+    def kueue_config_needs_attention(self) -> bool:
+        """Whether the last check of Kueue's configuration found something an admin must look at."""
+        return self.kueue_config_state not in (self.KueueConfig.UNCHECKED, self.KueueConfig.MATCHES)
 
 
 class Topology(models.Model):

@@ -219,6 +219,8 @@ KUBE_API_RETRIES = env.int("KUBE_API_RETRIES", default=4)
 # In-cluster clusters: the directory holding the pod's ServiceAccount `token` and `ca.crt`.
 KUBE_SERVICE_ACCOUNT_DIR = env.str("KUBE_SERVICE_ACCOUNT_DIR", default="/var/run/secrets/kubernetes.io/serviceaccount")
 KUBE_STALE_AFTER_SECONDS = env.int("KUBE_STALE_AFTER_SECONDS", default=300)
+# Kueue's manager ConfigMap ("namespace/name"), read at each push to check the clusters' fair-sharing switch.
+KUEUE_CONFIG_MAP = env.str("KUEUE_CONFIG_MAP", default="kueue-system/kueue-manager-config")
 CELERY_BEAT_SCHEDULE = {
     "simulated-clusters-tick": {
         "task": "pools.simulated_clusters_tick",

@@ -4,6 +4,10 @@ This is the single statement of the portal's Kubernetes permissions. ``deploy/ba
 these verbs (a test compares them) and ``docs/kubernetes.md`` prints the table; a test also runs the portal's
 services against the API emulator and checks that every request it makes is covered here.
 
+Most grants are cluster-wide (the ClusterRole ``gpu-portal``). A grant with a ``namespace`` is a Role in that
+namespace instead, and one with ``names`` is limited to those objects (``resourceNames``): reading Kueue's
+manager ConfigMap must not become a grant on every ConfigMap of the cluster.
+
 Server-side apply is an HTTP PATCH, and an apply that creates the object is also authorised as ``create``: the
 applied kinds need both. Discovery (``/api``, ``/apis``) needs no grant beyond the default ``system:discovery``.
 """
@@ -15,6 +19,7 @@ from dataclasses import dataclass
 from pools.kube_sync.api import (
     CLUSTER_QUEUES,
     COHORTS,
+    CONFIG_MAPS,
     DEVICE_TAINT_RULES,
     EVENTS,
     JOBS,
@@ -29,10 +34,13 @@ from pools.kube_sync.api import (
     WORKLOADS,
     Resource,
 )
+from pools.kube_sync.conf import DEFAULTS
 
 APPLY = ("create", "patch")  # server-side apply (create on first apply)
 READ_CONFIG = ("get", "list")  # the push lists the kind; adopt reads one object
 SYNC = ("list", "watch")  # list + watch with resourceVersion
+#: Where deploy/base's Role lets the portal read Kueue's configuration (the default of KUEUE_CONFIG_MAP).
+KUEUE_NAMESPACE, KUEUE_CONFIG_MAP_NAME = DEFAULTS["KUEUE_CONFIG_MAP"].split("/")
 
 
 @dataclass(frozen=True)
@@ -42,11 +50,21 @@ class Access:
     resource: Resource
     verbs: tuple[str, ...]
     why: str
+    namespace: str = ""  # "": cluster-wide (the ClusterRole); else a Role in this namespace
+    names: tuple[str, ...] = ()  # resourceNames: only these objects (empty: all)
 
     @property
     def group(self) -> str:
         """The API group ("" for core)."""
         return self.resource.group
+
+    @property
+    def scope(self) -> str:
+        """Where the grant applies, in words: "cluster" or "namespace kueue-system, only kueue-manager-config"."""
+        if not self.namespace:
+            return "cluster"
+        only = f", only {', '.join(f'`{n}`' for n in self.names)}" if self.names else ""
+        return f"namespace `{self.namespace}`{only}"
 
 
 #: Resource → verbs. Keep in step with pools/kube_sync (the tests hold both to this table).
@@ -70,15 +88,46 @@ PORTAL_ACCESS: tuple[Access, ...] = (
     Access(RESOURCE_FLAVORS, ("delete", *READ_CONFIG, *APPLY), "quota push, drift"),
     Access(PRIORITY_CLASSES, ("delete", *READ_CONFIG, *APPLY), "priority classes"),
     Access(TOPOLOGIES, ("delete", *READ_CONFIG, *APPLY), "topology levels of TAS flavors"),
+    Access(
+        CONFIG_MAPS,
+        ("get",),
+        "Kueue's manager configuration: checks that each cluster's fair-sharing switch matches it (never writes)",
+        namespace=KUEUE_NAMESPACE,
+        names=(KUEUE_CONFIG_MAP_NAME,),
+    ),
 )
+
+#: (namespace, API group, plural, resource names) of one namespaced grant.
+RoleKey = tuple[str, str, str, tuple[str, ...]]
 
 
 def rbac_rules() -> dict[tuple[str, str], set[str]]:
-    """(API group, plural) → verbs, from :data:`PORTAL_ACCESS`."""
+    """(API group, plural) → verbs of the cluster-wide grants (the ClusterRole), from :data:`PORTAL_ACCESS`."""
     out: dict[tuple[str, str], set[str]] = {}
     for access in PORTAL_ACCESS:
-        out.setdefault((access.group, access.resource.plural), set()).update(access.verbs)
+        if not access.namespace:
+            out.setdefault((access.group, access.resource.plural), set()).update(access.verbs)
     return out
+
+
+def role_rules() -> dict[RoleKey, set[str]]:
+    """(namespace, API group, plural, resource names) → verbs of the namespaced grants (one Role per namespace)."""
+    out: dict[RoleKey, set[str]] = {}
+    for access in PORTAL_ACCESS:
+        if access.namespace:
+            key = (access.namespace, access.group, access.resource.plural, tuple(sorted(access.names)))
+            out.setdefault(key, set()).update(access.verbs)
+    return out
+
+
+def request_object(path: str) -> tuple[str, str]:
+    """(namespace, name) a request addresses ("" where it addresses none, e.g. a cluster-wide list)."""
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
+    namespace = ""
+    if rest[:1] == ["namespaces"] and len(rest) >= 3:
+        namespace, rest = rest[1], rest[2:]
+    return namespace, rest[1] if len(rest) > 1 else ""
 
 
 def request_verb(method: str, path: str, query: dict[str, str]) -> tuple[str, str, str] | None:

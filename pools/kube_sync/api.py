@@ -44,6 +44,8 @@ NAMESPACES = Resource("namespaces", "", "v1", "namespaces", "Namespace", False)
 NODES = Resource("nodes", "", "v1", "nodes", "Node", False)
 PODS = Resource("pods", "", "v1", "pods", "Pod", True)
 EVENTS = Resource("events", "", "v1", "events", "Event", True)
+#: Read only: Kueue's manager ConfigMap (one object, by name), for the fair-sharing check.
+CONFIG_MAPS = Resource("configmaps", "", "v1", "configmaps", "ConfigMap", True)
 JOBS = Resource("jobs", "batch", "v1", "jobs", "Job", True)
 RESOURCE_SLICES = Resource("resourceslices", "resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False)
 RESOURCE_CLAIMS = Resource("resourceclaims", "resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
@@ -66,6 +68,7 @@ ALL_RESOURCES = (
     NODES,
     PODS,
     EVENTS,
+    CONFIG_MAPS,
     JOBS,
     RESOURCE_SLICES,
     RESOURCE_CLAIMS,

@@ -29,6 +29,9 @@ DEFAULTS: dict[str, Any] = {
     "KUBE_TERMINATION_GRACE_SECONDS": 30,
     "KUBE_CHECKPOINT_GRACE_SECONDS": 300,
     "KUBE_RESUBMIT_AFTER_SECONDS": 120,
+    # Kueue's manager ConfigMap ("namespace/name", key controller_manager_config.yaml): read to check that the
+    # cluster's fair-sharing switch matches Kueue's own configuration (deploy/base/rbac.yaml grants only this one)
+    "KUEUE_CONFIG_MAP": "kueue-system/kueue-manager-config",
     # reconciliation
     "KUBE_RECONCILE_REPORTS_KEPT": 50,
     "KUBE_DEAD_NODE_SECONDS": 600,

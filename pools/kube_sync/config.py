@@ -5,6 +5,9 @@ ClusterQueues, LocalQueues, WorkloadPriorityClasses): when its own configuration
 field manager and, on a field conflict, forces — those fields are the portal's. For team Namespaces it owns only
 its labels and never forces.
 
+Each push also checks that Kueue's own configuration (its manager ConfigMap, which the portal only reads) agrees
+with the cluster's fair-sharing switch (:mod:`pools.kube_sync.kueue_config`).
+
 A live object that differs from what the portal last applied, while the portal's configuration did not change,
 has *drifted* (someone edited it in the cluster): the difference is stored on its
 :class:`~pools.models.KubeConfigObject` row and left alone until an admin re-applies the portal's version
@@ -23,6 +26,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from pools.kube_sync.api import BY_KIND, KubeApi, KubeConflict, KubeError, KubeRejected, KubeUnavailable, list_all
+from pools.kube_sync.kueue_config import KueueConfigCheck, kueue_config_check
 from pools.kube_sync.manifests import MANAGED_BY, PORTAL, desired_config, desired_hash, diff, live_view, object_key
 from pools.models import Cluster, KubeConfigObject, ResourceFlavor, Topology
 from portal.errors import Conflict, DomainError
@@ -56,6 +60,8 @@ class PushReport:
     orphaned: list[str] = field(default_factory=list)
     took_over: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: Kueue's own configuration against the fair-sharing switch (None: not checked, the read failed transiently).
+    kueue_config: KueueConfigCheck | None = None
 
     def text(self) -> str:
         """One line for logs and admin messages."""
@@ -113,7 +119,7 @@ def _record(cluster: Cluster, key: tuple[str, str, str]) -> KubeConfigObject:
 def kube_config_push(
     *, cluster: Cluster, api: KubeApi, now: datetime | None = None, reapply_drift: bool = False
 ) -> PushReport:
-    """Apply what changed in the portal, record drift and orphans; idempotent (a second run writes nothing)."""
+    """Apply what changed in the portal, record drift and orphans, check Kueue's configuration; idempotent."""
     now = now or timezone.now()
     report = PushReport(cluster=cluster.name)
     desired = desired_config(cluster)
@@ -143,6 +149,13 @@ def kube_config_push(
         report.orphaned.append(_label(key))
     stale = [r.pk for key, r in rows.items() if key not in wanted and key not in live]
     KubeConfigObject.objects.filter(pk__in=stale).delete()
+    try:
+        report.kueue_config = kueue_config_check(cluster=cluster, api=api, now=now)
+    except KubeUnavailable as exc:  # the last outcome stays: nothing new is known about Kueue's configuration
+        log.warning("cluster %s: Kueue's configuration not checked: %s", cluster.name, exc.message)
+    else:
+        if report.kueue_config.needs_attention:
+            log.warning("cluster %s: %s", cluster.name, report.kueue_config.problem)
     log.info("cluster %s: configuration push: %s", cluster.name, report.text())
     return report
 

@@ -128,6 +128,11 @@ def drifted_objects(*, cluster: Cluster | None = None) -> QuerySet[KubeConfigObj
     return qs.order_by("cluster__name", "drift_detected_at", "kind", "namespace", "name")
 
 
+def kueue_config_outcomes() -> QuerySet[Cluster]:
+    """Kubernetes clusters with the outcome of the last check of Kueue's own configuration, by name."""
+    return Cluster.objects.filter(backend=Cluster.Backend.KUBERNETES).order_by("name")
+
+
 # --- actions ---------------------------------------------------------------------------------------------------------
 
 

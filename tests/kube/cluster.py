@@ -11,6 +11,7 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 
 from tests.kube.emulator import Emulator
+from tests.kube.schemas import validate
 
 T0 = datetime(2026, 9, 1, 8, 0, tzinfo=UTC)
 
@@ -68,6 +69,28 @@ def gpu_node(
             ],
         },
     }
+
+
+def kueue_config_map(
+    configuration: str, *, name: str = "kueue-manager-config", namespace: str = "kueue-system"
+) -> dict:
+    """Kueue's manager ConfigMap as its release manifest installs it, with ``configuration`` as the YAML text.
+
+    Validated against the ConfigMap schema (kubernetes-validate), as the emulator validates what clients send.
+    """
+    obj = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/name": "kueue", "control-plane": "controller-manager"},
+        },
+        "data": {"controller_manager_config.yaml": configuration},
+    }
+    problems = validate(obj)
+    assert problems == [], problems
+    return obj
 
 
 def workload_name(job_name: str) -> str:

@@ -21,8 +21,9 @@ request keeps its ``Authorization`` header.
 Every object a client sends is validated (Kueue CRDs, kubernetes-validate for core kinds) and rejected with 422
 when invalid; ``emulator.rejected`` keeps the reasons so a test can assert that nothing was rejected.
 
-Faults: :meth:`Emulator.fail` answers matching requests with an error status (500, 429 …) or after a delay
-(client timeouts), or drops a watch after N events; a fault applies ``times`` times.
+Faults: :meth:`Emulator.fail` answers matching requests with an error status (500, 429, 403 Forbidden …, with the
+API server's reason and an optional message) or after a delay (client timeouts), or drops a watch after N events;
+a fault applies ``times`` times.
 
 The cluster side (Kueue's controllers, the kubelet) is played by the tests through :meth:`Emulator.put`,
 :meth:`Emulator.edit`, :meth:`Emulator.remove` — writes that bump resourceVersions and feed watches like any
@@ -75,6 +76,21 @@ def status(code: int, reason: str, message: str, *, details: Obj | None = None) 
     if details:
         out["details"] = details
     return out
+
+
+#: The Status reason the API server gives with each status an injected fault may answer (others: InternalError).
+FAULT_REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    410: "Expired",
+    422: "Invalid",
+    429: "TooManyRequests",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
 
 
 class HTTPStatusError(Exception):
@@ -251,6 +267,7 @@ class Fault:
     drop_after: int | None = None
     times: int = 1
     retry_after: str | None = None
+    message: str = "injected"
     hits: int = 0
 
     def matches(self, method: str, path: str, query: str) -> bool:
@@ -473,9 +490,10 @@ class Emulator:
         drop_after: int | None = None,
         times: int = 1,
         retry_after: str | None = None,
+        message: str = "injected",
     ) -> Fault:
-        """Inject a fault for the next ``times`` matching requests."""
-        fault = Fault(method.upper(), re.compile(path), status, delay, drop_after, times, retry_after)
+        """Inject a fault for the next ``times`` matching requests (``message`` is the Status's, e.g. a 403's)."""
+        fault = Fault(method.upper(), re.compile(path), status, delay, drop_after, times, retry_after, message)
         with self.lock:
             self.faults.append(fault)
         return fault
@@ -820,7 +838,7 @@ class Emulator:
             if fault is not None and fault.status:
                 headers = {"Retry-After": fault.retry_after} if fault.retry_after else None
                 return web.json_response(
-                    status(fault.status, "InternalError" if fault.status >= 500 else "TooManyRequests", "injected"),
+                    status(fault.status, FAULT_REASONS.get(fault.status, "InternalError"), fault.message),
                     status=fault.status,
                     headers=headers,
                 )

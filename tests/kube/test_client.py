@@ -273,3 +273,11 @@ def test_validator_honours_cel_rules_and_list_types():
     assert validate(job) == []
     job["spec"]["suspended"] = True  # a typo: strict schemas reject it
     assert validate(job)
+
+
+def test_emulator_answers_an_injected_403_as_the_api_server_does(api, emulator):
+    emulator.fail("GET", r"/api/v1/nodes/gpu-x\?", status=403, message='nodes "gpu-x" is forbidden')
+    with pytest.raises(KubeRejected) as info:
+        api.get(NODES, name="gpu-x")
+    assert (info.value.status, info.value.reason) == (403, "Forbidden")
+    assert 'nodes "gpu-x" is forbidden' in info.value.message

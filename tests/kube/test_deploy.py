@@ -1,6 +1,7 @@
 """deploy/: the kustomize base renders, validates against Kubernetes' schemas, and grants exactly the RBAC the code uses.
 
-The RBAC check is two-sided: the ClusterRole equals the table in :mod:`pools.kube_sync.access`, and the portal's
+The RBAC check is two-sided: the ClusterRole equals the cluster-wide part of the table in
+:mod:`pools.kube_sync.access` and the Role in Kueue's namespace its namespaced, name-restricted part, and the portal's
 own services, run against the API emulator over HTTP, make no request that table does not cover — and use every
 verb it grants (least privilege).
 """
@@ -23,7 +24,7 @@ from django.core.management import get_commands
 from pools.backends.k8s.health import health_directives_sync
 from pools.health import tickets
 from pools.health.services import Actor, device_health_set
-from pools.kube_sync.access import PORTAL_ACCESS, rbac_rules, request_verb
+from pools.kube_sync.access import PORTAL_ACCESS, rbac_rules, request_object, request_verb, role_rules
 from pools.kube_sync.api import DEVICE_TAINT_RULES
 from pools.kube_sync.config import kube_config_adopt, kube_config_push, kube_config_reapply
 from pools.kube_sync.jobs import kube_job_create, kube_job_delete
@@ -32,7 +33,7 @@ from pools.models import Device, HealthState, KubeConfigObject, Topology
 from portal.errors import DomainError
 from queues.models import Cohort, Job, PriorityClass, TeamQuota
 from queues.services import JobSpec, job_submit
-from tests.kube.cluster import at
+from tests.kube.cluster import at, kueue_config_map
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = REPO / "deploy" / "base"
@@ -40,13 +41,24 @@ K8S_VERSION = "1.34"
 PORTAL_IMAGE = "registry.example.com/gpu-pool-portal"
 
 
+CLUSTER_SCOPED = ("Namespace", "ClusterRole", "ClusterRoleBinding")
+
+
 def _kustomization() -> dict:
     return yaml.safe_load((BASE / "kustomization.yaml").read_text())
+
+
+def _namespace_transformer(kz: dict) -> dict:
+    """The inline NamespaceTransformer (``unsetOnly``: objects that name their namespace keep it)."""
+    (transformer,) = [t for t in map(yaml.safe_load, kz["transformers"]) if t["kind"] == "NamespaceTransformer"]
+    return transformer
 
 
 def render_base() -> list[dict]:
     """The base as kustomize renders it: resources in order, namespace, labels and image overrides applied."""
     kz = _kustomization()
+    namespace = _namespace_transformer(kz)
+    assert namespace["unsetOnly"] is True
     images = {i["name"]: f"{i.get('newName', i['name'])}:{i['newTag']}" for i in kz.get("images", [])}
     extra_labels: dict[str, str] = {}
     for entry in kz.get("labels", []):
@@ -57,8 +69,8 @@ def render_base() -> list[dict]:
             if doc is None:
                 continue
             meta = doc.setdefault("metadata", {})
-            if doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
-                meta["namespace"] = kz["namespace"]
+            if doc["kind"] not in CLUSTER_SCOPED:
+                meta.setdefault("namespace", namespace["metadata"]["namespace"])
             meta.setdefault("labels", {}).update(extra_labels)
             for container in _containers(doc):
                 container["image"] = images.get(container["image"], container["image"])
@@ -110,6 +122,8 @@ def test_deploy_every_manifest_validates_against_the_kubernetes_schema(rendered)
         "Job",
         "Namespace",
         "PodDisruptionBudget",
+        "Role",
+        "RoleBinding",
         "Service",
         "ServiceAccount",
     ]
@@ -138,6 +152,7 @@ def test_deploy_kubectl_kustomize_renders_the_same_objects(rendered):
         mine = next(d for d in rendered if key(d) == key(doc))
         assert doc.get("spec") == mine.get("spec"), key(doc)
         assert doc.get("rules") == mine.get("rules"), key(doc)
+        assert doc["metadata"].get("namespace") == mine["metadata"].get("namespace"), key(doc)
 
 
 # --- what runs ------------------------------------------------------------------------------------------------------
@@ -315,11 +330,37 @@ def test_deploy_cluster_role_grants_exactly_the_access_table(rendered):
     assert "*" not in {v for verbs in rbac_rules().values() for v in verbs}
 
 
+def _namespaced_rules(rendered) -> dict[tuple[str, str, str, tuple[str, ...]], set[str]]:
+    out: dict[tuple[str, str, str, tuple[str, ...]], set[str]] = {}
+    for role in (d for d in rendered if d["kind"] == "Role"):
+        for rule in role["rules"]:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    key = (role["metadata"]["namespace"], group, resource, tuple(sorted(rule.get("resourceNames", []))))
+                    out.setdefault(key, set()).update(rule["verbs"])
+    return out
+
+
+def test_deploy_roles_grant_exactly_the_namespaced_part_of_the_access_table(rendered):
+    assert _namespaced_rules(rendered) == role_rules()
+    assert role_rules() == {("kueue-system", "", "configmaps", ("kueue-manager-config",)): {"get"}}
+    assert ("", "configmaps") not in rbac_rules()  # never ConfigMaps cluster-wide
+    role = _by(rendered, "Role", "gpu-portal-kueue-config")
+    binding = _by(rendered, "RoleBinding", "gpu-portal-kueue-config")
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "kueue-system"
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gpu-portal", "namespace": "gpu-portal"}]
+
+
 def test_deploy_docs_print_the_access_table():
     docs = (REPO / "docs" / "kubernetes.md").read_text()
     for access in PORTAL_ACCESS:
         group = access.group or "core"
-        row = f"| `{access.resource.plural}` | {group} | {', '.join(sorted(access.verbs))} |"
+        row = f"| `{access.resource.plural}` | {group} | {', '.join(sorted(access.verbs))} | {access.scope} |"
         assert row in docs, row
 
 
@@ -336,6 +377,17 @@ def test_request_verb_maps_api_requests_as_the_api_server_authorises_them():
     assert request_verb("GET", "/apis", {}) is None
     assert request_verb("GET", "/apis/kueue.x-k8s.io/v1beta2", {}) is None
     assert request_verb("GET", "/version", {}) is None
+
+
+def test_request_object_names_the_namespace_and_the_object():
+    assert request_object("/api/v1/namespaces/kueue-system/configmaps/kueue-manager-config") == (
+        "kueue-system",
+        "kueue-manager-config",
+    )
+    assert request_object("/api/v1/namespaces/team-a") == ("", "team-a")
+    assert request_object("/api/v1/configmaps") == ("", "")
+    assert request_object("/apis/batch/v1/namespaces/a/jobs") == ("a", "")
+    assert request_object("/apis/kueue.x-k8s.io/v1beta2/clusterqueues/vision") == ("", "vision")
 
 
 SLICE = {
@@ -364,6 +416,8 @@ def test_deploy_rbac_covers_every_request_the_portal_makes(
     portal.quota.cohort = Cohort.objects.create(name="org")
     portal.quota.save()
     PriorityClass.objects.create(name="urgent", value=1000)
+    # the push also reads Kueue's manager ConfigMap (get, by name, in kueue-system: the Role's one grant)
+    emulator.put(kueue_config_map("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"))
     # push: lists, first applies (create); drift: adopt (get), forced re-apply (patch)
     kube_config_push(cluster=cluster, api=api)
     emulator.edit("WorkloadPriorityClass", "normal", value=150)
@@ -416,16 +470,38 @@ def test_deploy_rbac_covers_every_request_the_portal_makes(
     assert (len(result.removed), result.labelled, result.errors) == (2, ["gpu-a1"], [])
 
     granted = rbac_rules()
+    namespaced = role_rules()
     used: dict[tuple[str, str], set[str]] = {}
+    used_namespaced: dict[tuple[str, str, str, tuple[str, ...]], set[str]] = {}
+    missing: dict[tuple[str, str, str, str], set[str]] = {}
     for request in emulator.requests:
         needed = request_verb(request["method"], request["path"], request["query"])
         if needed is None:
             continue
         group, plural, verb = needed
-        used.setdefault((group, plural), set()).add(verb)
+        verbs = {verb}
         if request["method"] == "PATCH" and request["content_type"].startswith("application/apply-patch"):
-            used[(group, plural)].add("create")  # an apply may create: authorised as create too
-    missing = {k: v - granted.get(k, set()) for k, v in used.items() if v - granted.get(k, set())}
-    assert missing == {}, f"the ClusterRole lacks {missing}"
+            verbs.add("create")  # an apply may create: authorised as create too
+        namespace, name = request_object(request["path"])
+        for verb in verbs:
+            if verb in granted.get((group, plural), set()):
+                used.setdefault((group, plural), set()).add(verb)
+                continue
+            role = next(
+                (
+                    key
+                    for key, role_verbs in namespaced.items()
+                    if key[:3] == (namespace, group, plural) and (not key[3] or name in key[3]) and verb in role_verbs
+                ),
+                None,
+            )
+            if role is None:
+                missing.setdefault((namespace, group, plural, name), set()).add(verb)
+            else:
+                used_namespaced.setdefault(role, set()).add(verb)
+    assert missing == {}, f"no ClusterRole or Role grants {missing}"
     unused = {k: v - used.get(k, set()) for k, v in granted.items() if v - used.get(k, set())}
     assert unused == {}, f"granted but never used (least privilege): {unused}"
+    unused_namespaced = {k: v - used_namespaced.get(k, set()) for k, v in namespaced.items()}
+    assert all(not v for v in unused_namespaced.values()), f"Role grants never used: {unused_namespaced}"
+    assert used_namespaced == {("kueue-system", "", "configmaps", ("kueue-manager-config",)): {"get"}}

@@ -13,6 +13,7 @@ from pools.models import KubeConfigObject
 from queues.models import QuotaLine
 from tests.browsing import DB_LOCK
 from tests.factories import PASSWORD, UserFactory
+from tests.kube.cluster import kueue_config_map
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -62,3 +63,28 @@ def test_drift_page_reapply_and_adopt_in_the_browser(page, portal, cluster, api,
         assert not KubeConfigObject.objects.exclude(status="in_sync").exists()
     page.goto("/admin/pools/kubeconfigobject/")
     expect(page.locator("#result_list")).to_have_count(0)  # nothing left to look at
+
+
+def test_drift_page_shows_kueues_configuration_against_the_switch(page, portal, cluster, emulator, shots):
+    emulator.put(
+        kueue_config_map(
+            "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+            "fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]\n"
+        )
+    )
+    UserFactory(username="root", is_staff=True, is_superuser=True)
+    page.goto("/admin/login/?next=/admin/pools/kubeconfigobject/")
+    page.fill("#id_username", "root")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.click("#kube-check")
+    expect(page.locator("ul.messagelist")).to_contain_text("Kueue's configuration has fair sharing on")
+    row = page.locator(f"#pools-kueue-config-{cluster.pk}")
+    expect(row).to_have_class("kube-attention")
+    expect(row).to_contain_text("Does not match the switch")
+    expect(row).to_contain_text("but this cluster's switch is off")
+    expect(page.locator("#pools-kueue-config-fix")).to_contain_text("restart Kueue")
+    page.screenshot(path=str(shots / "admin-drift-kueue-config.png"), full_page=True)
+    row.get_by_role("link", name="gpu-east").click()
+    expect(page.locator("#cluster-kueue-config")).to_contain_text("Does not match the switch")
+    expect(page.locator("#cluster-kueue-config-fix")).to_contain_text("edit this cluster's fair-sharing switch")
