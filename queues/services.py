@@ -480,13 +480,7 @@ def job_preempt(job: Job, *, now: datetime, preemptor: Job | None, reason: str, 
     _set_state(job, Job.State.PREEMPTING, now=now, fields=["eviction_reason"])
     record_event(job, JobEvent.Kind.PREEMPTED, f"Preempted to make room for {who} ({reason}).", at=now, details=details)
     if has_checkpoint_policy(job):
-        how = job.checkpoint_signal or " ".join(job.checkpoint_command)
-        record_event(
-            job,
-            JobEvent.Kind.CHECKPOINT_REQUESTED,
-            f"Checkpoint requested ({how}); the job is evicted once it is written to {job.checkpoint_path}.",
-            at=now,
-        )
+        _checkpoint_requested(job, now=now)
     if preemptor is not None:
         record_event(
             preemptor,
@@ -527,13 +521,18 @@ def job_evict(job: Job, *, now: datetime, reason: str, message: str) -> None:
         details={"reason": reason, "kueueMessage": message},
     )
     if checkpoint:
-        how = job.checkpoint_signal or " ".join(job.checkpoint_command)
-        record_event(
-            job,
-            JobEvent.Kind.CHECKPOINT_REQUESTED,
-            f"Checkpoint requested ({how}); the job is evicted once it is written to {job.checkpoint_path}.",
-            at=now,
-        )
+        _checkpoint_requested(job, now=now)
+
+
+def _checkpoint_requested(job: Job, *, now: datetime) -> None:
+    """Timeline: the job was asked to checkpoint before its eviction."""
+    how = job.checkpoint_signal or " ".join(job.checkpoint_command)
+    record_event(
+        job,
+        JobEvent.Kind.CHECKPOINT_REQUESTED,
+        f"Checkpoint requested ({how}); the job is evicted once it is written to {job.checkpoint_path}.",
+        at=now,
+    )
 
 
 def job_requeue(job: Job, *, now: datetime, reason: str, message: str, checkpointed: bool) -> None:
