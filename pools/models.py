@@ -204,7 +204,7 @@ class Device(models.Model):
 
     class Kind(models.TextChoices):
         FULL = "full", "Full card"
-        MIG = "mig", "MIG instance"
+        MIG = "mig", "Partition (MIG instance, AMD partition, NeuronCore)"
         SHARED = "shared", "Time-shared replica"
 
     class Source(models.TextChoices):

@@ -37,8 +37,12 @@ def cell_states() -> list[tuple[str, str]]:
 
 
 def _unit_name(device) -> str:
-    if device.kind == "mig":
-        return f"MIG {device.mig_profile}".strip()
+    if device.kind == "mig":  # a partition of a card: NVIDIA's MIG, AMD's compute partitions, Neuron's cores
+        if device.vendor == "nvidia":
+            return f"MIG {device.mig_profile}".strip()
+        if device.mig_profile == "neuroncore":
+            return f"NeuronCore {device.index}" if device.index is not None else "NeuronCore"
+        return f"Partition {device.mig_profile.replace('_', ' / ').upper()}".strip()
     if device.kind == "shared":
         return f"Replica {device.replica_index}" if device.replica_index is not None else "Replica"
     return f"GPU {device.index}" if device.index is not None else "Device"

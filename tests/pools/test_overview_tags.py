@@ -47,3 +47,12 @@ def test_cell_title_of_a_partitioned_card_counts_its_units():
     assert lines[3] == "Degraded (used last): ECC"
     assert lines[4] == "3 units, 2 in use"
     assert cell_title(units[1]).splitlines()[0] == "MIG 1g.10gb · NVIDIA A100-SXM4-80GB MIG 1g.10gb"
+
+
+def test_cell_title_names_other_vendors_partitions_without_calling_them_mig():
+    amd = DeviceFactory.build(mig=True, vendor="amd", product="AMD Instinct MI300X", mig_profile="cpx_nps4")
+    assert (
+        cell_title(DeviceCell(device=amd, state="free")).splitlines()[0] == "Partition CPX / NPS4 · AMD Instinct MI300X"
+    )
+    core = DeviceFactory.build(mig=True, vendor="aws-neuron", product="Trainium2", mig_profile="neuroncore", index=5)
+    assert cell_title(DeviceCell(device=core, state="free")).splitlines()[0] == "NeuronCore 5 · Trainium2"
