@@ -149,6 +149,27 @@ class NodePool:
         self._place_cache: dict[tuple, PlacementResult] = {}
         self.version = 0
 
+    # ------------------------------------------------------------------ membership
+
+    def add_node(self, node: Node) -> None:
+        """A node joins (a replay adds nodes at the time they first appeared); an existing name is replaced."""
+        self.nodes[node.name] = NodeState(node)
+        self.nodes = dict(sorted(self.nodes.items()))
+        self._forget()
+
+    def remove_node(self, name: str) -> None:
+        """A node leaves; the caller has first released the pods on it."""
+        if self.nodes.pop(name, None) is not None:
+            self._forget()
+
+    def _forget(self) -> None:
+        # Every cache assumes a fixed node set.
+        self._flavor_cache.clear()
+        self._static_cache.clear()
+        self._summary_cache.clear()
+        self._place_cache.clear()
+        self.version += 1
+
     # ------------------------------------------------------------------ usage
 
     def add(self, pods: Iterable[tuple[str, Mapping[str, int]]]) -> None:

@@ -26,6 +26,7 @@ from .model import (
     Eviction,
     FlavorResource,
     LocalQueue,
+    Node,
     PodSet,
     PodSetAdmission,
     ResourceFlavor,
@@ -1439,6 +1440,42 @@ class Engine:
         if wl.cq:
             self.dirty.add(wl.cq)
         self._on_release(wl.cq, freed)
+
+    def add_node(self, node: Node) -> None:
+        """A node joins the cluster: its capacity is offered to every queue at the next cycle."""
+        self.pool.add_node(node)
+        self.pool.enabled = True
+        self.spec_state = replace(
+            self.spec_state, nodes=(*(n for n in self.spec_state.nodes if n.name != node.name), node)
+        )
+        self._cq_node_cache.clear()
+        self._on_release(None)
+
+    def remove_node(self, name: str, now: float) -> list[str]:
+        """A node leaves the cluster: workloads with a pod on it lose those pods and are requeued at once.
+
+        As when a node disappears under the simulated backend, the workload is evicted without a checkpoint and
+        its eviction completes at once (its pods are gone); it queues again ordered by the eviction time. Returns
+        the keys of the requeued workloads, in key order.
+        """
+        lost = sorted(
+            key
+            for key, wl in self.workloads.items()
+            if wl.state in (RESERVED, ADMITTED, EVICTING) and any(n == name for n, _ in wl.pods)
+        )
+        for key in lost:
+            wl = self.workloads[key]
+            if wl.state != EVICTING:
+                wl.state = EVICTING
+                wl.eviction = Eviction(
+                    reason="NodeLost", message=f"node {name} left the cluster", preemptor=None, issued_at=now
+                )
+            self.evicting.add(key)
+            self.complete_eviction(key, now)
+        self.pool.remove_node(name)
+        self.spec_state = replace(self.spec_state, nodes=tuple(n for n in self.spec_state.nodes if n.name != name))
+        self._cq_node_cache.clear()
+        return lost
 
     def finish(self, key: str) -> None:
         """A running workload ended: release it."""

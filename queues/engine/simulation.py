@@ -1,7 +1,9 @@
 """Event-driven replay over simulated time: submissions, runtimes, admission checks, preemption requeues.
 
 Queues with a stopPolicy are drained at the first instant (``HoldAndDrain`` evicts admitted workloads, whose
-evictions complete at once like preemptions'); the policy of a queue does not change during a replay.
+evictions complete at once like preemptions'); the policy of a queue does not change during a replay. Nodes may
+join and leave at given instants (``node_joins_at`` / ``node_leaves_at``); a workload with a pod on a node that
+leaves loses its pods and queues again, to restart from the beginning (``WorkloadRecord.node_losses``).
 """
 
 from __future__ import annotations
@@ -12,11 +14,11 @@ from dataclasses import dataclass, field
 from itertools import count
 
 from .decisions import QueueStopEviction
-from .model import Workload
+from .model import Node, Workload
 from .quantity import is_device_resource
 from .scheduler import ADMITTED, EVICTING, FINISHED, PENDING, RESERVED, CycleOutcome, Engine
 
-_FINISH, _CHECKS, _SUBMIT = 0, 1, 2
+_FINISH, _CHECKS, _SUBMIT, _NODE_JOIN, _NODE_LEAVE = 0, 1, 2, 3, 4
 
 
 @dataclass(slots=True)
@@ -30,6 +32,7 @@ class WorkloadRecord:
     preempted_by: str | None = None
     admissions: int = 0
     evictions: int = 0
+    node_losses: int = 0
     stop_eviction: QueueStopEviction | None = None
     stopped_at: float | None = None
 
@@ -141,6 +144,14 @@ class Replay:
         """Schedule a workload's submission."""
         self.records[spec.key] = WorkloadRecord(submitted_at=when)
         self._push(when, _SUBMIT, spec.key, spec)
+
+    def node_joins_at(self, node: Node, when: float) -> None:
+        """Schedule a node's arrival."""
+        self._push(when, _NODE_JOIN, node.name, node)
+
+    def node_leaves_at(self, name: str, when: float) -> None:
+        """Schedule a node's departure (after the workloads that finish at the same instant)."""
+        self._push(when, _NODE_LEAVE, name, None)
 
     # ------------------------------------------------------------------ accounting
 
@@ -255,6 +266,15 @@ class Replay:
                 wl = engine.workloads.get(key)
                 if wl is not None and engine.checks_ready(key):
                     self._admitted(key, wl.cq or "", when)
+            elif kind == _NODE_JOIN:
+                assert isinstance(payload, Node)
+                engine.add_node(payload)
+            elif kind == _NODE_LEAVE:
+                for lost in engine.remove_node(key, when):
+                    rec = self.records.setdefault(lost, WorkloadRecord(submitted_at=when))
+                    rec.evictions += 1
+                    rec.node_losses += 1
+                    self._generation[lost] = self._generation.get(lost, 0) + 1
             else:
                 assert isinstance(payload, Workload)
                 engine.submit(payload)
