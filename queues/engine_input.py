@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Count, Q
+from django.db.models import Count, F, Min, Q, QuerySet
 
 from pools.models import USABLE_HEALTH, Cluster, Device, HealthState, Node, ResourceFlavor, Topology
 from queues.engine import model as m
@@ -123,11 +123,10 @@ class NodeUnits:
     degraded: int = 0
 
 
-def _node_units(cluster: Cluster) -> dict[int, NodeUnits]:
-    """Device-derived capacity per present node, in one aggregate query."""
+def _node_units(devices: QuerySet[Device]) -> dict[int, NodeUnits]:
+    """Device-derived capacity per node, in one aggregate query."""
     rows = (
-        Device.objects.filter(node__cluster=cluster, node__gone_at__isnull=True, gone_at__isnull=True)
-        .exclude(resource_name="")
+        devices.exclude(resource_name="")
         .values("node_id", "resource_name")
         .annotate(
             n=Count("id"),
@@ -147,17 +146,61 @@ def _node_units(cluster: Cluster) -> dict[int, NodeUnits]:
 
 def engine_nodes(cluster: Cluster) -> tuple[tuple[m.Node, ...], dict[str, Node]]:
     """Present nodes as the engine sees them: allocatable = usable devices; health exclusions named."""
-    units = _node_units(cluster)
+    devices = Device.objects.filter(node__cluster=cluster, node__gone_at__isnull=True, gone_at__isnull=True)
+    return _engine_nodes(Node.objects.filter(cluster=cluster, gone_at__isnull=True), devices)
+
+
+@dataclass(frozen=True)
+class WindowNode:
+    """A node that was in the cluster at some time in a window, as its row holds it now, and when it came and went.
+
+    ``joins_at`` / ``leaves_at`` (engine seconds) are None when the node was already there at the window's start /
+    was still there at its end.
+    """
+
+    node: m.Node
+    joins_at: float | None
+    leaves_at: float | None
+
+
+def window_engine_nodes(*, cluster: Cluster, start: datetime, end: datetime) -> list[WindowNode]:
+    """Every node present at some time in [start, end), gone ones too, with the devices it had when last seen.
+
+    Only presence is historical (``first_seen_at`` / ``gone_at``): labels, taints, capacity and health are the
+    row's latest. A gone node's devices are those that left with it (``gone_at`` no earlier than the node's); a
+    present node's are today's. A node that left and came back counts as present since it was first seen. Nodes
+    first seen at the cluster's first inventory were there before the portal looked: they count as present from
+    the window's start.
+    """
+    cluster_nodes = Node.objects.filter(cluster=cluster)
+    first_inventory = cluster_nodes.aggregate(first=Min("first_seen_at"))["first"]
+    came = Q(first_seen_at__lt=end) | Q(first_seen_at=first_inventory) if first_inventory else Q(first_seen_at__lt=end)
+    rows = cluster_nodes.filter(came).filter(Q(gone_at__isnull=True) | Q(gone_at__gt=start))
+    devices = Device.objects.filter(node__in=rows).filter(
+        Q(gone_at__isnull=True) | Q(node__gone_at__isnull=False, gone_at__gte=F("node__gone_at"))
+    )
+    nodes, by_name = _engine_nodes(rows, devices)
+    out = []
+    for node in nodes:
+        row = by_name[node.name]
+        joins = ts(row.first_seen_at) if row.first_seen_at > start and row.first_seen_at != first_inventory else None
+        leaves = ts(row.gone_at) if row.gone_at is not None and row.gone_at < end else None
+        out.append(WindowNode(node, joins, leaves))
+    return out
+
+
+def _engine_nodes(rows: QuerySet[Node], devices: QuerySet[Device]) -> tuple[tuple[m.Node, ...], dict[str, Node]]:
+    """Node rows as engine nodes, their capacity from ``devices`` (one aggregate query, one for exclusions)."""
+    units = _node_units(devices)
     bad = defaultdict(list)
     for node_id, key, reason in (
-        Device.objects.filter(node__cluster=cluster, node__gone_at__isnull=True, gone_at__isnull=True)
-        .exclude(resource_name="")
+        devices.exclude(resource_name="")
         .exclude(health__in=USABLE_HEALTH)
         .values_list("node_id", "key", "health_reason")
     ):
         bad[node_id].append(f"{key}: {reason}" if reason else key)
     out, by_name = [], {}
-    for node in Node.objects.filter(cluster=cluster, gone_at__isnull=True).order_by("name"):
+    for node in rows.order_by("name"):
         u = units.get(node.pk, NodeUnits({}, {}, []))
         capacity = dict(u.capacity)
         allocatable = dict(u.allocatable)

@@ -1,10 +1,10 @@
 """What-if previews in the background: the request records the proposal, a worker replays it, the page polls.
 
 The admin's save path still computes the proposed policy (its own save, rolled back); what it stores here is
-each changed cluster's current and proposed policy as engine data without nodes (the worker adds the nodes
-when it runs), the form as posted, and a digest of every cluster's policy. Applying re-posts the stored form
-through the admin, after checking the digests: a policy someone changed since the preview is refused (the
-preview was of another starting point) and the admin is asked to preview again.
+each changed cluster's current and proposed policy as engine data without nodes (the replay takes the nodes
+the cluster had during the window when it runs), the form as posted, and a digest of every cluster's policy.
+Applying re-posts the stored form through the admin, after checking the digests: a policy someone changed since
+the preview is refused (the preview was of another starting point) and the admin is asked to preview again.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from pools.models import Cluster
 from portal.errors import Conflict
 from queues.engine import model as m
 from queues.engine.codec import from_data, to_data
-from queues.engine_input import engine_nodes
 from queues.models import PolicyPreview
 from queues.policy.charts import whatif_figure
 from queues.policy.whatif import (
@@ -150,9 +149,8 @@ def policy_preview_run(*, preview_id: int) -> PolicyPreview | None:
             if cluster is None:
                 failures.append(f"{name}: the cluster was deleted since the preview was asked for")
                 continue
-            nodes, _ = engine_nodes(cluster)
-            current = replace(from_data(m.ClusterState, item["current"]), nodes=nodes)
-            proposed = replace(from_data(m.ClusterState, item["proposed"]), nodes=nodes)
+            current = from_data(m.ClusterState, item["current"])
+            proposed = from_data(m.ClusterState, item["proposed"])
 
             def report(side: str, share: float, index: int = index, name: str = name) -> None:
                 done = index + (0.5 if side == "proposed" else 0.0) + share / 2

@@ -3,8 +3,12 @@
 The replay covers a window (by default the last 14 days). Every job submitted in the window is
 resubmitted at its recorded submit time, with its class, size, priority and recorded run time; jobs
 that were already running when the window opened are carried in at its start with the run time they
-had left (they hold capacity but are left out of the wait figures). Nodes are the cluster's present
-nodes. The engine then decides admission, borrowing and preemption as Kueue would, under each policy.
+had left (they hold capacity but are left out of the wait figures). Nodes are every node the cluster had at
+some time in the window (``window_engine_nodes``): one that joined during it is added when it was first seen, one
+that left is removed when it went (workloads on it lose their pods and queue again, to restart from the beginning,
+as a job on a lost node does under the simulated backend). Labels, taints, capacity and device health are the
+rows' latest: earlier values are not kept. The engine then decides admission, borrowing and preemption as Kueue
+would, under each policy.
 
 Run time of a job: started → finished plus what checkpoints banked before an eviction; a job still
 running (or pending without a known run time) runs past the window's end. Jobs cancelled before they
@@ -16,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 
@@ -30,7 +34,7 @@ from queues.engine import model as m
 from queues.engine.quantity import is_device_resource
 from queues.engine.scheduler import Engine
 from queues.engine.simulation import Replay
-from queues.engine_input import cluster_engine_input, job_pod_set, ts, workload_name
+from queues.engine_input import WindowNode, cluster_engine_input, job_pod_set, ts, window_engine_nodes, workload_name
 from queues.models import Job, TeamQuota
 
 DEFAULT_DAYS = 14
@@ -68,6 +72,8 @@ class TeamOutcome:
     nominal_device_hours: float
     borrowed_device_hours: float
     preemptions: int
+    #: Times a workload lost its pods because its node left the cluster (it then queued again).
+    node_losses: int = 0
 
     @property
     def utilisation(self) -> float | None:
@@ -274,14 +280,29 @@ def replay_policy(
     end: float,
     teams: Mapping[str, str],
     on_progress: Callable[[float], None] | None = None,
+    nodes: Sequence[WindowNode] | None = None,
 ) -> ReplayOutcome:
-    """Replay recorded jobs through the engine under ``config`` from ``start`` to ``end`` (engine seconds)."""
+    """Replay recorded jobs through the engine under ``config`` from ``start`` to ``end`` (engine seconds).
+
+    ``nodes`` (when given) replace the configuration's: each is there from its ``joins_at`` (or the start) until
+    its ``leaves_at`` (or the end).
+    """
     declared = _declared(config)
+    if nodes is not None:
+        config = replace(config, nodes=tuple(w.node for w in nodes if w.joins_at is None))
     engine = Engine(replace(config, workloads=()), start)
     budget = getattr(settings, "WHATIF_MAX_SECONDS", 60)
     replay = _MeteredReplay(
         engine, start=start, end=end, budget_seconds=float(budget) if budget else None, on_progress=on_progress
     )
+    if nodes:
+        # Placement stays on even while no node is there yet: a job waits for one rather than for quota alone.
+        engine.pool.enabled = True
+        for w in nodes:
+            if w.joins_at is not None:
+                replay.node_joins_at(w.node, w.joins_at)
+            if w.leaves_at is not None:
+                replay.node_leaves_at(w.node.name, w.leaves_at)
     carried: set[str] = set()
     for rec in jobs:
         job = rec.job
@@ -305,7 +326,10 @@ def replay_policy(
     window_hours = (end - start) / 3600
     waits: dict[str, list[float]] = defaultdict(list)
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    node_losses: dict[str, int] = defaultdict(int)
     for key, wl in engine.workloads.items():
+        if wl.cq is not None:
+            node_losses[wl.cq] += result.records[key].node_losses
         if key in carried or wl.cq is None:
             continue
         rec = result.records[key]
@@ -335,6 +359,7 @@ def replay_policy(
                 nominal_device_hours=nominal * window_hours,
                 borrowed_device_hours=replay.borrowed_seconds[name] / 3600,
                 preemptions=result.queues[name].preempted,
+                node_losses=node_losses[name],
             )
         )
     return ReplayOutcome(tuple(teams_out), tuple(replay.unsettled))
@@ -362,15 +387,17 @@ def whatif_compare(
     request: WhatIfRequest | None = None,
     on_progress: ProgressCallback | None = None,
 ) -> WhatIf:
-    """Replay the window's recorded jobs of ``cluster`` under both configurations.
+    """Replay the window's recorded jobs of ``cluster`` under both configurations, on the window's nodes.
 
+    The configurations' own nodes are ignored: both replays use the nodes of ``window_engine_nodes``.
     ``on_progress`` hears ("current", share) during the first replay and ("proposed", share) during the second.
     """
     request = request or WhatIfRequest()
     start, end = request.bounds()
     jobs, left_out = recorded_jobs(cluster=cluster, start=start, end=end)
     teams = dict(TeamQuota.objects.filter(cluster=cluster).values_list("cluster_queue_name", "team__name"))
-    args = {"jobs": jobs, "start": ts(start), "end": ts(end), "teams": teams}
+    nodes = window_engine_nodes(cluster=cluster, start=start, end=end)
+    args = {"jobs": jobs, "start": ts(start), "end": ts(end), "teams": teams, "nodes": nodes}
     outcomes = {}
     for side, config in (("current", current), ("proposed", proposed)):
         report = None if on_progress is None else (lambda share, side=side: on_progress(side, share))
