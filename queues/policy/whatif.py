@@ -108,6 +108,11 @@ class WhatIf:
     current: ReplayOutcome
     proposed: ReplayOutcome
 
+    @property
+    def node_losses(self) -> tuple[int, int]:
+        """Times a running job lost its pods to a node leaving the cluster: (current policy, proposed policy)."""
+        return sum(t.node_losses for t in self.current.teams), sum(t.node_losses for t in self.proposed.teams)
+
     def rows(self) -> list[dict]:
         """One row per team with both outcomes side by side (for the table and the chart)."""
         current, proposed = self.current.by_queue(), self.proposed.by_queue()

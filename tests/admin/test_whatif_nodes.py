@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
+from django.template.loader import render_to_string
 
 from pools.models import Device, Node
 from queues.engine_input import ts, window_engine_nodes
@@ -122,3 +124,19 @@ def test_whatif_unchanged_when_no_node_changed(pool):
     )
     assert result.current == today
     assert today.by_queue()["nlp"].wait_p50_seconds == 3600
+
+
+def test_preview_page_says_how_often_a_leaving_node_cost_jobs_their_pods(pool):
+    second_node(pool, first_seen=LONG_AGO, gone=T0 + 2 * H)
+    pool.vline.nominal = "4"
+    pool.vline.save()
+    pool.job(pool.vision, devices=4, submitted=0 * H, started=0 * H, finished=3 * H)
+    pool.job(pool.nlp, devices=4, submitted=0 * H, started=0 * H, finished=3 * H)
+    result = compare(pool)
+    assert result.node_losses == (1, 1)
+    preview = SimpleNamespace(pk=1, status="done", is_finished=True, error="")
+    html = render_to_string(
+        "admin/policy/partials/preview_status.html",
+        {"preview": preview, "elapsed": 1.0, "results": [{"whatif": result, "chart_id": "c1"}]},
+    )
+    assert "running jobs lost their pods 1 time under the current policy and 1 time under yours" in html
