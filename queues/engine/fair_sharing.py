@@ -312,11 +312,4 @@ def fair_targets(
     if not ok:
         engine._restore_many([w for w, _ in targets])
         return []
-    for i in range(len(targets) - 2, -1, -1):
-        engine._restore_many([targets[i][0]])
-        if fits():
-            targets.pop(i)
-        else:
-            engine._remove_many([targets[i][0]])
-    engine._restore_many([w for w, _ in targets])
-    return targets
+    return engine._minimal_victims(targets, fits)

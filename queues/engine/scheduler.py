@@ -9,7 +9,7 @@ input always yields the same decisions.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import count as _counter
 
@@ -1207,7 +1207,13 @@ class Engine:
         if not ok:
             self._restore_many([w for w, _ in removed])
             return []
-        targets = list(removed)
+        return self._minimal_victims(list(removed), fits)
+
+    def _minimal_victims(self, targets: list[tuple[_Wl, str]], fits: Callable[[], bool]) -> list[tuple[_Wl, str]]:
+        """Of victims all removed (the last one made it fit), keep only those still needed; restore everything.
+
+        Kueue's fill-back: from the second-to-last victim backwards, a victim whose return still fits is spared.
+        """
         for i in range(len(targets) - 2, -1, -1):
             self._restore_many([targets[i][0]])
             if fits():
