@@ -60,13 +60,18 @@ def test_whatif_node_joined_halfway_starts_waiting_jobs_when_it_joins(pool):
         assert nlp.used_device_hours == 2
 
 
-def test_whatif_node_left_halfway_requeues_the_job_on_it(pool):
+def node_left_halfway(pool):
+    """gpu-2 leaves at 2h while two 3-hour jobs of 4 GPUs run, one on each node."""
     second_node(pool, first_seen=LONG_AGO, gone=T0 + 2 * H)
     pool.vline.nominal = "4"
     pool.vline.save()
     pool.job(pool.vision, devices=4, submitted=0 * H, started=0 * H, finished=3 * H)
     pool.job(pool.nlp, devices=4, submitted=0 * H, started=0 * H, finished=3 * H)
-    result = compare(pool)
+    return pool
+
+
+def test_whatif_node_left_halfway_requeues_the_job_on_it(pool):
+    result = compare(node_left_halfway(pool))
     teams = result.current.teams
     # One job ran 2 h on gpu-2 until it left, then waited for gpu-1 (free at 3h) and ran its 3 h again.
     assert sum(t.node_losses for t in teams) == 1
@@ -127,12 +132,7 @@ def test_whatif_unchanged_when_no_node_changed(pool):
 
 
 def test_preview_page_says_how_often_a_leaving_node_cost_jobs_their_pods(pool):
-    second_node(pool, first_seen=LONG_AGO, gone=T0 + 2 * H)
-    pool.vline.nominal = "4"
-    pool.vline.save()
-    pool.job(pool.vision, devices=4, submitted=0 * H, started=0 * H, finished=3 * H)
-    pool.job(pool.nlp, devices=4, submitted=0 * H, started=0 * H, finished=3 * H)
-    result = compare(pool)
+    result = compare(node_left_halfway(pool))
     assert result.node_losses == (1, 1)
     preview = SimpleNamespace(pk=1, status="done", is_finished=True, error="")
     html = render_to_string(

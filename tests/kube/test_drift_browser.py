@@ -18,6 +18,15 @@ from tests.kube.cluster import kueue_config_map
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+def open_drift_page_as_admin(page) -> None:
+    """Sign in as a new superuser and land on the drift page."""
+    UserFactory(username="root", is_staff=True, is_superuser=True)
+    page.goto("/admin/login/?next=/admin/pools/kubeconfigobject/")
+    page.fill("#id_username", "root")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+
+
 def test_drift_page_reapply_and_adopt_in_the_browser(page, portal, cluster, api, emulator, shots):
     kube_config_push(cluster=cluster, api=api)
     live = emulator.get_obj("ClusterQueue", "vision")
@@ -27,12 +36,8 @@ def test_drift_page_reapply_and_adopt_in_the_browser(page, portal, cluster, api,
             res["nominalQuota"] = "12"
     emulator.edit("ClusterQueue", "vision", spec={"resourceGroups": groups})
     emulator.edit("WorkloadPriorityClass", "normal", value=150)
-    UserFactory(username="root", is_staff=True, is_superuser=True)
 
-    page.goto("/admin/login/?next=/admin/pools/kubeconfigobject/")
-    page.fill("#id_username", "root")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
+    open_drift_page_as_admin(page)
     page.click("#kube-check")
     expect(page.locator("ul.messagelist")).to_contain_text("Cluster gpu-east: 0 created, 0 updated")
     rows = page.locator("#result_list tbody tr")
@@ -72,11 +77,7 @@ def test_drift_page_shows_kueues_configuration_against_the_switch(page, portal, 
             "fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]\n"
         )
     )
-    UserFactory(username="root", is_staff=True, is_superuser=True)
-    page.goto("/admin/login/?next=/admin/pools/kubeconfigobject/")
-    page.fill("#id_username", "root")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
+    open_drift_page_as_admin(page)
     page.click("#kube-check")
     expect(page.locator("ul.messagelist")).to_contain_text("Kueue's configuration has fair sharing on")
     row = page.locator(f"#pools-kueue-config-{cluster.pk}")
