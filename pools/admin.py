@@ -244,6 +244,7 @@ class ResourceClassAdmin(PolicyAdmin):
 from django import forms  # noqa: E402
 from django.utils import timezone as _tz  # noqa: E402
 
+from kernel.errors import DomainError  # noqa: E402
 from pools.health import policy as _health_policy  # noqa: E402
 from pools.health import services as _health  # noqa: E402
 from pools.health import tickets as _tickets  # noqa: E402
@@ -256,7 +257,6 @@ from pools.models import (  # noqa: E402
     RepairTicketEvent,
     ValidationRun,
 )
-from portal.errors import DomainError  # noqa: E402
 
 
 def _adopt(obj, saved) -> None:

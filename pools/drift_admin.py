@@ -14,10 +14,10 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
+from kernel.errors import DomainError
 from pools.kube_sync import drift
 from pools.kube_sync.kueue_config import fix_hint
 from pools.models import Cluster, KubeConfigObject
-from portal.errors import DomainError
 
 
 class NeedsAttentionFilter(admin.SimpleListFilter):

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import transaction
 
+from kernel.errors import ValidationFailed
+from kernel.quantity import parse_quantity
 from pools.inventory.versions import version_tuple
 from pools.models import Device, ResourceClass, ResourceClassFlavor, ResourceFlavor
 from pools.selectors import SHARING_KIND
-from portal.errors import ValidationFailed
-from queues.engine.quantity import parse_quantity
 
 RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-\d+g\.\d+gb$")

@@ -14,9 +14,9 @@ from datetime import datetime
 
 from django.db.models import Count, F, Min, Q, QuerySet
 
+from kernel.quantity import parse_quantity
 from pools.models import USABLE_HEALTH, Cluster, Device, HealthState, Node, ResourceFlavor, Topology
 from queues.engine import model as m
-from queues.engine.quantity import parse_quantity
 from queues.models import Cohort, Job, PriorityClass, QuotaLine, Team, TeamQuota
 
 #: Job states that hold quota in the engine's eyes (a preempting job holds it until its pods are gone).

@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
+from kernel.quantity import is_device_resource, parse_quantity
 from queues import kueue_messages as km
-from queues.engine.quantity import is_device_resource, parse_quantity
 
 #: Kinds the explainer reads; other kinds in the file are ignored (a cluster dump holds many).
 READ_KINDS = ("Workload", "ClusterQueue", "LocalQueue", "ResourceFlavor", "Node", "Pod")

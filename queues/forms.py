@@ -12,8 +12,8 @@ import shlex
 from django import forms
 from django.contrib.auth import get_user_model
 
+from kernel.errors import ValidationFailed
 from pools.models import ResourceClass
-from portal.errors import ValidationFailed
 from queues import selectors as sel
 from queues.models import Job, PriorityClass, Team
 from queues.services import JobSpec

@@ -29,8 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kernel.quantity import format_quantity, is_device_resource, parse_quantity
 from queues.engine.model import HEALTH_TAINT_KEYS
-from queues.engine.quantity import format_quantity, is_device_resource, parse_quantity
 
 UNRECOGNISED = "unrecognised"
 

@@ -19,9 +19,9 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from kernel.quantity import parse_quantity
 from pools.models import Cluster, Device, Node, ResourceClass, ResourceFlavor, Topology
 from pools.selectors import SHARING_KIND, ClassCapacity, class_capacity, class_matches_software
-from queues.engine.quantity import parse_quantity
 from queues.models import Allocation, Job, JobEvent, Membership, PriorityClass, QuotaLine, Team, TeamQuota
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"

@@ -19,8 +19,8 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from billing.selectors import team_priority_override
+from kernel.errors import Conflict, ValidationFailed
 from pools.models import USABLE_HEALTH, Cluster, Device, ResourceClass
-from portal.errors import Conflict, ValidationFailed
 from queues.models import Allocation, Job, JobEvent, Membership, PriorityClass, Team, WaitReason
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -18,8 +18,8 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
+from kernel.errors import Conflict, ValidationFailed
 from pools.models import Cluster
-from portal.errors import Conflict, ValidationFailed
 from portal.views import htmx_login_required
 from queues import diagnosis, services
 from queues import selectors as sel

@@ -15,7 +15,7 @@ from django.db.models import Sum
 from billing.models import Budget, Notification, TeamDemotion, UsageRecord
 from billing.pricing import duration_us, local_day
 from billing.services.common import billing_tz, require_aware
-from portal.errors import ValidationFailed
+from kernel.errors import ValidationFailed
 from queues.models import Membership, PriorityClass, Team
 
 log = logging.getLogger(__name__)

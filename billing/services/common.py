@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import transaction
 
 from billing.models import BillingLock
-from portal.errors import ValidationFailed
+from kernel.errors import ValidationFailed
 
 #: The lock every metering run and rollup takes, so workers never interleave their writes.
 METERING_LOCK = "metering"

@@ -16,7 +16,7 @@ from django.db.models import Q
 
 from billing.models import QuotaPeriod
 from billing.services.common import require_aware
-from queues.engine.quantity import is_device_resource, parse_decimal
+from kernel.quantity import is_device_resource, parse_decimal
 from queues.models import QuotaLine
 
 #: Decimal places of a recorded nominal (``QuotaPeriod.nominal``).

@@ -11,8 +11,8 @@ from django.db.models import Q
 from billing.models import Rate, UsageRecord
 from billing.pricing import mig_share
 from billing.services.common import default_currency, require_aware
+from kernel.errors import ValidationFailed
 from pools.models import ResourceFlavor
-from portal.errors import ValidationFailed
 
 
 def _errors(

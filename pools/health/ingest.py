@@ -14,6 +14,7 @@ from datetime import datetime
 
 from django.db import transaction
 
+from kernel.errors import DomainError
 from pools.health import policy as pol
 from pools.health.catalog import XidEvent
 from pools.health.dcgm import GpuSample, ScrapeError, parse_scrape
@@ -40,7 +41,6 @@ from pools.health.services import (
 )
 from pools.health.state import check_transition
 from pools.models import Cluster, Device, DeviceHealthTransition, HealthLevel, HealthSignal, HealthState, Node
-from portal.errors import DomainError
 
 EVENT_SIGNALS = ("xid", "resets")
 

@@ -441,8 +441,8 @@ class QuotaCoverage:
 
 def quota_coverage(*, cluster: Cluster | None = None) -> list[QuotaCoverage]:
     """Per (flavor, resource): healthy capacity vs the sum of the teams' nominal quotas, and who is uncovered."""
+    from kernel.quantity import parse_quantity
     from pools.selectors import flavor_capacity
-    from queues.engine.quantity import parse_quantity
     from queues.models import QuotaLine
 
     nominal: dict[tuple[int, str], list[tuple[str, int]]] = defaultdict(list)

@@ -19,6 +19,7 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
+from kernel.errors import DomainError
 from pools.health import policy as pol
 from pools.health.catalog import XidEvent, correlate, xid_info
 from pools.health.state import check_transition
@@ -34,7 +35,6 @@ from pools.models import (
     Node,
     RepairTicket,
 )
-from portal.errors import DomainError
 
 log = logging.getLogger(__name__)
 
@@ -677,7 +677,7 @@ def health_policy_save(*, policy: HealthPolicy, actor: Actor) -> HealthPolicy:
         }
     )
     if errors:
-        from portal.errors import ValidationFailed
+        from kernel.errors import ValidationFailed
 
         raise ValidationFailed(errors)
     if policy.active:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from kernel.errors import Conflict
 from pools.models import HealthState
-from portal.errors import Conflict
 
 H = HealthState
 

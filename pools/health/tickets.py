@@ -18,6 +18,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
 
+from kernel.errors import Conflict
 from pools.health import directives
 from pools.health.services import (
     Actor,
@@ -41,7 +42,6 @@ from pools.models import (
     ResourceClass,
     ValidationRun,
 )
-from portal.errors import Conflict
 
 log = logging.getLogger(__name__)
 

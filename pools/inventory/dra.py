@@ -14,8 +14,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from kernel.quantity import parse_quantity
 from pools.inventory.records import DRA, FULL, MIG, NVIDIA, Document, InventoryError, ParsedDevice
-from queues.engine.quantity import parse_quantity
 
 GPU_DRIVER = "gpu.nvidia.com"
 #: Drivers whose slices are known and hold no accelerators.

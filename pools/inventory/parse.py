@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from kernel.quantity import parse_quantity
 from pools.inventory.device_plugin import plugin_devices
 from pools.inventory.dra import slice_devices, taint_text
 from pools.inventory.records import (
@@ -30,7 +31,6 @@ from pools.inventory.records import (
     ParsedInventory,
     ParsedNode,
 )
-from queues.engine.quantity import parse_quantity
 
 __all__ = [
     "Document",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from portal.errors import DomainError
+from kernel.errors import DomainError
 
 # Values of pools.models.Device / HealthState, repeated here so parsing needs no Django.
 NVIDIA, AMD, INTEL, HABANA, AWS_NEURON, GOOGLE_TPU = "nvidia", "amd", "intel", "habana", "aws-neuron", "google-tpu"

@@ -25,11 +25,11 @@ from decimal import Decimal, InvalidOperation
 from django.db import transaction
 from django.utils import timezone
 
+from kernel.errors import Conflict, DomainError
 from pools.kube_sync.api import BY_KIND, KubeApi, KubeConflict, KubeError, KubeRejected, KubeUnavailable, list_all
 from pools.kube_sync.kueue_config import KueueConfigCheck, kueue_config_check
 from pools.kube_sync.manifests import MANAGED_BY, PORTAL, desired_config, desired_hash, diff, live_view, object_key
 from pools.models import Cluster, KubeConfigObject, ResourceFlavor, Topology
-from portal.errors import Conflict, DomainError
 from queues.models import Cohort, PriorityClass, QuotaLine, TeamQuota
 
 log = logging.getLogger(__name__)

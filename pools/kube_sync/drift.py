@@ -20,10 +20,10 @@ from typing import Any
 import yaml
 from django.db.models import QuerySet
 
+from kernel.errors import DomainError
 from pools.kube_sync.api import KubeApi, KubeError, KubeUnavailable
 from pools.kube_sync.config import PushReport, kube_config_adopt, kube_config_push, kube_config_reapply
 from pools.models import Cluster, KubeConfigObject
-from portal.errors import DomainError
 
 #: What adopting each kind writes into the portal ("" = nothing to adopt: the object derives from other rows).
 ADOPT_TARGETS = {

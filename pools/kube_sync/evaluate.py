@@ -19,11 +19,11 @@ from typing import Any
 
 from django.db.models import Count, Max, Q
 
+from kernel.quantity import parse_quantity
 from pools.kube_sync.observe import parse_time, pod_end, pod_is_live
 from pools.models import USABLE_HEALTH, Cluster, Device, KubeConfigObject, KubeJobState, Node, ResourceFlavor
 from queues import kueue_messages as km
 from queues import services as job_services
-from queues.engine.quantity import parse_quantity
 from queues.models import Allocation, Job, JobEvent, QuotaLine, TeamQuota
 
 log = logging.getLogger(__name__)

@@ -8,12 +8,12 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from kernel.db import update_rows
 from pools.kube_sync.api import JOBS, KubeApi, KubeConflict, KubeNotFound, KubeRejected
 from pools.kube_sync.conf import kube_setting
 from pools.kube_sync.manifests import job_manifest
 from pools.kube_sync.observe import compact_batch_job, job_id_of
 from pools.models import KubeJobState
-from portal.db import update_rows
 from queues import services as job_services
 from queues.models import Job
 

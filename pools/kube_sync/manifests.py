@@ -12,11 +12,11 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
+from kernel.quantity import format_quantity, parse_quantity
 from pools.health.selectors import validation_pinning
 from pools.kube_sync.api import KUEUE, KUEUE_VERSION
 from pools.models import Cluster, ResourceFlavor, Topology
 from queues.engine.model import DEGRADED_DEVICES_LABEL
-from queues.engine.quantity import format_quantity, parse_quantity
 from queues.engine_input import class_node_affinity
 from queues.models import Cohort, Job, PriorityClass, QuotaLine, TeamQuota
 

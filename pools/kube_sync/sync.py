@@ -24,6 +24,7 @@ from django.db import DatabaseError, close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from kernel.db import update_rows
 from pools.inventory.parse import parse_inventory
 from pools.inventory.records import InventoryError
 from pools.inventory.service import NODE_FIELDS, inventory_import
@@ -57,7 +58,6 @@ from pools.kube_sync.observe import (
     workload_owner,
 )
 from pools.models import Cluster, KubeConfigObject, KubeJobState, Node
-from portal.db import update_rows
 from queues import kueue_messages as km
 from queues import services as job_services
 from queues.models import Allocation, Job, JobEvent

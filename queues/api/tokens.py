@@ -11,7 +11,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from portal.errors import ValidationFailed
+from kernel.errors import ValidationFailed
 from queues.models import ApiToken, Membership, Team
 
 KEY_PREFIX = "gpp_"

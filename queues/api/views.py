@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from portal.errors import Conflict, DomainError, ValidationFailed
+from kernel.errors import Conflict, DomainError, ValidationFailed
 from queues import diagnosis, services
 from queues import selectors as sel
 from queues.api import serializers as s

@@ -1,5 +1,7 @@
 """Kueue-equivalent admission engine: pure Python, deterministic, no Django (see docs/engine.md)."""
 
+from kernel.quantity import format_quantity, is_device_resource, parse_decimal, parse_quantity
+
 from .api import SettleResult, apply_cycle, estimate_admission, explain, schedule, settle, weighted_shares
 from .decisions import (
     WAIT_CODE_ORDER,
@@ -45,7 +47,6 @@ from .model import (
     Workload,
     WorkloadPriorityClass,
 )
-from .quantity import format_quantity, is_device_resource, parse_decimal, parse_quantity
 
 __all__ = [
     "DEGRADED_DEVICES_LABEL",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .quantity import format_quantity, is_device_resource
+from kernel.quantity import format_quantity, is_device_resource
 
 PREEMPTION_REASON_TEXT = {
     "InClusterQueue": "prioritization in the ClusterQueue",

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from kernel.quantity import is_device_resource
+
 from .labels import HOSTNAME_LABEL, first_untolerated, node_affinity_matches, taint_to_string
 from .model import HEALTH_TAINT_KEYS, Node, NodeSelectorTerm, Taint, Toleration
-from .quantity import is_device_resource
 
 #: Resources a node may omit (hand-written scenarios often list only devices): not checked when absent.
 _OPTIONAL_NODE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})

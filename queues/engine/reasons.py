@@ -7,9 +7,10 @@ higher_priority_ahead) → placement (health_blocked | topology_fragmented | cla
 
 from __future__ import annotations
 
+from kernel.quantity import is_device_resource
+
 from . import messages as msg
 from .decisions import AdmissionDecision, Explanation, PodSetAssignment, WaitReason
-from .quantity import is_device_resource
 from .quota import QuotaTree
 from .scheduler import (
     _CQ,

@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from kernel.quantity import parse_quantity
+
 from .decisions import QUEUE_STOP_REASONS
 from .kueue_config import configuration, configuration_from_config_map
 from .model import (
@@ -55,7 +57,6 @@ from .model import (
     Workload,
     WorkloadPriorityClass,
 )
-from .quantity import parse_quantity
 from .reasons import explain_wl
 from .scheduler import ADMITTED, EVICTING, FINISHED, PENDING, RESERVED, Engine
 from .simulation import Replay, ReplayResult, primary_resource

@@ -13,9 +13,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import count
 
+from kernel.quantity import is_device_resource
+
 from .decisions import QueueStopEviction
 from .model import Node, Workload
-from .quantity import is_device_resource
 from .scheduler import ADMITTED, EVICTING, FINISHED, PENDING, RESERVED, CycleOutcome, Engine
 
 _FINISH, _CHECKS, _SUBMIT, _NODE_JOIN, _NODE_LEAVE = 0, 1, 2, 3, 4

@@ -18,8 +18,8 @@ from django.urls import reverse
 from django.utils.html import format_html
 from simple_history.admin import SimpleHistoryAdmin
 
+from kernel.errors import Conflict
 from pools.models import Cluster
-from portal.errors import Conflict
 from queues.models import PolicyPreview
 from queues.policy.previews import (
     PreviewSide,

@@ -20,8 +20,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from kernel.errors import Conflict
 from pools.models import Cluster
-from portal.errors import Conflict
 from queues.engine import model as m
 from queues.engine.codec import from_data, to_data
 from queues.models import PolicyPreview

@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
+from kernel.quantity import is_device_resource, parse_quantity
 from pools.models import Device, ResourceClass
-from queues.engine.quantity import is_device_resource, parse_quantity
 from queues.engine_input import HOLDING_STATES
 from queues.models import Allocation, Cohort, Job, QuotaLine, Team, TeamQuota
 

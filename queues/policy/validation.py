@@ -11,8 +11,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from kernel.quantity import parse_quantity
 from pools.models import Cluster, Node, ResourceFlavor
-from queues.engine.quantity import parse_quantity
 from queues.models import Cohort
 
 

@@ -28,10 +28,10 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from kernel.errors import DomainError
+from kernel.quantity import is_device_resource
 from pools.models import Cluster
-from portal.errors import DomainError
 from queues.engine import model as m
-from queues.engine.quantity import is_device_resource
 from queues.engine.scheduler import Engine
 from queues.engine.simulation import Replay
 from queues.engine_input import WindowNode, cluster_engine_input, job_pod_set, ts, window_engine_nodes, workload_name
@@ -466,7 +466,7 @@ def _quota_map(groups: Iterable[m.ResourceGroup]) -> dict[str, tuple]:
 
 
 def _limit(value: int | None, resource: str) -> str:
-    from queues.engine.quantity import format_quantity
+    from kernel.quantity import format_quantity
 
     return "none" if value is None else format_quantity(value, resource)
 

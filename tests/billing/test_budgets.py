@@ -10,7 +10,7 @@ from django.core import mail
 
 from billing import selectors, services
 from billing.models import Budget, Notification, TeamDemotion
-from portal.errors import ValidationFailed
+from kernel.errors import ValidationFailed
 from tests.billing.conftest import T0, H, run_job
 from tests.factories import PriorityClassFactory
 

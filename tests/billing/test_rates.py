@@ -8,7 +8,7 @@ import pytest
 
 from billing import services
 from billing.models import Rate
-from portal.errors import ValidationFailed
+from kernel.errors import ValidationFailed
 from tests.billing.conftest import T0
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from queues.engine.quantity import format_quantity, is_device_resource, parse_decimal, parse_quantity
+from kernel.quantity import format_quantity, is_device_resource, parse_decimal, parse_quantity
 
 
 @pytest.mark.parametrize(

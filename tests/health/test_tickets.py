@@ -6,12 +6,12 @@ import pytest
 from django.core import mail
 from django.test import override_settings
 
+from kernel.errors import Conflict
 from pools.health import tickets
 from pools.health.ingest import health_ingest_scrape
 from pools.health.selectors import open_tickets_for, validation_pinning
 from pools.health.services import Actor
 from pools.models import Cluster, Device, HealthState, NodeHealthDirective, RepairTicket, ValidationRun
-from portal.errors import Conflict
 from queues.models import Allocation, Job, JobEvent
 from tests.factories import DeviceFactory
 from tests.health.conftest import submit, tick

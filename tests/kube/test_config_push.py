@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from kernel.errors import Conflict
 from pools.kube_sync.config import kube_config_adopt, kube_config_push, kube_config_reapply
 from pools.models import KubeConfigObject, Topology
-from portal.errors import Conflict
 from queues.models import Cohort, PriorityClass, QuotaLine, TeamQuota
 from tests.factories import ResourceFlavorFactory, TeamFactory
 

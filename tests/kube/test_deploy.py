@@ -21,6 +21,7 @@ import pytest
 import yaml
 from django.core.management import get_commands
 
+from kernel.errors import DomainError
 from pools.backends.k8s.health import health_directives_sync
 from pools.health import tickets
 from pools.health.services import Actor, device_health_set
@@ -30,7 +31,6 @@ from pools.kube_sync.config import kube_config_adopt, kube_config_push, kube_con
 from pools.kube_sync.jobs import kube_job_create, kube_job_delete
 from pools.kube_sync.sync import kube_sync_run
 from pools.models import Device, HealthState, KubeConfigObject, Topology
-from portal.errors import DomainError
 from queues.models import Cohort, Job, PriorityClass, TeamQuota
 from queues.services import JobSpec, job_submit
 from tests.kube.cluster import at, kueue_config_map

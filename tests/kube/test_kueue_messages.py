@@ -7,8 +7,8 @@ import re
 import pytest
 import yaml
 
+from kernel.quantity import parse_quantity
 from queues import kueue_messages as km
-from queues.engine.quantity import parse_quantity
 from tests.kube.schemas import REFERENCE
 
 CATALOGUE = REFERENCE / "kueue" / "messages.yaml"

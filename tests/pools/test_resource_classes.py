@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
+from kernel.errors import ValidationFailed
 from pools.models import Device, ResourceClass
 from pools.services import ClassSpec, resource_class_check, resource_class_save
-from portal.errors import ValidationFailed
 from tests.factories import DeviceFactory, NodeFactory, ResourceClassFactory, ResourceFlavorFactory, TopologyFactory
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""portal.db.update_rows: many rows, each its own values, in one statement per batch."""
+"""kernel.db.update_rows: many rows, each its own values, in one statement per batch."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from kernel.db import update_rows
 from pools.models import KubeJobState
-from portal.db import update_rows
 from tests.factories import ClusterFactory, JobFactory
 
 pytestmark = pytest.mark.django_db

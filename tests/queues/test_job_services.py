@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from portal.errors import Conflict, ValidationFailed
+from kernel.errors import Conflict, ValidationFailed
 from queues import services
 from queues.models import Allocation, Job, JobEvent, WaitReason
 from queues.services import JobSpec

@@ -15,10 +15,10 @@ from pathlib import Path
 import yaml
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from kernel.errors import DomainError
 from pools.health.ingest import health_ingest_text
 from pools.health.services import Actor
 from pools.models import Cluster
-from portal.errors import DomainError
 
 
 def _node_map(values: list[str]) -> dict[str, str]:

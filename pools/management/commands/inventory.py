@@ -6,9 +6,9 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from kernel.quantity import format_quantity
 from pools.inventory.selectors import InventoryRow, cluster_named, inventory_devices
 from pools.selectors import class_capacity, flavor_capacity
-from queues.engine.quantity import format_quantity
 
 TOTALS = (("exists", "exists"), ("inUse", "in_use"), ("available", "available"), ("unhealthy", "unhealthy"))
 
