@@ -155,8 +155,8 @@ def populate_jobs(*, seed: int = 12) -> dict[str, int]:
     records); the records themselves are written by the real ``metering_sync``, timed by the caller."""
     from django.contrib.auth import get_user_model
 
-    from pools.models import Cluster, Device, Node, ResourceClass, ResourceFlavor
-    from queues.models import Allocation, Job, Team
+    from pools.models import Allocation, Cluster, Device, Node, ResourceClass, ResourceFlavor
+    from queues.models import Job, Team
 
     rng = random.Random(seed)
     first_seen = datetime(2024, 12, 1, tzinfo=UTC)

@@ -48,8 +48,8 @@ def populate(*, seed: int = 7) -> dict[str, int]:
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
-    from pools.models import Cluster, Device, Node, ResourceClass, ResourceClassFlavor, ResourceFlavor
-    from queues.models import Allocation, Job, QuotaLine, Team, TeamQuota
+    from pools.models import Allocation, Cluster, Device, Node, ResourceClass, ResourceClassFlavor, ResourceFlavor
+    from queues.models import Job, QuotaLine, Team, TeamQuota
 
     rng = random.Random(seed)
     now = timezone.now()

@@ -10,8 +10,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from pools.models import Cluster, Device, ResourceClass, ResourceFlavor
-from queues.models import Allocation, Job, PriorityClass, Team
+from pools.models import Allocation, Cluster, Device, ResourceClass, ResourceFlavor
+from queues.models import Job, PriorityClass, Team
 
 #: Microseconds in an hour: device-hours = ``*_us`` / US_PER_HOUR.
 US_PER_HOUR = 3_600_000_000

@@ -9,7 +9,7 @@ from django.forms.models import BaseInlineFormSet
 from django.utils import timezone
 from django.utils.html import format_html
 
-from pools.kube_sync.kueue_config import fix_hint
+from clusters.kube_sync.kueue_config import fix_hint
 from pools.models import Cluster, Device, Node, ResourceClass, ResourceClassFlavor, ResourceFlavor, Topology
 from pools.services import ClassSpec, resource_class_check
 from queues.policy.admin_support import PolicyAdmin, WhatIfAdminMixin
@@ -577,8 +577,3 @@ class NodeHealthDirectiveAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None):
         """Written by the repair workflow and the backend only."""
         return False
-
-
-# The Kueue configuration objects and their drift (re-apply / adopt) live in their own module.
-from pools import drift_admin  # noqa: E402, F401
-from pools.kube_sync import admin as _kube_sync_admin  # noqa: E402, F401  (registers the reconciler's reports)

@@ -90,7 +90,7 @@ class NodePage:
 
 def present_units(*, cluster: Cluster | None = None) -> QuerySet[Device]:
     """Schedulable units on present nodes, annotated with ``busy`` (an open allocation holds them)."""
-    from queues.models import Allocation
+    from pools.models import Allocation
 
     qs = Device.objects.filter(gone_at__isnull=True, node__gone_at__isnull=True).exclude(resource_name="")
     if cluster is not None:
@@ -274,7 +274,7 @@ def node_capacity_page(
 ) -> NodePage:
     """One page of present nodes with their counts and device grids, in a bounded number of queries; how many nodes
     match the filters and how many there are (in the cluster) come from one aggregate."""
-    from queues.models import Allocation
+    from pools.models import Allocation
 
     nodes = Node.objects.filter(gone_at__isnull=True).select_related("cluster", "flavor")
     if cluster is not None:

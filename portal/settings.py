@@ -71,6 +71,7 @@ INSTALLED_APPS = [
     "portal",
     "pools",
     "queues",
+    "clusters",
     "billing",
 ]
 
@@ -212,7 +213,7 @@ HEALTH_SIMULATED_VALIDATION_OUTCOME = env.str("HEALTH_SIMULATED_VALIDATION_OUTCO
 KUBE_SYNC_INTERVAL_SECONDS = env.float("KUBE_SYNC_INTERVAL_SECONDS", default=60.0)
 KUBE_PUSH_INTERVAL_SECONDS = env.float("KUBE_PUSH_INTERVAL_SECONDS", default=300.0)
 KUBE_RECONCILE_INTERVAL_SECONDS = env.float("KUBE_RECONCILE_INTERVAL_SECONDS", default=900.0)
-# The kubernetes client (other KUBE_* settings and their defaults: pools/kube_sync/conf.py).
+# The kubernetes client (other KUBE_* settings and their defaults: clusters/kube_sync/conf.py).
 KUBE_API_CONNECT_TIMEOUT = env.float("KUBE_API_CONNECT_TIMEOUT", default=5.0)
 KUBE_API_READ_TIMEOUT = env.float("KUBE_API_READ_TIMEOUT", default=30.0)
 KUBE_API_RETRIES = env.int("KUBE_API_RETRIES", default=4)
@@ -223,17 +224,17 @@ KUBE_STALE_AFTER_SECONDS = env.int("KUBE_STALE_AFTER_SECONDS", default=300)
 KUEUE_CONFIG_MAP = env.str("KUEUE_CONFIG_MAP", default="kueue-system/kueue-manager-config")
 CELERY_BEAT_SCHEDULE = {
     "simulated-clusters-tick": {
-        "task": "pools.simulated_clusters_tick",
+        "task": "clusters.simulated_clusters_tick",
         "schedule": SIMULATOR_TICK_SECONDS,
         "options": {"expires": SIMULATOR_TICK_SECONDS},
     },
     "health-scrape": {
-        "task": "pools.health_scrape_endpoints",
+        "task": "clusters.health_scrape_endpoints",
         "schedule": HEALTH_SCRAPE_SECONDS,
         "options": {"expires": HEALTH_SCRAPE_SECONDS},
     },
     "health-sweep": {
-        "task": "pools.health_sweep",
+        "task": "clusters.health_sweep",
         "schedule": HEALTH_SWEEP_SECONDS,
         "options": {"expires": HEALTH_SWEEP_SECONDS},
     },
@@ -274,17 +275,17 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": 30.0},
     },
     "kube-sync-clusters": {
-        "task": "pools.kube_sync_clusters",
+        "task": "clusters.kube_sync_clusters",
         "schedule": KUBE_SYNC_INTERVAL_SECONDS,
         "options": {"expires": KUBE_SYNC_INTERVAL_SECONDS},
     },
     "kube-push-configs": {
-        "task": "pools.kube_push_configs",
+        "task": "clusters.kube_push_configs",
         "schedule": KUBE_PUSH_INTERVAL_SECONDS,
         "options": {"expires": KUBE_PUSH_INTERVAL_SECONDS},
     },
     "kube-reconcile-clusters": {
-        "task": "pools.kube_reconcile_clusters",
+        "task": "clusters.kube_reconcile_clusters",
         "schedule": KUBE_RECONCILE_INTERVAL_SECONDS,
         "options": {"expires": KUBE_RECONCILE_INTERVAL_SECONDS},
     },

@@ -16,7 +16,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from pools.backends.simulated import simulated_cluster_tick_run
+from clusters.backends.simulated import simulated_cluster_tick_run
 from pools.demo import DEGRADED_NODE, RACK, demo_health_seed, demo_pool_install
 from pools.models import Cluster, ResourceClass, ResourceFlavor
 from pools.services import ClassSpec, resource_class_save

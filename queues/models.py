@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from pools.models import Cluster, Device, ResourceClass, ResourceFlavor, dns_label
+from pools.models import Cluster, ResourceClass, ResourceFlavor, dns_label
 from portal.history import PolicyHistory
 
 
@@ -362,29 +362,6 @@ class JobEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id} {self.kind} @ {self.at:%Y-%m-%d %H:%M:%S}"
-
-
-class Allocation(models.Model):
-    """A device held by a job, from when to when; closed on every way a job can end."""
-
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="allocations")
-    device = models.ForeignKey(Device, on_delete=models.PROTECT, related_name="allocations")
-    pod_index = models.PositiveIntegerField(default=0)
-    started_at = models.DateTimeField()
-    ended_at = models.DateTimeField(null=True, blank=True)
-    end_reason = models.CharField(max_length=40, blank=True)
-
-    class Meta:
-        ordering = ["job", "pod_index", "device"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["device"], condition=Q(ended_at__isnull=True), name="one_open_allocation_per_device"
-            ),
-        ]
-        indexes = [models.Index(fields=["job", "ended_at"], name="allocation_job_open")]
-
-    def __str__(self) -> str:
-        return f"{self.job_id} holds {self.device_id}"
 
 
 class ApiToken(models.Model):

@@ -20,9 +20,9 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from kernel.quantity import parse_quantity
-from pools.models import Cluster, Device, Node, ResourceClass, ResourceFlavor, Topology
+from pools.models import Allocation, Cluster, Device, Node, ResourceClass, ResourceFlavor, Topology
 from pools.selectors import SHARING_KIND, ClassCapacity, class_capacity, class_matches_software
-from queues.models import Allocation, Job, JobEvent, Membership, PriorityClass, QuotaLine, Team, TeamQuota
+from queues.models import Job, JobEvent, Membership, PriorityClass, QuotaLine, Team, TeamQuota
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 

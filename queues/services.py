@@ -20,8 +20,8 @@ from django.utils import timezone
 
 from billing.selectors import team_priority_override
 from kernel.errors import Conflict, ValidationFailed
-from pools.models import USABLE_HEALTH, Cluster, Device, ResourceClass
-from queues.models import Allocation, Job, JobEvent, Membership, PriorityClass, Team, WaitReason
+from pools.models import USABLE_HEALTH, Allocation, Cluster, Device, ResourceClass
+from queues.models import Job, JobEvent, Membership, PriorityClass, Team, WaitReason
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # An OCI image reference: [registry[:port]/]path[:tag][@sha256:digest], lower-case path components.
@@ -235,7 +235,7 @@ def job_submit(
         f"{spec.resource_class.name} device(s) = {total}.",
         at=now,
     )
-    from pools.backends import backend_for
+    from clusters.backends import backend_for
 
     if notify_backend:
         transaction.on_commit(lambda: backend_for(cluster).job_submitted(job_id=job.pk))
@@ -457,7 +457,7 @@ def job_cancel(*, job: Job, user: AbstractBaseUser, now: datetime | None = None,
     if job.is_final:
         raise Conflict(f"the job already ended ({job.get_state_display().lower()})")
     job_finish(job, state=Job.State.CANCELLED, now=now, message=f"Cancelled by {user.get_username()}.")
-    from pools.backends import backend_for
+    from clusters.backends import backend_for
 
     cluster = job.cluster
     if notify_backend:

@@ -10,8 +10,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 from django.utils import timezone
 
-from pools.models import Cluster, Device, Node, ResourceClass, ResourceClassFlavor, ResourceFlavor, Topology
-from queues.models import Allocation, Job, Membership, PriorityClass, QuotaLine, Team, TeamQuota
+from pools.models import Allocation, Cluster, Device, Node, ResourceClass, ResourceClassFlavor, ResourceFlavor, Topology
+from queues.models import Job, Membership, PriorityClass, QuotaLine, Team, TeamQuota
 
 GiB = 1024**3
 

@@ -33,8 +33,8 @@ from billing.pricing import (
 from billing.services.common import METERING_LOCK, billing_tz, default_currency, require_aware, take_lock
 from billing.services.quotas import quota_history_sync
 from kernel.quantity import parse_decimal
-from pools.models import Device
-from queues.models import Allocation, Job, JobEvent, QuotaLine
+from pools.models import Allocation, Device
+from queues.models import Job, JobEvent, QuotaLine
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from billing.pricing import US_PER_HOUR, RateBook, Unit, cost_of, day_bounds, du
 from billing.services.common import METERING_LOCK, billing_tz, default_currency, require_aware, take_lock
 from billing.services.metering import _rate_books
 from billing.services.quotas import quota_history_sync, quota_spans
-from pools.models import Device
-from queues.models import Allocation, JobEvent
+from pools.models import Allocation, Device
+from queues.models import JobEvent
 
 #: Allocation end reasons (and requeue reasons) that mean the hardware failed, not the scheduler.
 HARDWARE_REASONS = frozenset({"node_lost", "device_lost", "device_unhealthy", "unhealthy", "hardware", "xid"})

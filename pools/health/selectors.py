@@ -216,7 +216,7 @@ def health_map(
     *, cluster: Cluster | None = None, problems_only: bool = False, page: int = 1, per_page: int = 100
 ) -> HealthMap:
     """Present nodes × devices coloured by health state, a page at a time, in a fixed number of queries."""
-    from queues.models import Allocation
+    from pools.models import Allocation
 
     devices = Device.objects.filter(gone_at__isnull=True, node__gone_at__isnull=True)
     if cluster is not None:

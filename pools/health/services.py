@@ -539,8 +539,9 @@ def jobs_protect(*, devices: Sequence[Device], reason: str, now: datetime, polic
     ``preempting`` state, which both backends already drive: checkpoint (with a policy), then requeue, after which
     the scheduler places it on healthy devices. Validation jobs are never moved (they are there to test the device).
     """
+    from pools.models import Allocation
     from queues import services as job_services
-    from queues.models import Allocation, Job, JobEvent
+    from queues.models import Job, JobEvent
 
     if not devices:
         return []

@@ -117,7 +117,7 @@ def open_ticket_of(device: Device) -> RepairTicket | None:
 
 def _busy(units: Sequence[Device], ticket: RepairTicket) -> list[int]:
     """Jobs other than the ticket's own validation jobs that still hold one of the units."""
-    from queues.models import Allocation
+    from pools.models import Allocation
 
     return sorted(
         set(
@@ -309,8 +309,9 @@ def _finish_drain(
 @transaction.atomic
 def ticket_drain_now(*, ticket: RepairTicket, actor: Actor, now: datetime | None = None) -> list[int]:
     """Evict every job still holding the ticket's devices (checkpoint first where they can); returns the job ids."""
+    from pools.models import Allocation
     from queues import services as job_services
-    from queues.models import Allocation, Job, JobEvent
+    from queues.models import Job, JobEvent
 
     now = aware_now(now)
     ticket = RepairTicket.objects.select_for_update().get(pk=ticket.pk)
@@ -481,7 +482,7 @@ def ticket_start_validation(*, ticket: RepairTicket, actor: Actor, now: datetime
 
 
 def _cancel_validation_job(run: ValidationRun, *, now: datetime, message: str) -> None:
-    from pools.backends import backend_for
+    from clusters.backends import backend_for
     from queues import services as job_services
 
     job = run.job

@@ -36,7 +36,7 @@ def cluster_named(name: str) -> Cluster | None:
 
 def inventory_devices(*, cluster: Cluster | None = None) -> list[InventoryRow]:
     """Present devices on present nodes (partitioned and shared cards included), in listing order; 2 queries."""
-    from queues.models import Allocation
+    from pools.models import Allocation
 
     open_allocations = Allocation.objects.filter(ended_at__isnull=True).select_related("job__team")
     devices = (

@@ -224,7 +224,7 @@ def _sync_nodes(
 
 def _open_allocations(device_ids) -> int:
     """Open allocations on a set of devices (ids, or a ``values("pk")`` queryset)."""
-    from queues.models import Allocation
+    from pools.models import Allocation
 
     if isinstance(device_ids, list):
         return sum(

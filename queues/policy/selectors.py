@@ -11,9 +11,9 @@ from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
 from kernel.quantity import is_device_resource, parse_quantity
-from pools.models import Device, ResourceClass
+from pools.models import Allocation, Device, ResourceClass
 from queues.engine_input import HOLDING_STATES
-from queues.models import Allocation, Cohort, Job, QuotaLine, Team, TeamQuota
+from queues.models import Cohort, Job, QuotaLine, Team, TeamQuota
 
 FR = tuple[int, str]  # (flavor id, resource name)
 

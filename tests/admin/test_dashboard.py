@@ -6,7 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from queues.models import Allocation, Cohort, Job, QuotaLine
+from pools.models import Allocation
+from queues.models import Cohort, Job, QuotaLine
 from queues.policy import charts
 from queues.policy.selectors import class_utilisation, cohort_tree, flatten, queue_figures, team_queues
 from queues.policy.whatif import ReplayOutcome, TeamOutcome, WhatIf

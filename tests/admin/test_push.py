@@ -6,9 +6,9 @@ import pytest
 import yaml
 from django.urls import reverse
 
-from pools.backends.k8s.client import forget_client
+from clusters.backends.k8s.client import forget_client
+from clusters.push import backoff_seconds, policy_push_request, policy_pushes_due
 from queues.models import PolicyPush, QuotaLine, TeamQuota
-from queues.policy.push import backoff_seconds, policy_push_request, policy_pushes_due
 from queues.tasks import policy_push_retry_due
 from tests.admin.test_admin_flow import _line, _quota_post
 from tests.factories import UserFactory

@@ -9,9 +9,9 @@ from decimal import Decimal
 import pytest
 
 from billing import services
-from pools.models import Device, ResourceClass, ResourceFlavor
+from pools.models import Allocation, Device, ResourceClass, ResourceFlavor
 from queues import services as job_services
-from queues.models import Allocation, Cohort, Job, Membership, QuotaLine, Team
+from queues.models import Cohort, Job, Membership, QuotaLine, Team
 from tests.factories import (
     ClusterFactory,
     DeviceFactory,

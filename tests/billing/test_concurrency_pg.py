@@ -17,7 +17,7 @@ from django.db.models import Count, Sum
 from billing import services
 from billing.models import Notification, UsageDaily, UsageRecord
 from billing.services import metering
-from queues.models import Allocation
+from pools.models import Allocation
 from tests.billing.conftest import T0, H, allocation_us, make_world, run_job
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

@@ -14,8 +14,9 @@ from billing.demo import billing_demo_seed
 from billing.models import Budget, Notification, Rate, UsageRecord
 from billing.pricing import local_day
 from billing.services.common import billing_tz
+from pools.models import Allocation
 from queues.demo import demo_seed
-from queues.models import Allocation, Team
+from queues.models import Team
 from tests.billing.conftest import allocation_us
 
 pytestmark = pytest.mark.django_db

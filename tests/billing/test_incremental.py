@@ -11,7 +11,7 @@ from django.db.models import Sum
 from billing import services
 from billing.models import MeteringCursor, UsageRecord
 from billing.services.metering import CURSOR_LAG
-from queues.models import Allocation
+from pools.models import Allocation
 from tests.billing.conftest import T0, H, allocation_us, run_job
 
 pytestmark = pytest.mark.django_db

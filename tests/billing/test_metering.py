@@ -12,8 +12,9 @@ from django.db.models import Sum
 from billing import selectors, services
 from billing.models import RollupDay, UsageRecord
 from billing.services import metering
+from pools.models import Allocation
 from queues import services as job_services
-from queues.models import Allocation, Job
+from queues.models import Job
 from tests.billing.conftest import T0, H, allocation_us, run_job
 from tests.factories import DeviceFactory, NodeFactory, ResourceClassFactory, ResourceFlavorFactory
 

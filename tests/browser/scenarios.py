@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from pools.models import Cluster, Device, Node, ResourceClass, ResourceFlavor
-from queues.models import Allocation, Job, PriorityClass, Team, TeamQuota
+from pools.models import Allocation, Cluster, Device, Node, ResourceClass, ResourceFlavor
+from queues.models import Job, PriorityClass, Team, TeamQuota
 from tests.factories import (
     ClusterFactory,
     DeviceFactory,

@@ -14,7 +14,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
-from pools.backends.simulated import simulated_cluster_tick_run
+from clusters.backends.simulated import simulated_cluster_tick_run
 from queues.models import Job
 from tests.browser.scenarios import PASSWORD, RACK, add_catalogue_classes, occupy, research_pool
 from tests.browsing import DB_LOCK

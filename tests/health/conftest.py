@@ -60,7 +60,7 @@ def pool(db) -> Pool:
 
 def tick(pool: Pool, seconds: float):
     """One simulated tick at ``pool.at(seconds)``."""
-    from pools.backends.simulated import simulated_cluster_tick_run
+    from clusters.backends.simulated import simulated_cluster_tick_run
 
     return simulated_cluster_tick_run(cluster_id=pool.cluster.pk, now=pool.at(seconds))
 

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 
-from pools import tasks
+from clusters import tasks
 from pools.models import Device, HealthSignal, HealthState, RepairTicket
 from tests.factories import DeviceFactory, NodeFactory
 from tests.health.scrapes import exposition, gpu

@@ -11,15 +11,15 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from pools.backends.simulated import simulated_cluster_tick_run
+from clusters.backends.simulated import simulated_cluster_tick_run
 from pools.health import selectors as health_selectors
 from pools.health.services import Actor
 from pools.health.tickets import ticket_start_validation
-from pools.models import Cluster, Device, HealthState, Node, RepairTicket, ResourceClass
+from pools.models import Allocation, Cluster, Device, HealthState, Node, RepairTicket, ResourceClass
 from queues import services as job_services
 from queues.demo import DEMO_CLUSTER, demo_seed
 from queues.diagnosis import job_diagnosis
-from queues.models import Allocation, Job, Membership, WaitReason
+from queues.models import Job, Membership, WaitReason
 from tests.health.scrapes import exposition
 
 pytestmark = pytest.mark.django_db

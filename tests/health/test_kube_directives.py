@@ -7,8 +7,8 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from pools import tasks
-from pools.backends.k8s.health import CORDON_ANNOTATION, DEVICE_TAINT_RULES, health_directives_sync, rule_name
+from clusters import tasks
+from clusters.backends.k8s.health import CORDON_ANNOTATION, DEVICE_TAINT_RULES, health_directives_sync, rule_name
 from pools.health import tickets
 from pools.health.directives import TAINT_KEY
 from pools.health.services import Actor, device_health_set
@@ -147,7 +147,7 @@ def test_device_taint_without_the_api_keeps_a_clear_error(emulator, cluster, api
 
 @override_settings(HEALTH_MANAGED_NODE_LABELS=MANAGED, HEALTH_NODE_ACTION="taint")
 def test_validation_job_manifest_is_pinned_to_the_ticket_node_and_tolerates_the_taint(emulator, cluster, nodes):  # noqa: F811
-    from pools.kube_sync.jobs import _manifest
+    from clusters.kube_sync.jobs import _manifest
     from tests.factories import ResourceClassFactory, ResourceFlavorFactory
     from tests.kube.schemas import validate
 

@@ -17,14 +17,13 @@ from django.utils import timezone
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from clusters.backends.simulated import simulated_cluster_tick_run
 from kernel.errors import DomainError
-from pools.backends.simulated import simulated_cluster_tick_run
 from pools.health import tickets
 from pools.health.ingest import health_ingest_scrape
 from pools.health.services import Actor, health_mark
-from pools.models import USABLE_HEALTH, Device, HealthState, RepairTicket, ValidationRun
+from pools.models import USABLE_HEALTH, Allocation, Device, HealthState, RepairTicket, ValidationRun
 from queues import services as job_services
-from queues.models import Allocation
 from tests.factories import (
     ClusterFactory,
     DeviceFactory,

@@ -11,8 +11,8 @@ from pools.health import tickets
 from pools.health.ingest import health_ingest_scrape
 from pools.health.selectors import open_tickets_for, validation_pinning
 from pools.health.services import Actor
-from pools.models import Cluster, Device, HealthState, NodeHealthDirective, RepairTicket, ValidationRun
-from queues.models import Allocation, Job, JobEvent
+from pools.models import Allocation, Cluster, Device, HealthState, NodeHealthDirective, RepairTicket, ValidationRun
+from queues.models import Job, JobEvent
 from tests.factories import DeviceFactory
 from tests.health.conftest import submit, tick
 from tests.health.scrapes import exposition, gpu

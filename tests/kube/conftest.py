@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pools.backends.k8s.client import KubeClient, forget_client
-from pools.kube_sync.config import kube_config_push
-from pools.kube_sync.sync import ClusterSync
+from clusters.backends.k8s.client import KubeClient, forget_client
+from clusters.kube_sync.config import kube_config_push
+from clusters.kube_sync.sync import ClusterSync
 from pools.models import Cluster
 from queues.models import Job, Membership, PriorityClass, QuotaLine, TeamQuota
 from queues.services import JobSpec, job_submit

@@ -49,7 +49,7 @@ from typing import Any
 
 from aiohttp import web
 
-from pools.kube_sync.api import ALL_RESOURCES, Resource
+from clusters.kube_sync.api import ALL_RESOURCES, Resource
 
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace or "", name)

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from pools.backends.k8s.client import KubeClient, forget_client
-from pools.kube_sync.api import (
+from clusters.backends.k8s.client import KubeClient, forget_client
+from clusters.kube_sync.api import (
     CLUSTER_QUEUES,
     JOBS,
     NAMESPACES,

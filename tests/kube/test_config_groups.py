@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pools.kube_sync.config import kube_config_push
-from pools.kube_sync.manifests import desired_config
+from clusters.kube_sync.config import kube_config_push
+from clusters.kube_sync.manifests import desired_config
 from queues.models import QuotaLine
 from tests.factories import ResourceFlavorFactory
 

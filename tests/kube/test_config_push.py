@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from clusters.kube_sync.config import kube_config_adopt, kube_config_push, kube_config_reapply
+from clusters.models import KubeConfigObject
 from kernel.errors import Conflict
-from pools.kube_sync.config import kube_config_adopt, kube_config_push, kube_config_reapply
-from pools.models import KubeConfigObject, Topology
+from pools.models import Topology
 from queues.models import Cohort, PriorityClass, QuotaLine, TeamQuota
 from tests.factories import ResourceFlavorFactory, TeamFactory
 

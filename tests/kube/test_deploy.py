@@ -1,7 +1,7 @@
 """deploy/: the kustomize base renders, validates against Kubernetes' schemas, and grants exactly the RBAC the code uses.
 
 The RBAC check is two-sided: the ClusterRole equals the cluster-wide part of the table in
-:mod:`pools.kube_sync.access` and the Role in Kueue's namespace its namespaced, name-restricted part, and the portal's
+:mod:`clusters.kube_sync.access` and the Role in Kueue's namespace its namespaced, name-restricted part, and the portal's
 own services, run against the API emulator over HTTP, make no request that table does not cover — and use every
 verb it grants (least privilege).
 """
@@ -21,16 +21,17 @@ import pytest
 import yaml
 from django.core.management import get_commands
 
+from clusters.backends.k8s.health import health_directives_sync
+from clusters.kube_sync.access import PORTAL_ACCESS, rbac_rules, request_object, request_verb, role_rules
+from clusters.kube_sync.api import DEVICE_TAINT_RULES
+from clusters.kube_sync.config import kube_config_adopt, kube_config_push, kube_config_reapply
+from clusters.kube_sync.jobs import kube_job_create, kube_job_delete
+from clusters.kube_sync.sync import kube_sync_run
+from clusters.models import KubeConfigObject
 from kernel.errors import DomainError
-from pools.backends.k8s.health import health_directives_sync
 from pools.health import tickets
 from pools.health.services import Actor, device_health_set
-from pools.kube_sync.access import PORTAL_ACCESS, rbac_rules, request_object, request_verb, role_rules
-from pools.kube_sync.api import DEVICE_TAINT_RULES
-from pools.kube_sync.config import kube_config_adopt, kube_config_push, kube_config_reapply
-from pools.kube_sync.jobs import kube_job_create, kube_job_delete
-from pools.kube_sync.sync import kube_sync_run
-from pools.models import Device, HealthState, KubeConfigObject, Topology
+from pools.models import Device, HealthState, Topology
 from queues.models import Cohort, Job, PriorityClass, TeamQuota
 from queues.services import JobSpec, job_submit
 from tests.kube.cluster import at, kueue_config_map

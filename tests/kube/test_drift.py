@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from pools.kube_sync import drift
-from pools.kube_sync.config import kube_config_push
-from pools.models import KubeConfigObject
+from clusters.kube_sync import drift
+from clusters.kube_sync.config import kube_config_push
+from clusters.models import KubeConfigObject
 from queues.models import PriorityClass, QuotaLine
 from tests.factories import UserFactory
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from pools.kube_sync.config import kube_config_push
-from pools.models import KubeConfigObject
+from clusters.kube_sync.config import kube_config_push
+from clusters.models import KubeConfigObject
 from queues.models import QuotaLine
 from tests.browsing import DB_LOCK
 from tests.factories import PASSWORD, UserFactory

@@ -13,11 +13,12 @@ from django.urls import reverse
 
 from billing.models import UsageRecord
 from billing.services.metering import metering_sync
-from pools.kube_sync.api import JOBS
-from pools.kube_sync.jobs import kube_job_delete
-from pools.kube_sync.sync import ClusterSync
-from pools.models import Cluster, KubeJobState
-from queues.models import Allocation, Job, JobEvent
+from clusters.kube_sync.api import JOBS
+from clusters.kube_sync.jobs import kube_job_delete
+from clusters.kube_sync.sync import ClusterSync
+from clusters.models import KubeJobState
+from pools.models import Allocation, Cluster
+from queues.models import Job, JobEvent
 from queues.services import job_cancel
 from tests.kube.cluster import at
 
@@ -196,7 +197,7 @@ def test_submit_conflict_with_our_own_job_after_a_lost_response_creates_nothing_
     job = world.submit()
     emulator.fail("POST", r"/jobs", status=500, times=1)  # a retry of a POST that may have landed
     Job.objects.filter(pk=job.pk).update(k8s_uid="")
-    from pools.kube_sync.jobs import kube_job_create
+    from clusters.kube_sync.jobs import kube_job_create
 
     assert kube_job_create(job_id=job.pk, api=api) == "created"
     assert len(emulator.all("Job")) == 1

@@ -12,9 +12,9 @@ import ssl
 import pytest
 import trustme
 
-from pools.backends.k8s.client import KubeClient, forget_client
-from pools.kube_sync.api import NODES, KubeUnavailable
-from pools.kube_sync.sync import ClusterSync
+from clusters.backends.k8s.client import KubeClient, forget_client
+from clusters.kube_sync.api import NODES, KubeUnavailable
+from clusters.kube_sync.sync import ClusterSync
 from pools.models import Cluster, Node
 from tests.kube.cluster import gpu_node
 from tests.kube.emulator import Emulator

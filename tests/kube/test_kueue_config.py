@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from clusters.kube_sync.config import kube_config_push
+from clusters.kube_sync.drift import kube_drift_check
+from clusters.kube_sync.kueue_config import kueue_config_check
 from kernel.errors import DomainError
-from pools.kube_sync.config import kube_config_push
-from pools.kube_sync.drift import kube_drift_check
-from pools.kube_sync.kueue_config import kueue_config_check
 from pools.models import Cluster
 from tests.kube.cluster import at, kueue_config_map
 

@@ -14,9 +14,10 @@ from django.urls import reverse
 
 from billing.models import UsageRecord
 from billing.services.metering import metering_sync
-from pools.kube_sync.reconcile import kube_reconcile
-from pools.models import Cluster, ReconcileReport
-from queues.models import Allocation, Job
+from clusters.kube_sync.reconcile import kube_reconcile
+from clusters.models import ReconcileReport
+from pools.models import Allocation, Cluster
+from queues.models import Job
 from tests.factories import UserFactory
 from tests.kube.cluster import at, gpu_node
 

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from pools.kube_sync.config import kube_config_push
-from pools.kube_sync.jobs import kube_job_create
-from pools.models import KubeJobState, Topology
+from clusters.kube_sync.config import kube_config_push
+from clusters.kube_sync.jobs import kube_job_create
+from clusters.models import KubeJobState
+from pools.models import Topology
 from queues.models import Job
 from queues.services import JobSpec, job_cancel, job_submit
 from tests.factories import ResourceFlavorFactory

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pools.models import Cluster, Device, KubeJobState, Node
-from queues.models import Allocation, Job, JobEvent
+from clusters.models import KubeJobState
+from pools.models import Allocation, Cluster, Device, Node
+from queues.models import Job, JobEvent
 from tests.kube.cluster import at, condition, gpu_node, ts, workload_name
 
 pytestmark = pytest.mark.django_db
@@ -526,7 +527,7 @@ def _outcome_rows(jobs: list[Job]) -> tuple[list, list]:
 def test_batched_wait_reasons_write_what_the_per_job_path_writes(world, kube, emulator, cluster, api):
     from django.db import transaction
 
-    from pools.kube_sync.sync import ClusterSync
+    from clusters.kube_sync.sync import ClusterSync
 
     class PerJob(ClusterSync):
         batch_wait_reasons = False
@@ -579,7 +580,7 @@ def test_batched_wait_reasons_write_what_the_per_job_path_writes(world, kube, em
 def test_a_failing_job_is_rolled_back_alone_and_retried(world, kube, monkeypatch):
     """A chunk is evaluated in one savepoint; when one job fails, the chunk is redone job by job: the others are
     written, the failing job's own writes are rolled back and it stays dirty for the next pass."""
-    import pools.kube_sync.sync as sync_module
+    import clusters.kube_sync.sync as sync_module
 
     waiting = [world.submit(f"w{i}", minute=i) for i in range(3)]
     odd = world.submit("odd", minute=4)

@@ -8,8 +8,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from clusters.models import KubeJobState
 from kernel.db import update_rows
-from pools.models import KubeJobState
 from tests.factories import ClusterFactory, JobFactory
 
 pytestmark = pytest.mark.django_db

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pools.models import Device, Node
+from pools.models import Allocation, Device, Node
 from queues.demo import demo_seed
-from queues.models import Allocation, Job, JobEvent
+from queues.models import Job, JobEvent
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from pools.backends.simulated import simulated_cluster_tick_run
+from clusters.backends.simulated import simulated_cluster_tick_run
 from pools.models import Cluster
 from queues import diagnosis, services
 from queues.models import Job, JobEvent, WaitReason

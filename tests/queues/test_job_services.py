@@ -8,8 +8,9 @@ import pytest
 from django.utils import timezone
 
 from kernel.errors import Conflict, ValidationFailed
+from pools.models import Allocation
 from queues import services
-from queues.models import Allocation, Job, JobEvent, WaitReason
+from queues.models import Job, JobEvent, WaitReason
 from queues.services import JobSpec
 from tests.factories import (
     ClusterFactory,

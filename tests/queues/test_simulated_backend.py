@@ -7,10 +7,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from pools.backends.simulated import simulated_cluster_tick_run
-from pools.models import HealthState
+from clusters.backends.simulated import simulated_cluster_tick_run
+from pools.models import Allocation, HealthState
 from queues import services
-from queues.models import Allocation, Job, JobEvent, QuotaLine
+from queues.models import Job, JobEvent, QuotaLine
 from queues.services import JobSpec
 from tests.factories import (
     ClusterFactory,

@@ -397,7 +397,7 @@ def test_submit_form_offers_the_teams_priorities_only(alice, pool):
 
 
 def test_job_detail_says_why_a_stopped_queue_evicted_the_job(alice, pool):
-    from pools.backends.simulated import simulated_cluster_tick_run
+    from clusters.backends.simulated import simulated_cluster_tick_run
 
     job = submit(pool, devices_per_pod=4, pod_count=1, sim_runtime_seconds=7200)
     t0 = timezone.now()

@@ -1,0 +1,132 @@
+"""Whether Kueue's own configuration agrees with a cluster's fair-sharing switch: read it, compare, record.
+
+Kueue shares fairly when its manager ``Configuration`` says so: the ConfigMap named by ``KUEUE_CONFIG_MAP``
+(``kueue-system/kueue-manager-config``, key ``controller_manager_config.yaml``). The cluster row's switch
+(``fair_sharing``, ``fair_sharing_strategies``) tells the portal's engine — wait reasons, ETAs, what-if previews —
+what Kueue does. The portal does not own Kueue's configuration and never writes it: it reads it at each
+configuration push and at the admin's "check now", and records on the cluster row whether the two agree.
+
+An unreachable cluster keeps the last outcome (:class:`~clusters.kube_sync.api.KubeUnavailable` propagates and
+nothing is written): the push and the sync already report reachability.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.core.exceptions import ImproperlyConfigured
+from django.utils import timezone
+
+from clusters.kube_sync.api import CONFIG_MAPS, KubeApi, KubeError, KubeNotFound, KubeUnavailable
+from clusters.kube_sync.conf import kube_setting
+from pools.models import Cluster
+from queues.engine.kueue_config import configuration_from_config_map
+from queues.engine.model import FairSharing
+from queues.engine_input import cluster_fair_sharing
+
+State = Cluster.KueueConfig
+
+#: How to fix a mismatch, on either side (the portal offers no button: Kueue's configuration is not its own).
+FIX_HINT = (
+    "Fix either side: edit this cluster's fair-sharing switch and strategies (Pools › Clusters) to match Kueue, "
+    "or edit Kueue's ConfigMap {config_map} (key controller_manager_config.yaml) and restart Kueue "
+    "(kubectl -n {namespace} rollout restart deployment kueue-controller-manager). The next configuration push, "
+    'or "Push and check for drift now", checks again.'
+)
+
+
+class _Unreadable(Exception):
+    """The ConfigMap's content is not a Configuration the parser accepts."""
+
+
+def kueue_config_map() -> tuple[str, str]:
+    """(namespace, name) of Kueue's manager ConfigMap, from ``KUEUE_CONFIG_MAP``."""
+    value = str(kube_setting("KUEUE_CONFIG_MAP"))
+    namespace, _, name = value.partition("/")
+    if not namespace or not name or "/" in name:
+        raise ImproperlyConfigured(f"KUEUE_CONFIG_MAP must be namespace/name, got {value!r}")
+    return namespace, name
+
+
+def fix_hint() -> str:
+    """How to fix a mismatch, naming the configured ConfigMap."""
+    namespace, name = kueue_config_map()
+    return FIX_HINT.format(config_map=f"{namespace}/{name}", namespace=namespace)
+
+
+def _describe(setting: FairSharing | None) -> str:
+    if setting is None:
+        return "off"
+    return f"on ({', '.join(setting.preemption_strategies)})"
+
+
+def kueue_config_mismatch(*, cluster: Cluster, kueue: FairSharing | None) -> str:
+    """What differs between Kueue's fair-sharing setting and the cluster's switch; "" when they agree."""
+    switch = cluster_fair_sharing(cluster)
+    if switch == kueue:
+        return ""
+    return (
+        f"Kueue's configuration has fair sharing {_describe(kueue)} but this cluster's switch is "
+        f"{_describe(switch)}: previews and explanations assume the wrong behaviour (the portal's engine follows "
+        "the switch, Kueue follows its configuration)."
+    )
+
+
+@dataclass(frozen=True)
+class KueueConfigCheck:
+    """The outcome of one check: the state and what is wrong ("" when it matches)."""
+
+    state: str
+    problem: str
+
+    @property
+    def needs_attention(self) -> bool:
+        """Whether an admin must look at it."""
+        return self.state != State.MATCHES
+
+
+def _outcome(cluster: Cluster, api: KubeApi) -> KueueConfigCheck:
+    namespace, name = kueue_config_map()
+    where = f"ConfigMap {namespace}/{name}"
+    try:
+        raw = api.get(CONFIG_MAPS, name=name, namespace=namespace)
+    except KubeUnavailable:
+        raise
+    except KubeNotFound:
+        return KueueConfigCheck(
+            State.MISSING,
+            f"{where} not found: is Kueue installed in {namespace}? If its configuration lives elsewhere, set "
+            "KUEUE_CONFIG_MAP (and the Role that lets the portal read it).",
+        )
+    except KubeError as exc:
+        if exc.status == 403:
+            return KueueConfigCheck(
+                State.FORBIDDEN,
+                f"not allowed to read {where} (HTTP 403): apply the Role and RoleBinding gpu-portal-kueue-config "
+                f"of deploy/base/rbac.yaml (get on that one ConfigMap in {namespace}). {exc.message}",
+            )
+        return KueueConfigCheck(State.ERROR, f"reading {where} failed: {exc.message}")
+
+    def fail(path: str, problem: str) -> Exception:
+        return _Unreadable(f"{where}: {path}: {problem}")
+
+    try:
+        kueue = configuration_from_config_map(raw, fail)
+    except _Unreadable as exc:
+        return KueueConfigCheck(State.INVALID, str(exc))
+    problem = kueue_config_mismatch(cluster=cluster, kueue=kueue)
+    return KueueConfigCheck(State.MISMATCH if problem else State.MATCHES, problem)
+
+
+def kueue_config_check(*, cluster: Cluster, api: KubeApi, now: datetime | None = None) -> KueueConfigCheck:
+    """Read Kueue's manager ConfigMap, compare it with the cluster's switch, record the outcome on the row.
+
+    Raises KubeUnavailable (and records nothing) when the cluster cannot be reached.
+    """
+    outcome = _outcome(cluster, api)
+    cluster.kueue_config_state = outcome.state
+    cluster.kueue_config_problem = outcome.problem
+    cluster.kueue_config_checked_at = now or timezone.now()
+    cluster.save(update_fields=["kueue_config_state", "kueue_config_problem", "kueue_config_checked_at"])
+    return outcome

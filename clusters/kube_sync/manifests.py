@@ -1,0 +1,484 @@
+"""What the portal sends to a cluster: the batch/v1 Job of a submission and the Kueue configuration objects.
+
+Pure functions of the portal's rows (reads only, no writes, no cluster calls).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from decimal import Decimal
+from typing import Any
+
+from clusters.kube_sync.api import KUEUE, KUEUE_VERSION
+from kernel.quantity import format_quantity, parse_quantity
+from pools.health.selectors import validation_pinning
+from pools.models import Cluster, ResourceFlavor, Topology
+from queues.engine.model import DEGRADED_DEVICES_LABEL
+from queues.engine_input import class_node_affinity
+from queues.models import Cohort, Job, PriorityClass, QuotaLine, TeamQuota
+
+KUEUE_API = f"{KUEUE}/{KUEUE_VERSION}"
+MANAGED_BY = "app.kubernetes.io/managed-by"
+PORTAL = "gpu-pool-portal"
+PREFIX = "gpu-pool-portal.io"
+JOB_ID_LABEL = f"{PREFIX}/job-id"
+TEAM_LABEL = f"{PREFIX}/team"
+CLASS_LABEL = f"{PREFIX}/class"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+#: Label selector of everything the portal submitted.
+PORTAL_JOBS_SELECTOR = JOB_ID_LABEL
+#: Weight (1-100) of the preference for nodes without degraded devices, beside kube-scheduler's other scores.
+DEGRADED_NODE_WEIGHT = 50
+
+
+def _managed_labels(**extra: str) -> dict[str, str]:
+    return {MANAGED_BY: PORTAL, **extra}
+
+
+def quantity(value: str | int, resource: str) -> str:
+    """A quantity as Kueue prints it (the API server normalises to the same text)."""
+    return format_quantity(parse_quantity(value, resource), resource)
+
+
+def _weight(value: Decimal | float | int) -> str:
+    """A fair-sharing weight as a quantity string ("1", "0.5")."""
+    return format(Decimal(value).normalize(), "f")
+
+
+# --- the Job of a submission ---------------------------------------------------------------------------------
+
+
+def _per_pod(job: Job) -> dict[str, str]:
+    """Requests of one pod: the class's device resource, and cpu/memory per device."""
+    rc = job.resource_class
+    n = job.devices_per_pod
+    return {
+        rc.resource_name: str(n),
+        "cpu": format_quantity(parse_quantity(rc.cpu_per_device, "cpu") * n, "cpu"),
+        "memory": format_quantity(parse_quantity(rc.memory_per_device, "memory") * n, "memory"),
+    }
+
+
+def _affinity(job: Job, *, pinned: bool) -> dict[str, Any] | None:
+    """Required node affinity that confines the job to its class's flavors (Kueue skips the others), and a
+    preference for nodes without degraded devices (not for a burn-in job pinned to its node)."""
+    terms = []
+    for term in class_node_affinity(job):
+        exprs = [{"key": r.key, "operator": r.operator, "values": list(r.values)} for r in term.match_expressions]
+        if exprs:
+            terms.append({"matchExpressions": exprs})
+    node_affinity: dict[str, Any] = {}
+    if terms:
+        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": terms}
+    if not pinned:
+        away = {"key": DEGRADED_DEVICES_LABEL, "operator": "DoesNotExist"}
+        node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
+            {"weight": DEGRADED_NODE_WEIGHT, "preference": {"matchExpressions": [away]}}
+        ]
+    return {"nodeAffinity": node_affinity} if node_affinity else None
+
+
+def _tolerations(job: Job) -> list[dict[str, str]]:
+    """Tolerations of the class's flavors' node taints (else Kueue skips those flavors: "untolerated taint")."""
+    out: list[dict[str, str]] = []
+    for link in job.resource_class.flavor_links.all():
+        for taint in link.flavor.node_taints or []:
+            tol = {"key": taint.get("key", ""), "operator": "Equal", "value": taint.get("value", "") or ""}
+            if taint.get("effect"):
+                tol["effect"] = taint["effect"]
+            if not tol["value"]:
+                tol = {
+                    "key": tol["key"],
+                    "operator": "Exists",
+                    **({"effect": taint["effect"]} if "effect" in taint else {}),
+                }
+            if tol not in out:
+                out.append(tol)
+    return out
+
+
+def _checkpoint(job: Job) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """Checkpoint settings as annotations (for people and controllers) and env (for the program)."""
+    annotations: dict[str, str] = {}
+    env: list[dict[str, str]] = []
+    if job.checkpoint_path:
+        annotations[f"{PREFIX}/checkpoint-path"] = job.checkpoint_path
+        env.append({"name": "PORTAL_CHECKPOINT_PATH", "value": job.checkpoint_path})
+    if job.checkpoint_signal:
+        annotations[f"{PREFIX}/checkpoint-signal"] = job.checkpoint_signal
+        env.append({"name": "PORTAL_CHECKPOINT_SIGNAL", "value": job.checkpoint_signal})
+    if job.checkpoint_command:
+        annotations[f"{PREFIX}/checkpoint-command"] = json.dumps(list(job.checkpoint_command))
+    if job.checkpoint_interval_seconds:
+        annotations[f"{PREFIX}/checkpoint-interval-seconds"] = str(job.checkpoint_interval_seconds)
+        env.append({"name": "PORTAL_CHECKPOINT_INTERVAL_SECONDS", "value": str(job.checkpoint_interval_seconds)})
+    return annotations, env
+
+
+def job_manifest(job: Job, *, backoff_limit: int, ttl_seconds: int, grace_seconds: int, checkpoint_grace: int) -> dict:
+    """The suspended batch/v1 Job for a portal job (Kueue admits it; the portal never unsuspends it itself)."""
+    team, rc = job.team, job.resource_class
+    labels = _managed_labels(
+        **{
+            JOB_ID_LABEL: str(job.pk),
+            TEAM_LABEL: team.slug,
+            CLASS_LABEL: rc.slug,
+            QUEUE_LABEL: team.local_queue_name,
+        }
+    )
+    if job.priority_class_id:
+        labels[PRIORITY_LABEL] = job.priority_class.name
+    pod_labels = {JOB_ID_LABEL: str(job.pk), TEAM_LABEL: team.slug, MANAGED_BY: PORTAL}
+    annotations, checkpoint_env = _checkpoint(job)
+    annotations[f"{PREFIX}/owner"] = job.owner.get_username()
+    pod_annotations = dict(annotations)
+    if job.topology_mode and job.topology_level:
+        key = REQUIRED_TOPOLOGY if job.topology_mode == "required" else PREFERRED_TOPOLOGY
+        pod_annotations[key] = job.topology_level
+    per_pod = _per_pod(job)
+    env = [{"name": k, "value": str(v)} for k, v in sorted((job.env or {}).items())]
+    env += [{"name": "PORTAL_JOB_ID", "value": str(job.pk)}, *checkpoint_env]
+    container: dict[str, Any] = {
+        "name": "main",
+        "image": job.image,
+        "env": env,
+        "resources": {
+            "requests": per_pod,
+            "limits": {rc.resource_name: per_pod[rc.resource_name], "memory": per_pod["memory"]},
+        },
+    }
+    if job.command:
+        container["command"] = list(job.command)
+    if job.args:
+        container["args"] = list(job.args)
+    if job.checkpoint_command:
+        # Kueue suspends an evicted Job by deleting its pods: the hook writes the checkpoint before SIGTERM.
+        container["lifecycle"] = {"preStop": {"exec": {"command": list(job.checkpoint_command)}}}
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [container],
+        "terminationGracePeriodSeconds": checkpoint_grace if job.checkpoint_path else grace_seconds,
+    }
+    pinning = validation_pinning(job_id=job.pk) if job.pk else None
+    affinity = _affinity(job, pinned=pinning is not None)
+    if affinity:
+        pod_spec["affinity"] = affinity
+    tolerations = _tolerations(job)
+    if pinning is not None:
+        # A repair ticket's burn-in job: on the ticket's node only, tolerating the portal's health taint there.
+        pod_spec["nodeSelector"] = {"kubernetes.io/hostname": pinning.node_name}
+        tolerations += [dict(t) for t in pinning.tolerations if t not in tolerations]
+    if tolerations:
+        pod_spec["tolerations"] = tolerations
+    spec: dict[str, Any] = {
+        "suspend": True,
+        "parallelism": job.pod_count,
+        "completions": job.pod_count,
+        "backoffLimit": backoff_limit,
+        # a pod lost to a node drain or failure is replaced without counting as a failure of the job
+        "podFailurePolicy": {
+            "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]
+        },
+        "template": {"metadata": {"labels": pod_labels, "annotations": pod_annotations}, "spec": pod_spec},
+    }
+    if job.pod_count > 1:
+        spec["completionMode"] = "Indexed"
+    if job.max_runtime_seconds:
+        spec["activeDeadlineSeconds"] = job.max_runtime_seconds
+    if ttl_seconds:
+        spec["ttlSecondsAfterFinished"] = ttl_seconds
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job.k8s_name,
+            "namespace": job.k8s_namespace or team.namespace,
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": spec,
+    }
+
+
+# --- the Kueue configuration ---------------------------------------------------------------------------------
+
+
+def object_key(obj: dict) -> tuple[str, str, str]:
+    """(kind, namespace, name) of an object."""
+    meta = obj.get("metadata") or {}
+    return obj["kind"], meta.get("namespace", "") or "", meta["name"]
+
+
+def desired_hash(obj: dict) -> str:
+    """A stable digest of what the portal would apply."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+
+
+def _resource_groups(lines: Iterable[QuotaLine], *, with_borrowing: bool) -> list[dict]:
+    """Quota lines as Kueue resourceGroups, in flavor order.
+
+    Kueue wants every resource in exactly one group, every flavor in one group, and each flavor of a group to
+    list every resource the group covers. Flavors that share a resource therefore share a group (connected
+    components), and a flavor without a line for one of its group's resources gets a nominal quota of 0 for it —
+    what "no quota line" means there (the flavor cannot give that resource).
+    """
+    by_flavor: dict[str, dict[str, QuotaLine]] = defaultdict(dict)
+    order: dict[str, tuple[int, str]] = {}
+    for line in lines:
+        name = line.flavor.name
+        by_flavor[name][line.resource_name] = line
+        order[name] = min(order.get(name, (1 << 30, name)), (line.flavor_order, name))
+    flavors = sorted(by_flavor, key=lambda f: order[f])
+    parent = {f: f for f in flavors}
+
+    def root(f: str) -> str:
+        while parent[f] != f:
+            parent[f] = parent[parent[f]]
+            f = parent[f]
+        return f
+
+    first_with: dict[str, str] = {}
+    for flavor in flavors:
+        for resource in by_flavor[flavor]:
+            if resource in first_with:
+                parent[root(flavor)] = root(first_with[resource])
+            else:
+                first_with[resource] = flavor
+    groups: dict[str, list[str]] = {}
+    for flavor in flavors:
+        groups.setdefault(root(flavor), []).append(flavor)
+    out = []
+    for members in groups.values():
+        covered = sorted({r for f in members for r in by_flavor[f]})
+        entries = []
+        for flavor in members:
+            resources = []
+            for name in covered:
+                ln = by_flavor[flavor].get(name)
+                if ln is None:
+                    resources.append({"name": name, "nominalQuota": quantity(0, name)})
+                    continue
+                entry: dict[str, Any] = {"name": name, "nominalQuota": quantity(ln.nominal, name)}
+                if ln.borrowing_limit and with_borrowing:
+                    entry["borrowingLimit"] = quantity(ln.borrowing_limit, name)
+                if ln.lending_limit and with_borrowing:
+                    entry["lendingLimit"] = quantity(ln.lending_limit, name)
+                resources.append(entry)
+            entries.append({"name": flavor, "resources": resources})
+        out.append({"coveredResources": covered, "flavors": entries})
+    return out
+
+
+def _cluster_queue(quota: TeamQuota, lines: list[QuotaLine]) -> dict:
+    spec: dict[str, Any] = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": quota.team.namespace}},
+        "queueingStrategy": quota.queueing_strategy,
+        "resourceGroups": _resource_groups(lines, with_borrowing=bool(quota.cohort_id)),
+        "preemption": {
+            "withinClusterQueue": quota.within_cluster_queue,
+            "reclaimWithinCohort": quota.reclaim_within_cohort,
+        },
+        "flavorFungibility": {"whenCanBorrow": quota.when_can_borrow, "whenCanPreempt": quota.when_can_preempt},
+        "fairSharing": {"weight": _weight(quota.fair_weight)},
+        "stopPolicy": quota.stop_policy,
+    }
+    if quota.cohort_id:
+        spec["cohortName"] = quota.cohort.name
+    if quota.borrow_within_cohort != "Never" and quota.reclaim_within_cohort != "Never":
+        bwc: dict[str, Any] = {"policy": quota.borrow_within_cohort}
+        if quota.borrow_within_cohort_max_priority is not None:
+            bwc["maxPriorityThreshold"] = quota.borrow_within_cohort_max_priority
+        spec["preemption"]["borrowWithinCohort"] = bwc
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ClusterQueue",
+        "metadata": {"name": quota.cluster_queue_name, "labels": _managed_labels(**{TEAM_LABEL: quota.team.slug})},
+        "spec": spec,
+    }
+
+
+def _flavor(flavor: ResourceFlavor) -> dict:
+    spec: dict[str, Any] = {}
+    if flavor.node_labels:
+        spec["nodeLabels"] = dict(flavor.node_labels)
+    if flavor.node_taints:
+        spec["nodeTaints"] = [
+            {k: v for k, v in t.items() if k in ("key", "value", "effect") and v not in (None, "")}
+            for t in flavor.node_taints
+        ]
+    if flavor.tolerations:
+        spec["tolerations"] = [{k: v for k, v in t.items() if v not in (None, "")} for t in flavor.tolerations]
+    if flavor.topology_id and flavor.node_labels:
+        spec["topologyName"] = flavor.topology.name
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": flavor.name, "labels": _managed_labels()},
+        "spec": spec,
+    }
+
+
+def desired_config(cluster: Cluster) -> list[dict]:
+    """Every object the portal owns in a cluster, in apply order (namespaces and flavors before queues)."""
+    quotas = list(
+        TeamQuota.objects.filter(cluster=cluster).select_related("team", "cohort").order_by("cluster_queue_name")
+    )
+    lines = list(
+        QuotaLine.objects.filter(team_quota__cluster=cluster).select_related("flavor").order_by("flavor_order")
+    )
+    by_quota: dict[int, list[QuotaLine]] = defaultdict(list)
+    for line in lines:
+        by_quota[line.team_quota_id].append(line)
+    cohort_names: set[str] = set()
+    cohorts = {c.pk: c for c in Cohort.objects.select_related("parent")}
+    for quota in quotas:
+        cohort = cohorts.get(quota.cohort_id) if quota.cohort_id else None
+        while cohort is not None and cohort.name not in cohort_names:
+            cohort_names.add(cohort.name)
+            cohort = cohorts.get(cohort.parent_id) if cohort.parent_id else None
+    cohort_lines: dict[int, list[QuotaLine]] = defaultdict(list)
+    for line in QuotaLine.objects.filter(cohort__name__in=cohort_names).select_related("flavor"):
+        cohort_lines[line.cohort_id].append(line)
+    flavor_names = {ln.flavor.name for ln in lines} | {ln.flavor.name for ls in cohort_lines.values() for ln in ls}
+    flavors = list(ResourceFlavor.objects.filter(name__in=flavor_names).select_related("topology").order_by("name"))
+    topology_ids = {f.topology_id for f in flavors if f.topology_id}
+    out: list[dict] = []
+    for team in sorted({q.team for q in quotas}, key=lambda t: t.namespace):
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": team.namespace, "labels": _managed_labels(**{TEAM_LABEL: team.slug})},
+            }
+        )
+    for topology in Topology.objects.filter(pk__in=topology_ids).order_by("name"):
+        out.append(
+            {
+                "apiVersion": KUEUE_API,
+                "kind": "Topology",
+                "metadata": {"name": topology.name, "labels": _managed_labels()},
+                "spec": {"levels": [{"nodeLabel": level} for level in topology.levels]},
+            }
+        )
+    out += [_flavor(f) for f in flavors]
+    for pc in PriorityClass.objects.order_by("-value", "name"):
+        wpc: dict[str, Any] = {
+            "apiVersion": KUEUE_API,
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": pc.name, "labels": _managed_labels()},
+            "value": pc.value,
+        }
+        if pc.description:
+            wpc["description"] = pc.description
+        out.append(wpc)
+    for cohort in sorted((c for c in cohorts.values() if c.name in cohort_names), key=lambda c: c.name):
+        spec: dict[str, Any] = {"fairSharing": {"weight": _weight(cohort.fair_weight)}}
+        if cohort.parent_id:
+            spec["parentName"] = cohorts[cohort.parent_id].name
+        groups = _resource_groups(cohort_lines.get(cohort.pk, []), with_borrowing=True)
+        if groups:
+            spec["resourceGroups"] = groups
+        out.append(
+            {
+                "apiVersion": KUEUE_API,
+                "kind": "Cohort",
+                "metadata": {"name": cohort.name, "labels": _managed_labels()},
+                "spec": spec,
+            }
+        )
+    out += [_cluster_queue(q, by_quota[q.pk]) for q in quotas]
+    for quota in quotas:
+        lq_spec: dict[str, Any] = {"clusterQueue": quota.cluster_queue_name}
+        out.append(
+            {
+                "apiVersion": KUEUE_API,
+                "kind": "LocalQueue",
+                "metadata": {
+                    "name": quota.team.local_queue_name,
+                    "namespace": quota.team.namespace,
+                    "labels": _managed_labels(**{TEAM_LABEL: quota.team.slug}),
+                },
+                "spec": lq_spec,
+            }
+        )
+    return out
+
+
+# --- comparing with the live object ---------------------------------------------------------------------------
+
+QUANTITY_KEYS = {"nominalQuota", "borrowingLimit", "lendingLimit", "weight"}
+LIST_KEYS = ("name", "nodeLabel", "key", "type")
+
+
+def _norm(value: Any, key: str = "", resource: str = "") -> Any:
+    """Quantities as canonical ints, so "16" and 16 and "16.0" compare equal."""
+    if key in QUANTITY_KEYS and isinstance(value, (str, int, float)):
+        try:
+            return parse_quantity(value, resource or ("cpu" if key == "weight" else resource))
+        except ValueError:
+            return value
+    return value
+
+
+def diff(desired: Any, live: Any, path: str = "", resource: str = "") -> list[dict[str, Any]]:
+    """The paths where the live object differs from what the portal applies (only the portal's fields)."""
+    if isinstance(desired, dict):
+        if not isinstance(live, dict):
+            return [{"path": path or ".", "portal": desired, "live": live}]
+        out: list[dict[str, Any]] = []
+        res = desired.get("name", resource) if "nominalQuota" in desired else resource
+        for key, value in desired.items():
+            sub = f"{path}.{key}" if path else key
+            if key in QUANTITY_KEYS:
+                a, b = _norm(value, key, res), _norm(live.get(key), key, res)
+                if a != b:
+                    out.append({"path": sub, "portal": value, "live": live.get(key)})
+                continue
+            out += diff(value, live.get(key), sub, res)
+        return out
+    if isinstance(desired, list) and desired and all(isinstance(d, dict) for d in desired):
+        key = next((k for k in LIST_KEYS if all(k in d for d in desired)), None)
+        if key is not None and isinstance(live, list) and all(isinstance(x, dict) for x in live):
+            live_by = {x.get(key): x for x in live}
+            out = []
+            for item in desired:
+                ident = item[key]
+                sub = f"{path}[{key}={ident}]"
+                if ident not in live_by:
+                    out.append({"path": sub, "portal": item, "live": None})
+                else:
+                    out += diff(item, live_by[ident], sub, resource)
+            wanted = {d[key] for d in desired}
+            out += [
+                {"path": f"{path}[{key}={x.get(key)}]", "portal": None, "live": x}
+                for x in live
+                if x.get(key) not in wanted
+            ]
+            order_desired = [d[key] for d in desired]
+            order_live = [x.get(key) for x in live if x.get(key) in wanted]
+            if not out and order_desired != order_live:
+                out.append({"path": f"{path} (order)", "portal": order_desired, "live": order_live})
+            return out
+        if isinstance(live, list) and len(live) == len(desired):
+            out = []
+            for i, (a, b) in enumerate(zip(desired, live, strict=True)):
+                out += diff(a, b, f"{path}[{i}]", resource)
+            return out
+        return [{"path": path, "portal": desired, "live": live}]
+    if desired != live:
+        return [{"path": path, "portal": desired, "live": live}]
+    return []
+
+
+def live_view(desired: Any, live: Any) -> Any:
+    """The live object's values at the portal's paths (what the admin compares side by side)."""
+    if isinstance(desired, dict) and isinstance(live, dict):
+        return {k: live_view(v, live.get(k)) for k, v in desired.items() if k in live}
+    return live
