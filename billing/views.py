@@ -17,7 +17,7 @@ from billing import charts, reporting, selectors
 from billing.forms import ALL_TEAMS, DEFAULT_DAYS, CostFilterForm, CostQuery
 from billing.pricing import local_day
 from billing.services.common import billing_tz, default_currency
-from portal.views import htmx_login_required
+from kernel.htmx import htmx_login_required, wants_fragment
 
 
 def _query(request: HttpRequest) -> tuple[CostFilterForm, CostQuery | None, list]:
@@ -105,7 +105,7 @@ def cost(request: HttpRequest) -> HttpResponse:
             ranges=_quick_ranges(form, today=local_day(now, billing_tz())),
             csv_query=form.data.urlencode(),
         )
-    if getattr(request, "htmx", False) and not request.htmx.boosted:
+    if wants_fragment(request):
         return render(request, "billing/partials/cost_report.html", {**context, "fragment": True})
     return render(request, "billing/cost.html", context)
 

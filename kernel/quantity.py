@@ -118,3 +118,13 @@ def format_quantity(value: int, resource: str) -> str:
     if _is_binary(resource):
         return _format_binary_si(value)
     return _format_decimal_si(Decimal(value))
+
+
+def gib(num_bytes: int | None) -> str:
+    """Bytes as GiB for people: 85899345920 → "80 GiB", 10737418240 → "10 GiB", 1.5 GiB → "1.5 GiB"."""
+    if not num_bytes:
+        return ""
+    value = num_bytes / 1024**3
+    if value >= 10 or value == int(value):
+        return f"{value:.0f} GiB"
+    return f"{value:.1f} GiB"

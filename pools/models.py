@@ -6,7 +6,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
-from portal.history import PolicyHistory
+from kernel.history import PolicyHistory
 
 dns_label = RegexValidator(
     r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",

@@ -9,9 +9,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
+from kernel.htmx import htmx_login_required, wants_fragment
 from pools import selectors
 from pools.models import Cluster, ResourceClass, ResourceFlavor
-from portal.views import htmx_login_required
 
 #: Nodes per page of the overview's node list (totals are over every node the filters keep, on all pages).
 NODES_PER_PAGE = 50
@@ -112,7 +112,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         "last_index": first + len(node_page.nodes) - 1 if node_page.nodes else 0,
         "rendered_at": timezone.now(),
     }
-    if request.htmx and not request.htmx.history_restore_request:
+    if wants_fragment(request):
         # The summary rides along out of band, so the totals stay in step with the grid.
         return render(request, "pools/partials/pool_nodes_grid.html", {**context, "fragment": True})
     context["sync_warnings"] = _sync_warnings([cluster] if cluster else clusters)

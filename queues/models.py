@@ -6,8 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from kernel.history import PolicyHistory
 from pools.models import Cluster, ResourceClass, ResourceFlavor, dns_label
-from portal.history import PolicyHistory
 
 
 class Team(models.Model):

@@ -19,8 +19,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 
 from kernel.errors import Conflict, ValidationFailed
+from kernel.htmx import STOP_POLLING, htmx_login_required, wants_fragment
 from pools.models import Cluster
-from portal.views import htmx_login_required
 from queues import diagnosis, services
 from queues import selectors as sel
 from queues.forms import JobFilterForm, JobSubmitForm, job_initial
@@ -30,7 +30,6 @@ from queues.models import Job, Team
 SESSION_TEAM = "queues.current_team"
 JOBS_PER_PAGE = 50
 #: HTTP status that tells htmx to stop polling.
-STOP_POLLING = 286
 
 
 def current_team(request: HttpRequest) -> tuple[Team | None, list[Team]]:
@@ -50,10 +49,6 @@ def _base_context(request: HttpRequest) -> dict:
         "cluster": cluster,
         "simulated": cluster is None or cluster.backend == Cluster.Backend.SIMULATED,
     }
-
-
-def _is_fragment(request: HttpRequest) -> bool:
-    return bool(request.htmx) and not request.htmx.history_restore_request
 
 
 @require_POST
@@ -85,7 +80,7 @@ def class_catalogue(request: HttpRequest) -> HttpResponse:
     if team is not None:
         diagnosis.catalogue_wait_estimates(team=team, cards=cards, owner=request.user)
     context.update(cards=cards, rendered_at=timezone.now())
-    if _is_fragment(request):
+    if wants_fragment(request):
         return render(request, "queues/partials/class_cards.html", context)
     return render(request, "queues/class_catalogue.html", context)
 
@@ -156,7 +151,7 @@ def job_submit(request: HttpRequest) -> HttpResponse:
         checked=feasibility is not None,
         suggestion_links=_suggestion_links(request, feasibility),
     )
-    if _is_fragment(request) and request.method == "GET":
+    if wants_fragment(request) and request.method == "GET":
         # The class changed: the counts and topology levels follow it, typed values are kept.
         return render(request, "queues/partials/job_form_fields.html", context)
     return render(request, "queues/job_submit.html", context)
@@ -210,7 +205,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
         first_url=f"?{urlencode(params)}" if params else "?",
         rendered_at=timezone.now(),
     )
-    if _is_fragment(request):
+    if wants_fragment(request):
         response = render(request, "queues/partials/job_list_table.html", context)
         if request.htmx.trigger == "queues-job-list-table" and not live:
             response.status_code = STOP_POLLING
@@ -245,7 +240,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         timeline=sel.job_timeline(job, now=now),
         rendered_at=now,
     )
-    if _is_fragment(request):
+    if wants_fragment(request):
         response = render(request, "queues/partials/job_live.html", context)
         if job.is_final:
             response.status_code = STOP_POLLING

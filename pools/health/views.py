@@ -16,9 +16,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
+from kernel.htmx import htmx_login_required, wants_fragment
 from pools.health import selectors
 from pools.models import Cluster, HealthState, RepairTicket
-from portal.views import htmx_login_required
 
 NODES_PER_PAGE = 100
 
@@ -67,7 +67,7 @@ def health_map_page(request: HttpRequest) -> HttpResponse:
         "state_counts": [(state, label, data.totals.get(state, 0)) for state, label in HealthState.choices],
         "open_tickets": RepairTicket.objects.filter(state__in=RepairTicket.OPEN_STATES).count(),
     }
-    if getattr(request, "htmx", False):
+    if wants_fragment(request):
         return render(request, "health/partials/health_map_grid.html", context)
     return render(request, "health/map.html", context)
 

@@ -6,7 +6,7 @@ import json
 
 from django import template
 
-from portal.templatetags.portal_tags import gib
+from kernel.quantity import gib
 
 register = template.Library()
 

@@ -9,6 +9,8 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from kernel.quantity import gib
+
 register = template.Library()
 
 #: Where plotly.js is served from: the file shipped in the ``plotly`` package (see settings.STATICFILES_DIRS).
@@ -35,12 +37,4 @@ def plotly_script() -> SafeString:
     return format_html('<script src="{}" defer></script>', static(PLOTLY_STATIC_PATH))
 
 
-@register.filter
-def gib(num_bytes: int | None) -> str:
-    """Bytes as GiB for people: 85899345920 → "80 GiB", 10737418240 → "10 GiB", 1.5 GiB → "1.5 GiB"."""
-    if not num_bytes:
-        return ""
-    value = num_bytes / 1024**3
-    if value >= 10 or value == int(value):
-        return f"{value:.0f} GiB"
-    return f"{value:.1f} GiB"
+register.filter("gib", gib)

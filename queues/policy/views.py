@@ -21,6 +21,7 @@ from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
+from kernel.htmx import STOP_POLLING, wants_fragment
 from queues.models import PolicyPreview
 from queues.policy import charts
 from queues.policy.audit import POLICY_MODELS, audit_csv, audit_entries
@@ -28,7 +29,6 @@ from queues.policy.previews import policy_preview_discard, policy_preview_stale,
 from queues.policy.selectors import class_utilisation, cohort_tree, flatten, queue_figures, team_queues
 
 #: HTTP status that tells htmx to stop polling.
-STOP_POLLING = 286
 #: A preview queued longer than this without a worker taking it gets a hint on the page.
 QUEUED_HINT_SECONDS = 30
 
@@ -135,7 +135,7 @@ def preview(request, pk: int):
     if preview.is_finished:
         context.update(preview_display(preview))
         context["stale"] = policy_preview_stale(preview=preview)
-    if request.htmx and not request.htmx.history_restore_request:
+    if wants_fragment(request):
         response = TemplateResponse(request, "admin/policy/partials/preview_status.html", context)
         if preview.is_finished:
             response.status_code = STOP_POLLING
