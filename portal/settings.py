@@ -270,7 +270,7 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": 3600},
     },
     "policy-push-retry-due": {
-        "task": "queues.policy_push_retry_due",
+        "task": "clusters.policy_push_retry_due",
         "schedule": 30.0,
         "options": {"expires": 30.0},
     },

@@ -8,7 +8,6 @@ from django.core.exceptions import ValidationError
 from django.forms.models import BaseInlineFormSet
 from simple_history.admin import SimpleHistoryAdmin
 
-from clusters.push import policy_push_retry_now
 from pools.models import Allocation
 from queues.models import (
     ApiToken,
@@ -23,6 +22,7 @@ from queues.models import (
     TeamQuota,
 )
 from queues.policy.admin_support import PolicyAdmin, WhatIfAdminMixin
+from queues.policy.pushes import policy_push_retry_now
 from queues.policy.selectors import cohort_tree, flatten
 from queues.policy.validation import LineSpec, cohort_parent_check, quota_lines_check
 

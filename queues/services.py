@@ -22,6 +22,7 @@ from billing.selectors import team_priority_override
 from kernel.errors import Conflict, ValidationFailed
 from pools.models import USABLE_HEALTH, Allocation, Cluster, Device, ResourceClass
 from queues.models import Job, JobEvent, Membership, PriorityClass, Team, WaitReason
+from queues.ports import cluster_port
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # An OCI image reference: [registry[:port]/]path[:tag][@sha256:digest], lower-case path components.
@@ -235,10 +236,8 @@ def job_submit(
         f"{spec.resource_class.name} device(s) = {total}.",
         at=now,
     )
-    from clusters.backends import backend_for
-
     if notify_backend:
-        transaction.on_commit(lambda: backend_for(cluster).job_submitted(job_id=job.pk))
+        transaction.on_commit(lambda: cluster_port().job_submitted(job_id=job.pk))
     return job
 
 
@@ -457,11 +456,8 @@ def job_cancel(*, job: Job, user: AbstractBaseUser, now: datetime | None = None,
     if job.is_final:
         raise Conflict(f"the job already ended ({job.get_state_display().lower()})")
     job_finish(job, state=Job.State.CANCELLED, now=now, message=f"Cancelled by {user.get_username()}.")
-    from clusters.backends import backend_for
-
-    cluster = job.cluster
     if notify_backend:
-        transaction.on_commit(lambda: backend_for(cluster).job_cancelled(job_id=job.pk))
+        transaction.on_commit(lambda: cluster_port().job_cancelled(job_id=job.pk))
     return job
 
 

@@ -1,16 +1,24 @@
 """The Kubernetes + Kueue backend: Kueue admits, the portal submits suspended Jobs and reads the cluster back.
 
 The HTTP side is :mod:`clusters.backends.k8s` (the only code that imports ``kubernetes``); the services it drives
-are in :mod:`clusters.kube_sync`. Calls made from the portal's transactions go through Celery tasks so a slow or
-unreachable cluster never holds a web request.
+are in :mod:`clusters.kube_sync`, each taking the connection as an argument so tests can hand them an emulator.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from functools import cached_property
 
 from clusters.backends.k8s.client import KubeClient
+from clusters.backends.k8s.health import health_directives_sync
+from clusters.kube_sync.api import KubeRejected
+from clusters.kube_sync.config import PushReport, kube_config_adopt, kube_config_push, kube_config_reapply
+from clusters.kube_sync.jobs import kube_job_create, kube_job_delete
+from clusters.kube_sync.reconcile import kube_reconcile
+from clusters.kube_sync.sync import kube_sync_run
+from clusters.models import KubeConfigObject, ReconcileReport
 from pools.models import Cluster
+from queues.models import Job
 
 
 class KubernetesBackend:
@@ -24,26 +32,44 @@ class KubernetesBackend:
         """The cluster connection (one ApiClient per cluster, shared in the process)."""
         return KubeClient(self.cluster)
 
-    def job_submitted(self, *, job_id: int) -> None:
-        """Create the suspended Job from a task (retried while the cluster is unreachable)."""
-        from clusters.tasks import kube_job_submit
+    def job_create(self, *, job_id: int) -> None:
+        """Create the job's suspended batch Job with Kueue's queue label (Kueue admits it)."""
+        if Job.objects.filter(pk=job_id, cluster=self.cluster).exists():
+            kube_job_create(job_id=job_id, api=self.api)
 
-        kube_job_submit.delay(job_id)
+    def job_delete(self, *, job_id: int) -> None:
+        """Delete the job's batch Job with propagation; its Pods go with it."""
+        if Job.objects.filter(pk=job_id, cluster=self.cluster).exists():
+            kube_job_delete(job_id=job_id, api=self.api)
 
-    def job_cancelled(self, *, job_id: int) -> None:
-        """Delete the Job from a task; its Pods go with it."""
-        from clusters.tasks import kube_job_cancel
+    def push_policy(self, *, now: datetime | None = None) -> str:
+        """Apply the portal's Kueue objects (server-side apply); a field conflict or refusal raises KubeRejected."""
+        report = self.drift_check(now=now)
+        problems = report.errors + [f"{c}: field conflict with another manager" for c in report.conflicts]
+        if problems:
+            raise KubeRejected("; ".join(problems))
+        return f"kubernetes: {report.text()}"
 
-        kube_job_cancel.delay(job_id)
-
-    def sync(self) -> None:
-        """One sync pass now: watch deltas since the bookmarks (relist where there are none)."""
-        from clusters.kube_sync.sync import kube_sync_run
-
-        kube_sync_run(cluster=self.cluster, api=self.api)
+    def sync(self, *, full: bool = False) -> None:
+        """One sync pass now: watch deltas since the bookmarks (relist where there are none, or all with full)."""
+        kube_sync_run(cluster=self.cluster, api=self.api, full=full)
 
     def health_apply(self) -> None:
         """Apply the health directives (node taints, cordons, DeviceTaintRules) and undo released ones."""
-        from clusters.backends.k8s.health import health_directives_sync
-
         health_directives_sync(cluster=self.cluster, api=self.api)
+
+    def reconcile(self, *, dry_run: bool = False) -> ReconcileReport:
+        """Reconcile workloads, pods, allocations and metering; the stored report."""
+        return kube_reconcile(cluster=self.cluster, api=self.api, dry_run=dry_run)
+
+    def drift_check(self, *, now: datetime | None = None) -> PushReport:
+        """Push the portal's configuration objects and record drift (what the beat entry does)."""
+        return kube_config_push(cluster=self.cluster, api=self.api, now=now)
+
+    def drift_reapply(self, *, row: KubeConfigObject) -> KubeConfigObject:
+        """Force-apply the portal's version of one object (or delete an orphan)."""
+        return kube_config_reapply(row=row, api=self.api)
+
+    def drift_adopt(self, *, row: KubeConfigObject) -> KubeConfigObject:
+        """Copy one object's live values into the portal's models."""
+        return kube_config_adopt(row=row, api=self.api)

@@ -20,6 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from clusters import health_hooks
+from kernel.errors import DomainError
 from pools.models import Allocation, Cluster
 from queues import services as job_services
 from queues.engine import settle
@@ -48,24 +49,46 @@ class SimulatedBackend:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
 
-    def job_submitted(self, *, job_id: int) -> None:
+    def job_create(self, *, job_id: int) -> None:
         """Schedule right away so a new job gets its decision (or its wait reason) without waiting a tick."""
-        from clusters.tasks import simulated_cluster_tick
+        simulated_cluster_tick_run(cluster_id=self.cluster.pk)
 
-        simulated_cluster_tick.delay(self.cluster.pk)
-
-    def job_cancelled(self, *, job_id: int) -> None:
+    def job_delete(self, *, job_id: int) -> None:
         """The portal already released the devices; a tick lets waiting jobs use them."""
-        from clusters.tasks import simulated_cluster_tick
+        simulated_cluster_tick_run(cluster_id=self.cluster.pk)
 
-        simulated_cluster_tick.delay(self.cluster.pk)
+    def push_policy(self, *, now: datetime | None = None) -> str:
+        """The engine reads the policy from the database: one tick reschedules under it."""
+        tick = simulated_cluster_tick_run(cluster_id=self.cluster.pk, now=now)
+        return (
+            f"simulated cluster rescheduled under the new policy: {len(tick.admitted)} admitted, "
+            f"{len(tick.preempted)} preempted, {tick.reasons_changed} wait reasons changed"
+        )
 
-    def sync(self) -> None:
-        """Run one tick now."""
+    def sync(self, *, full: bool = False) -> None:
+        """Run one tick now (the simulated cluster's state is the database: there is nothing to list)."""
         simulated_cluster_tick_run(cluster_id=self.cluster.pk)
 
     def health_apply(self) -> None:
         """Nothing to do: the engine already leaves devices outside USABLE_HEALTH out of every placement."""
+
+    def reconcile(self, *, dry_run: bool = False) -> None:
+        """Nothing to compare: the simulated cluster has no state of its own beside the portal's."""
+        return
+
+    def drift_check(self, *, now: datetime | None = None):
+        """A simulated cluster has no configuration objects to drift."""
+        raise DomainError(
+            f"cluster {self.cluster.name} is simulated: it has no Kueue objects to drift", field="cluster"
+        )
+
+    def drift_reapply(self, *, row):
+        """See :meth:`drift_check`."""
+        return self.drift_check()
+
+    def drift_adopt(self, *, row):
+        """See :meth:`drift_check`."""
+        return self.drift_check()
 
 
 def _runtime(job: Job) -> timedelta:

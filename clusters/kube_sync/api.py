@@ -9,6 +9,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from clusters.errors import ClusterError, ClusterRejected, ClusterUnavailable
+
 Obj = dict[str, Any]
 
 
@@ -87,18 +89,17 @@ BY_KEY = {r.key: r for r in ALL_RESOURCES}
 # --- errors --------------------------------------------------------------------------------------------------
 
 
-class KubeError(Exception):
+class KubeError(ClusterError):
     """A request to the cluster failed; ``status`` is the HTTP status (0 when no response came back)."""
 
     def __init__(self, message: str, *, status: int = 0, reason: str = "", body: Mapping | None = None) -> None:
         super().__init__(message)
-        self.message = message
         self.status = status
         self.reason = reason
         self.body = dict(body or {})
 
 
-class KubeUnavailable(KubeError):
+class KubeUnavailable(KubeError, ClusterUnavailable):
     """The cluster could not be reached or kept failing transiently (5xx, 429, timeouts) after the retries."""
 
 
@@ -130,7 +131,7 @@ class KubeGone(KubeError):
     """410: the resourceVersion (or continue token) is too old; relist."""
 
 
-class KubeRejected(KubeError):
+class KubeRejected(KubeError, ClusterRejected):
     """Any other 4xx: the request itself is wrong (invalid object, forbidden…); retrying will not help."""
 
 

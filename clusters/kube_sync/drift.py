@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from django.db.models import QuerySet
 
+from clusters.backends import backend_for
 from clusters.kube_sync.api import KubeApi, KubeError, KubeUnavailable
 from clusters.kube_sync.config import PushReport, kube_config_adopt, kube_config_push, kube_config_reapply
 from clusters.models import KubeConfigObject
@@ -137,14 +138,6 @@ def kueue_config_outcomes() -> QuerySet[Cluster]:
 # --- actions ---------------------------------------------------------------------------------------------------------
 
 
-def _api_for(cluster: Cluster) -> KubeApi:
-    from clusters.backends.kubernetes import KubernetesBackend
-
-    if cluster.backend != Cluster.Backend.KUBERNETES:
-        raise DomainError(f"cluster {cluster.name} is not a kubernetes cluster", field="cluster")
-    return KubernetesBackend(cluster).api
-
-
 def _cluster_error(row_or_cluster: object, exc: KubeError) -> DomainError:
     if isinstance(exc, KubeUnavailable):
         return DomainError(f"{row_or_cluster}: the cluster cannot be reached ({exc.message}); nothing was changed")
@@ -155,7 +148,7 @@ def kube_drift_reapply(*, row_id: int, api: KubeApi | None = None) -> KubeConfig
     """The portal wins for one object: force-apply the portal's version (or delete an orphan)."""
     row = KubeConfigObject.objects.select_related("cluster").get(pk=row_id)
     try:
-        return kube_config_reapply(row=row, api=api or _api_for(row.cluster))
+        return kube_config_reapply(row=row, api=api) if api else backend_for(row.cluster).drift_reapply(row=row)
     except KubeError as exc:
         raise _cluster_error(row, exc) from exc
 
@@ -166,7 +159,7 @@ def kube_drift_adopt(*, row_id: int, api: KubeApi | None = None) -> KubeConfigOb
     if not can_adopt(row):
         raise DomainError(f"{row}: cannot be adopted: {adopt_target(row)}")
     try:
-        return kube_config_adopt(row=row, api=api or _api_for(row.cluster))
+        return kube_config_adopt(row=row, api=api) if api else backend_for(row.cluster).drift_adopt(row=row)
     except KubeError as exc:
         raise _cluster_error(row, exc) from exc
 
@@ -175,6 +168,6 @@ def kube_drift_check(*, cluster_id: int, api: KubeApi | None = None) -> PushRepo
     """Push the portal's changes and look for drift now (what the beat entry does), for one cluster."""
     cluster = Cluster.objects.get(pk=cluster_id)
     try:
-        return kube_config_push(cluster=cluster, api=api or _api_for(cluster))
+        return kube_config_push(cluster=cluster, api=api) if api else backend_for(cluster).drift_check()
     except KubeError as exc:
         raise _cluster_error(f"cluster {cluster.name}", exc) from exc

@@ -18,7 +18,6 @@ from django.urls import reverse
 from django.utils.html import format_html
 from simple_history.admin import SimpleHistoryAdmin
 
-from clusters.push import policy_push_clusters, policy_push_request
 from kernel.errors import Conflict
 from pools.models import Cluster
 from queues.models import PolicyPreview
@@ -29,6 +28,7 @@ from queues.policy.previews import (
     policy_preview_mark_applied,
     policy_preview_request,
 )
+from queues.policy.pushes import policy_push_clusters, policy_push_request
 from queues.policy.whatif import config_changes, policy_configuration
 
 PREVIEW_FLAG = "_whatif"

@@ -11,8 +11,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from clusters.backends.kubernetes import KubernetesBackend
-from clusters.kube_sync.reconcile import kube_reconcile
+from clusters.backends import backend_for
 from pools.models import Cluster
 
 
@@ -33,7 +32,7 @@ class Command(BaseCommand):
                 raise CommandError(f"--cluster: no kubernetes cluster named {', '.join(sorted(missing))}")
         out = []
         for cluster in clusters:
-            report = kube_reconcile(cluster=cluster, api=KubernetesBackend(cluster).api, dry_run=options["dry_run"])
+            report = backend_for(cluster).reconcile(dry_run=options["dry_run"])
             out.append(
                 {
                     "cluster": cluster.name,
