@@ -27,7 +27,7 @@ from billing.pricing import hours, local_day
 from billing.services.budgets import period_bounds
 from billing.services.common import billing_tz
 from pools.models import ResourceClass
-from queues.models import Job, Membership, PriorityClass, Team
+from queues.models import Job, Membership, Team
 
 BUCKETS = ("day", "week", "month")
 Money = dict[str, Decimal]
@@ -58,12 +58,6 @@ def teams_visible_to(user: AbstractBaseUser) -> QuerySet[Team]:
     if user.is_staff or user.is_superuser:
         return Team.objects.all()
     return Team.objects.filter(memberships__user=user, memberships__role=Membership.Role.LEAD).distinct()
-
-
-def team_priority_override(team: Team) -> PriorityClass | None:
-    """The priority class the team's new jobs must use while it is demoted (``None``: not demoted)."""
-    demotion = TeamDemotion.objects.filter(team=team, lifted_at__isnull=True).select_related("priority_class").first()
-    return demotion.priority_class if demotion else None
 
 
 @dataclass

@@ -36,7 +36,7 @@ from queues import selectors as sel
 from queues.engine import model as m
 from queues.engine_input import EngineInput, cluster_engine_input, job_workload, ts, workload_key
 from queues.models import Job, PriorityClass, Team, WaitReason
-from queues.services import JobSpec, default_runtime, has_checkpoint_policy
+from queues.services import JobSpec, default_runtime, has_checkpoint_policy, job_priority_class
 
 #: How far ahead the ETA simulation looks before saying "no estimate".
 ETA_HORIZON = timedelta(days=14)
@@ -565,7 +565,7 @@ def job_diagnosis(
 
 def job_from_spec(*, owner: AbstractBaseUser, team: Team, spec: JobSpec, cluster: Cluster, now: datetime) -> Job:
     """An unsaved Job carrying a submission, as ``job_submit`` would record it (for the feasibility check)."""
-    pc = spec.priority_class or PriorityClass.objects.filter(is_default=True).first()
+    pc = job_priority_class(team=team, requested=spec.priority_class)
     name = spec.name or "job"
     return Job(
         team=team,

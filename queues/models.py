@@ -25,7 +25,16 @@ class Team(models.Model):
         verbose_name="allowed priorities",
         help_text="Priorities the team's members may submit with; none selected: every priority.",
     )
-    history = PolicyHistory()
+    priority_override = models.ForeignKey(
+        "PriorityClass",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        editable=False,
+        help_text="Set while the team is demoted (billing's budget action): its new jobs use this priority.",
+    )
+    history = PolicyHistory(bookkeeping=("priority_override",))
 
     class Meta:
         ordering = ["name"]

@@ -18,7 +18,6 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from billing.selectors import team_priority_override
 from kernel.errors import Conflict, ValidationFailed
 from pools.models import USABLE_HEALTH, Allocation, Cluster, Device, ResourceClass
 from queues.models import Job, JobEvent, Membership, PriorityClass, Team, WaitReason
@@ -168,6 +167,23 @@ def record_event(
     return JobEvent.objects.create(job=job, at=at, kind=kind, message=message, details=details or {})
 
 
+def job_priority_class(*, team: Team, requested: PriorityClass | None) -> PriorityClass | None:
+    """The priority class a new job of ``team`` gets: the team's override while it is demoted, else the one asked
+    for, else the default. The one rule for submissions, the feasibility check and the catalogue's ETAs."""
+    override = PriorityClass.objects.filter(pk__in=Team.objects.filter(pk=team.pk).values("priority_override")).first()
+    return override or requested or PriorityClass.objects.filter(is_default=True).first()
+
+
+@transaction.atomic
+def team_priority_override_set(*, team: Team, priority_class: PriorityClass | None) -> None:
+    """Force (or, with ``None``, stop forcing) the priority class of the team's future submissions.
+
+    Billing's budget action calls it when it demotes a team or lifts the demotion; running jobs are not touched.
+    """
+    Team.objects.filter(pk=team.pk).update(priority_override=priority_class)
+    team.priority_override = priority_class
+
+
 @transaction.atomic
 def job_submit(
     *,
@@ -192,10 +208,7 @@ def job_submit(
         if quota is None:
             raise ValidationFailed({"team": [f"team {team.slug} has no quota in any cluster: ask an admin"]})
         cluster = quota.cluster
-    # A team demoted at 100 % of its budget submits at the non-preempting class (billing, docs/billing.md).
-    priority_class = (
-        team_priority_override(team) or spec.priority_class or PriorityClass.objects.filter(is_default=True).first()
-    )
+    priority_class = job_priority_class(team=team, requested=spec.priority_class)
     job = Job.objects.create(
         team=team,
         owner=owner,

@@ -17,6 +17,7 @@ from billing.pricing import duration_us, local_day
 from billing.services.common import billing_tz, require_aware
 from kernel.errors import ValidationFailed
 from queues.models import Membership, PriorityClass, Team
+from queues.services import team_priority_override_set
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +183,7 @@ def team_demote(
         team=team, priority_class=priority_class, budget=budget, period_start=period_start, reason=reason,
         started_at=now,
     )  # fmt: skip
+    team_priority_override_set(team=team, priority_class=priority_class)
     Notification.objects.create(
         team=team,
         kind=Notification.Kind.DEMOTED,
@@ -208,6 +210,7 @@ def team_demotion_lift(
     demotion.lifted_by = user
     demotion.lift_reason = reason
     demotion.save(update_fields=["lifted_at", "lifted_by", "lift_reason"])
+    team_priority_override_set(team=team, priority_class=None)
     who = f" by {user.get_username()}" if user is not None else ""
     Notification.objects.create(
         team=team,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from queues.demo import DEMO_PASSWORD, demo_seed
+from portal.demo import DEMO_PASSWORD, demo_seed
 from queues.models import PolicyPreview, PolicyPush, QuotaLine, TeamQuota
 from queues.policy import previews
 from queues.tasks import policy_preview

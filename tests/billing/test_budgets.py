@@ -85,17 +85,17 @@ def test_budget_at_100_percent_demotes_the_team_reversibly(spent_60):
     assert check.notified == [50, 80, 100]
     demotion = TeamDemotion.objects.get(team=world.team)
     assert demotion.priority_class.name == "scavenger"
-    assert selectors.team_priority_override(world.team).name == "scavenger"
-    assert selectors.team_priority_override(world.other) is None
+    assert _override(world.team).name == "scavenger"
+    assert _override(world.other) is None
     services.budget_check(now=T0 + 13 * H)
     assert TeamDemotion.objects.count() == 1
     services.team_demotion_lift(team=world.team, now=T0 + 14 * H, user=world.lead, reason="budget raised")
-    assert selectors.team_priority_override(world.team) is None
+    assert _override(world.team) is None
     assert Notification.objects.filter(kind=Notification.Kind.DEMOTION_LIFTED).exists()
     with pytest.raises(ValidationFailed):
         services.team_demotion_lift(team=world.team, now=T0 + 15 * H)
     services.budget_check(now=T0 + 16 * H)  # the 100 % of this period was already acted upon
-    assert selectors.team_priority_override(world.team) is None
+    assert _override(world.team) is None
 
 
 def test_demotion_without_a_non_preempting_class_is_reported_not_applied(spent_60):
@@ -148,3 +148,9 @@ def test_a_demoted_team_submits_at_the_demotion_class(spent_60):
     services.team_demotion_lift(team=world.team, now=T0 + 14 * H, user=world.lead)
     again = job_services.job_submit(owner=world.alice, team=world.team, spec=spec, notify_backend=False)
     assert again.priority_class == urgent
+
+
+def _override(team):
+    """The priority class the team's new jobs are forced to (queues.Team.priority_override), read afresh."""
+    team.refresh_from_db()
+    return team.priority_override

@@ -15,7 +15,7 @@ from billing.models import Budget, Notification, Rate, UsageRecord
 from billing.pricing import local_day
 from billing.services.common import billing_tz
 from pools.models import Allocation
-from queues.demo import demo_seed
+from portal.demo import demo_seed
 from queues.models import Team
 from tests.billing.conftest import allocation_us
 

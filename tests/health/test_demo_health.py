@@ -8,8 +8,8 @@ from django.utils import timezone
 from pools.demo import DEGRADED_NODE, HOT_GPU, demo_health_seed, demo_scrape
 from pools.health.dcgm import parse_scrape
 from pools.models import Cluster, Device, HealthState, RepairTicket
+from portal.demo import DEMO_CLUSTER, demo_seed
 from queues import services as job_services
-from queues.demo import DEMO_CLUSTER, demo_seed
 
 pytestmark = pytest.mark.django_db
 

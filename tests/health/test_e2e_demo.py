@@ -16,8 +16,8 @@ from pools.health import selectors as health_selectors
 from pools.health.services import Actor
 from pools.health.tickets import ticket_start_validation
 from pools.models import Allocation, Cluster, Device, HealthState, Node, RepairTicket, ResourceClass
+from portal.demo import DEMO_CLUSTER, demo_seed
 from queues import services as job_services
-from queues.demo import DEMO_CLUSTER, demo_seed
 from queues.diagnosis import job_diagnosis
 from queues.models import Job, Membership, WaitReason
 from tests.health.scrapes import exposition

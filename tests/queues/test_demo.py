@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pools.models import Allocation, Device, Node
-from queues.demo import demo_seed
+from portal.demo import demo_seed
 from queues.models import Job, JobEvent
 
 pytestmark = pytest.mark.django_db

@@ -242,3 +242,29 @@ def test_no_class_suggestion_of_another_sharing_mode():
     result = diagnosis.spec_feasibility(owner=pool.user, team=pool.team, spec=spec(pool, devices_per_pod=1))
     assert result.verdict.code == WaitReason.CLASS_EXHAUSTED
     assert [s for s in result.suggestions if s.kind == "class"] == []
+
+
+def test_feasibility_of_a_demoted_team_uses_the_demotion_priority():
+    """A budget-demoted team's submission is checked at the class job_submit will record, not the one asked for.
+
+    4 GPUs held by a priority-10 job; the team asks for priority 1000 (which could preempt it) but is demoted to
+    a priority-1 class: the check must say it waits (quota used up), with no preemption in view.
+    """
+    pool = research_pool(racks={"rack-a": [4]}, nominal="4")
+    pool.quota.within_cluster_queue = "LowerPriority"
+    pool.quota.save()
+    low = PriorityClassFactory(name="low", value=10)
+    urgent = PriorityClassFactory(name="urgent", value=1000)
+    scavenger = PriorityClassFactory(name="scavenger", value=1, may_preempt=False)
+    blocker = occupy(pool, node=pool.nodes[0], count=4)
+    Job.objects.filter(pk=blocker.pk).update(priority_class=low, priority=10)
+    asked = spec(pool, devices_per_pod=4, priority_class=urgent)
+    assert diagnosis.spec_feasibility(owner=pool.user, team=pool.team, spec=asked).verdict.preemption_targets
+    services.team_priority_override_set(team=pool.team, priority_class=scavenger)
+    job = diagnosis.job_from_spec(owner=pool.user, team=pool.team, spec=asked, cluster=pool.cluster, now=timezone.now())
+    assert (job.priority_class, job.priority) == (scavenger, 1)
+    result = diagnosis.spec_feasibility(owner=pool.user, team=pool.team, spec=asked, with_suggestions=False)
+    assert result.verdict.code == WaitReason.QUOTA_EXHAUSTED
+    assert not result.verdict.preemption_targets
+    submitted = services.job_submit(owner=pool.user, team=pool.team, spec=asked, notify_backend=False)
+    assert submitted.priority == job.priority

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand
 from django.utils import timezone
 
 from billing.demo import billing_demo_seed
-from queues.demo import DEMO_PASSWORD, USERS, demo_seed
+from portal.demo import DEMO_PASSWORD, USERS, demo_seed
 
 
 class Command(BaseCommand):
