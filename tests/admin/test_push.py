@@ -7,9 +7,9 @@ import yaml
 from django.urls import reverse
 
 from clusters.backends.k8s.client import forget_client
+from clusters.tasks import policy_push_retry_due
 from queues.models import PolicyPush, QuotaLine, TeamQuota
 from queues.policy.pushes import backoff_seconds, policy_push_request, policy_pushes_due
-from clusters.tasks import policy_push_retry_due
 from tests.admin.test_admin_flow import _line, _quota_post
 from tests.factories import UserFactory
 
