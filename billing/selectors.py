@@ -26,7 +26,7 @@ from billing.models import (
 from billing.pricing import hours, local_day
 from billing.services.budgets import period_bounds
 from billing.services.common import billing_tz
-from pools.models import ResourceClass
+from pools.models import ResourceClass, ResourceFlavor
 from queues.models import Job, Membership, Team
 
 BUCKETS = ("day", "week", "month")
@@ -243,8 +243,6 @@ CAPACITY_SUMS = {
 def _group_names(rows: list[Mapping]) -> dict[str, dict]:
     """Display names of the users, classes and flavors of grouped rows (one query each)."""
     from django.contrib.auth import get_user_model
-
-    from pools.models import ResourceFlavor
 
     user_ids = {r["user_id"] for r in rows if "user_id" in r}
     users = get_user_model().objects.filter(pk__in=user_ids).only("username", "first_name", "last_name")

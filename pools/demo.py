@@ -22,8 +22,9 @@ from typing import Any
 
 from django.db import transaction
 
+from pools.health.ingest import health_ingest_scrape, health_reconcile
 from pools.inventory.service import ImportReport, inventory_import
-from pools.models import Cluster, ResourceFlavor, Topology
+from pools.models import Cluster, HealthSignal, ResourceFlavor, Topology
 
 BLOCK, RACK, HOST = "topology.portal.example/block", "topology.portal.example/rack", "kubernetes.io/hostname"
 TOPOLOGY = "block-rack-host"
@@ -314,9 +315,6 @@ def demo_health_seed(*, cluster: Cluster, now: datetime) -> list[str]:
     """The demo's health picture, through the product's own services: the card the device plugin reports
     unhealthy on ``h100-r2-03`` gets its repair ticket (drained, in repair), and one H100 runs hot for longer than
     the policy allows (degraded: used last). Idempotent: a second call changes nothing."""
-    from pools.health.ingest import health_ingest_scrape, health_reconcile
-    from pools.models import HealthSignal
-
     notes = [f"{c.node}/{c.device}: {c.before} → {c.after}" for c in health_reconcile(cluster=cluster, now=now).changes]
     node, index = HOT_GPU
     if HealthSignal.objects.filter(

@@ -9,6 +9,7 @@ from django.forms.models import BaseInlineFormSet
 from simple_history.admin import SimpleHistoryAdmin
 
 from pools.models import Allocation
+from queues.api.tokens import api_token_create
 from queues.models import (
     ApiToken,
     Cohort,
@@ -321,8 +322,6 @@ class ApiTokenAdmin(admin.ModelAdmin):
         if change:
             super().save_model(request, obj, form, change)
             return
-        from queues.api.tokens import api_token_create
-
         issued = api_token_create(
             user=obj.user, team=obj.team, name=obj.name, expires_at=form.cleaned_data.get("expires_at")
         )

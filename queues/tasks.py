@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from queues.policy.previews import policy_preview_run
+from queues.policy.previews import policy_previews_sweep as sweep
+
 
 @shared_task(name="queues.policy_preview", ignore_result=True, acks_late=True)
 def policy_preview(preview_id: int) -> None:
     """Replay a queued what-if preview (a redelivered message finds it no longer queued and does nothing)."""
-    from queues.policy.previews import policy_preview_run
-
     policy_preview_run(preview_id=preview_id)
 
 
 @shared_task(name="queues.policy_previews_sweep", ignore_result=True)
 def policy_previews_sweep() -> None:
     """Beat entry: delete old what-if previews and fail those whose worker died mid-replay."""
-    from queues.policy.previews import policy_previews_sweep as sweep
-
     sweep()

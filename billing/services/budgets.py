@@ -14,7 +14,7 @@ from django.db.models import Sum
 
 from billing.models import Budget, Notification, TeamDemotion, UsageRecord
 from billing.pricing import duration_us, local_day
-from billing.services.common import billing_tz, require_aware
+from billing.services.common import billing_tz, default_currency, require_aware
 from kernel.errors import ValidationFailed
 from queues.models import Membership, PriorityClass, Team
 from queues.services import team_priority_override_set
@@ -235,8 +235,6 @@ def budget_set(
     active: bool = True,
 ) -> Budget:
     """Create or change the team's budget for a period kind (one per team, period and currency)."""
-    from billing.services.common import default_currency
-
     errors: dict[str, list[str]] = {}
     try:
         value = Decimal(str(amount))

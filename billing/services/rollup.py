@@ -22,7 +22,7 @@ from billing.services.common import METERING_LOCK, billing_tz, default_currency,
 from billing.services.metering import _rate_books
 from billing.services.quotas import quota_history_sync, quota_spans
 from pools.models import Allocation, Device
-from queues.models import JobEvent
+from queues.models import Cohort, JobEvent, TeamQuota
 
 #: Allocation end reasons (and requeue reasons) that mean the hardware failed, not the scheduler.
 HARDWARE_REASONS = frozenset({"node_lost", "device_lost", "device_unhealthy", "unhealthy", "hardware", "xid"})
@@ -248,8 +248,6 @@ class _Line:
 
 def _root_cohorts() -> dict[int, int | None]:
     """Each team's root cohort (the top of its quota's cohort tree), where it has one."""
-    from queues.models import Cohort, TeamQuota
-
     parents = dict(Cohort.objects.values_list("pk", "parent_id"))
 
     def root(cohort_id: int | None) -> int | None:

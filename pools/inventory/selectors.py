@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from django.db.models import Prefetch
 
-from pools.models import Cluster, Device
+from pools.models import Allocation, Cluster, Device
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,6 @@ def cluster_named(name: str) -> Cluster | None:
 
 def inventory_devices(*, cluster: Cluster | None = None) -> list[InventoryRow]:
     """Present devices on present nodes (partitioned and shared cards included), in listing order; 2 queries."""
-    from pools.models import Allocation
-
     open_allocations = Allocation.objects.filter(ended_at__isnull=True).select_related("job__team")
     devices = (
         Device.objects.filter(gone_at__isnull=True, node__gone_at__isnull=True)

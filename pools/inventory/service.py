@@ -22,7 +22,7 @@ from pools.inventory.records import (
     is_source_reason,
 )
 from pools.matching import match_flavor
-from pools.models import Cluster, Device, HealthState, Node, ResourceFlavor
+from pools.models import Allocation, Cluster, Device, HealthState, Node, ResourceFlavor
 
 BATCH = 500
 #: Health states the repair workflow owns: no report from the source (healthy or unhealthy) changes them.
@@ -224,8 +224,6 @@ def _sync_nodes(
 
 def _open_allocations(device_ids) -> int:
     """Open allocations on a set of devices (ids, or a ``values("pk")`` queryset)."""
-    from pools.models import Allocation
-
     if isinstance(device_ids, list):
         return sum(
             Allocation.objects.filter(device_id__in=device_ids[i : i + BATCH], ended_at__isnull=True).count()

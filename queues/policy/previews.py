@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -66,9 +67,8 @@ def policy_digests() -> dict[str, str]:
 
 
 def _enqueue(preview_id: int) -> None:
-    from queues.tasks import policy_preview
-
-    policy_preview.delay(preview_id)
+    # By its registered name: queues.tasks imports this module, so importing the task here would be a cycle.
+    current_app.tasks["queues.policy_preview"].delay(preview_id)
 
 
 @transaction.atomic

@@ -14,6 +14,7 @@ from kernel.quantity import is_device_resource, parse_quantity
 from pools.models import Allocation, Device, ResourceClass
 from queues.engine_input import HOLDING_STATES
 from queues.models import Cohort, Job, QuotaLine, Team, TeamQuota
+from queues.policy.whatif import percentile
 
 FR = tuple[int, str]  # (flavor id, resource name)
 
@@ -302,8 +303,6 @@ class TeamQueue:
 
 def team_queues(*, now: datetime | None = None, days: int = 7) -> list[TeamQueue]:
     """Pending jobs per team now, and the median time to admission of jobs admitted in the last ``days``."""
-    from queues.policy.whatif import percentile
-
     now = now or timezone.now()
     out = []
     pending: dict[int, list[datetime]] = defaultdict(list)

@@ -29,7 +29,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from kernel.errors import DomainError
-from kernel.quantity import is_device_resource
+from kernel.quantity import format_quantity, is_device_resource
 from pools.models import Cluster
 from queues.engine import model as m
 from queues.engine.scheduler import Engine
@@ -466,8 +466,6 @@ def _quota_map(groups: Iterable[m.ResourceGroup]) -> dict[str, tuple]:
 
 
 def _limit(value: int | None, resource: str) -> str:
-    from kernel.quantity import format_quantity
-
     return "none" if value is None else format_quantity(value, resource)
 
 
