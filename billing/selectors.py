@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, Q, QuerySet, Sum
 
@@ -242,8 +243,6 @@ CAPACITY_SUMS = {
 
 def _group_names(rows: list[Mapping]) -> dict[str, dict]:
     """Display names of the users, classes and flavors of grouped rows (one query each)."""
-    from django.contrib.auth import get_user_model
-
     user_ids = {r["user_id"] for r in rows if "user_id" in r}
     users = get_user_model().objects.filter(pk__in=user_ids).only("username", "first_name", "last_name")
     classes = ResourceClass.objects.filter(pk__in={r["resource_class_id"] for r in rows}).values_list("pk", "name")
