@@ -6,6 +6,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.forms.models import BaseInlineFormSet
+from django.urls import reverse
+from django.utils.html import format_html_join
 from simple_history.admin import SimpleHistoryAdmin
 
 from pools.models import Allocation
@@ -138,6 +140,24 @@ class CohortAdmin(WhatIfAdminMixin, PolicyAdmin):
     search_fields = ("name",)
     inlines = [CohortQuotaLineInline]
     change_list_template = "admin/queues/cohort/change_list.html"
+    readonly_fields = ("members",)
+
+    @admin.display(description="Members (team queues and child cohorts)")
+    def members(self, obj: Cohort) -> str:
+        """The team queues and the child cohorts that borrow in this cohort, each linked to its page."""
+        if obj.pk is None:
+            return "–"
+        links = [
+            (
+                reverse("admin:queues_teamquota_change", args=[q.pk]),
+                f"{q.cluster.name}/{q.cluster_queue_name} (team {q.team.name})",
+            )
+            for q in obj.team_quotas.select_related("cluster", "team").order_by("cluster__name", "cluster_queue_name")
+        ] + [
+            (reverse("admin:queues_cohort_change", args=[c.pk]), f"cohort {c.name}")
+            for c in obj.children.order_by("name")
+        ]
+        return format_html_join(", ", '<a href="{}">{}</a>', links) if links else "none yet"
 
     def changelist_view(self, request, extra_context=None):
         """The list, with the cohort tree above it."""

@@ -164,6 +164,11 @@ class TreeNode:
         return sum(self.used.values())
 
     @property
+    def own_summary(self) -> str:
+        """``nvidia.com/gpu 16 · amd.com/gpu 8``: the quota this node itself declares, or a dash."""
+        return " · ".join(f"{r} {n}" for r, n in sorted(self.own.items())) or "–"
+
+    @property
     def summary(self) -> str:
         """``nvidia.com/gpu 8/16 · amd.com/gpu 0/8`` (used/nominal per resource)."""
         return " · ".join(f"{r} {self.used.get(r, 0)}/{n}" for r, n in sorted(self.nominal.items())) or "no quota"
