@@ -19,9 +19,13 @@ class PlotlyFinder(BaseFinder):
     storage = FileSystemStorage(location=str(_SOURCE))
 
     def find(self, path: str, find_all: bool = False, **kwargs):
-        """The file's absolute path when asked for ``vendor/plotly/plotly.min.js``."""
+        """The file's absolute path when asked for ``vendor/plotly/plotly.min.js``; else ``[]``.
+
+        ``[]`` (not ``None``) for a miss, as Django's own finders do: ``finders.find`` collects a ``None`` into its
+        list of matches, and the static view then fails on a missing file instead of answering 404.
+        """
         if path != PLOTLY_PATH:
-            return [] if find_all else None
+            return []
         match = str(_SOURCE / "plotly.min.js")
         return [match] if find_all else match
 
