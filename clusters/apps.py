@@ -10,6 +10,9 @@ class ClustersConfig(AppConfig):
     def ready(self) -> None:
         """Register the implementations of the ports the lower layers declare."""
         from clusters.port import CeleryClusterPort
+        from clusters.repair import QueuesRepairJobs
+        from pools.health.ports import repair_jobs_port_register
         from queues.ports import cluster_port_register
 
         cluster_port_register(CeleryClusterPort())
+        repair_jobs_port_register(QueuesRepairJobs())

@@ -17,13 +17,14 @@ from datetime import datetime
 from django.db.models import QuerySet
 
 from pools.health.tickets import repair_tickets_advance
-from pools.models import Cluster, HealthState, ValidationRun
+from pools.models import Allocation, Cluster, HealthState, ValidationRun
+from queues import services as job_services
+from queues.engine_input import HOLDING_STATES
+from queues.models import Job
 
 
 def engine_jobs(*, cluster: Cluster) -> QuerySet:
     """Pending and quota-holding jobs of the cluster, validation jobs left out."""
-    from queues.engine_input import HOLDING_STATES
-    from queues.models import Job
 
     return (
         Job.objects.filter(cluster=cluster, state__in=(Job.State.PENDING, *HOLDING_STATES))
@@ -35,9 +36,6 @@ def engine_jobs(*, cluster: Cluster) -> QuerySet:
 
 def _place_pending(cluster: Cluster, now: datetime) -> list[int]:
     """Admit pending validation jobs onto exactly their run's devices (validating, present, free)."""
-    from pools.models import Allocation
-    from queues import services as job_services
-    from queues.models import Job
 
     placed = []
     runs = (

@@ -10,7 +10,17 @@ from dataclasses import dataclass, field
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
 
 from pools.inventory.versions import version_at_least
-from pools.models import USABLE_HEALTH, Cluster, Device, HealthState, Node, ResourceClass, ResourceFlavor
+from pools.models import (
+    USABLE_HEALTH,
+    Allocation,
+    Cluster,
+    Device,
+    HealthState,
+    Node,
+    ResourceClass,
+    ResourceFlavor,
+)
+from pools.ports import quota_reader
 
 
 @dataclass
@@ -90,8 +100,6 @@ class NodePage:
 
 def present_units(*, cluster: Cluster | None = None) -> QuerySet[Device]:
     """Schedulable units on present nodes, annotated with ``busy`` (an open allocation holds them)."""
-    from pools.models import Allocation
-
     qs = Device.objects.filter(gone_at__isnull=True, node__gone_at__isnull=True).exclude(resource_name="")
     if cluster is not None:
         qs = qs.filter(node__cluster=cluster)
@@ -159,15 +167,10 @@ def _classify(row: dict) -> dict[str, int]:
 
 
 def teams_allowed_by_flavor(*, cluster: Cluster | None = None) -> dict[tuple[int, str], list[str]]:
-    """Team slugs holding a quota line per (flavor id, resource name)."""
-    from queues.models import QuotaLine
-
-    lines = QuotaLine.objects.filter(team_quota__isnull=False)
-    if cluster is not None:
-        lines = lines.filter(team_quota__cluster=cluster)
+    """Team slugs holding a quota line per (flavor id, resource name) (the quotas are read through pools.ports)."""
     allowed: dict[tuple[int, str], set[str]] = defaultdict(set)
-    for flavor_id, resource, slug in lines.values_list("flavor_id", "resource_name", "team_quota__team__slug"):
-        allowed[(flavor_id, resource)].add(slug)
+    for share in quota_reader().quota_shares(cluster=cluster):
+        allowed[(share.flavor_id, share.resource_name)].add(share.team_slug)
     return {key: sorted(slugs) for key, slugs in allowed.items()}
 
 
@@ -274,8 +277,6 @@ def node_capacity_page(
 ) -> NodePage:
     """One page of present nodes with their counts and device grids, in a bounded number of queries; how many nodes
     match the filters and how many there are (in the cluster) come from one aggregate."""
-    from pools.models import Allocation
-
     nodes = Node.objects.filter(gone_at__isnull=True).select_related("cluster", "flavor")
     if cluster is not None:
         nodes = nodes.filter(cluster=cluster)

@@ -8,3 +8,10 @@ class QueuesConfig(AppConfig):
 
     name = "queues"
     verbose_name = "Queues"
+
+    def ready(self) -> None:
+        """Register the implementations of the ports the lower layers declare."""
+        from pools.ports import quota_reader_register
+        from queues.quota_reader import QueuesQuotaReader
+
+        quota_reader_register(QueuesQuotaReader())

@@ -1,6 +1,7 @@
 """Writes of job scheduling: submitting, cancelling and moving jobs through their lifecycle.
 
-Every state change of a job goes through here and leaves a JobEvent, so the timeline is complete.
+Every state change of a job goes through here (or queues.health_jobs, for moves off unhealthy hardware) and
+leaves a JobEvent, so the timeline is complete.
 Allocations are opened and closed only here, so no ending of a job can leave a device held.
 """
 
@@ -366,8 +367,8 @@ class WaitReasonBatch:
         return len(jobs)
 
 
-def _set_state(job: Job, state: str, *, now: datetime, fields: Iterable[str] = ()) -> None:
-    """Change state and save the listed fields with it."""
+def job_state_set(job: Job, state: str, *, now: datetime, fields: Iterable[str] = ()) -> None:
+    """Change state and save the listed fields with it (the caller records the timeline event)."""
     job.state = state
     job.state_changed_at = now
     job.save(update_fields=["state", "state_changed_at", *fields])
@@ -409,7 +410,7 @@ def job_admit(
 
     job.assigned_flavor = ResourceFlavor.objects.filter(name__in=flavor_names[:1]).first()
     fields = ["assignment", "borrowing", "admitted_at", "assigned_flavor", *_clear_wait(job)]
-    _set_state(job, Job.State.ADMITTED, now=now, fields=fields)
+    job_state_set(job, Job.State.ADMITTED, now=now, fields=fields)
     nodes = sorted({n for ps in pod_sets for n in ps.get("nodes", [])})
     text = message or f"Admitted by ClusterQueue {cluster_queue}"
     where = f" on {', '.join(flavor_names)}" if flavor_names else ""
@@ -428,7 +429,7 @@ def job_start(job: Job, *, now: datetime) -> None:
         raise Conflict(f"job {job.pk} is {job.state}, not admitted")
     resumed = job.started_at is not None
     job.started_at = job.started_at or now
-    _set_state(job, Job.State.RUNNING, now=now, fields=["started_at"])
+    job_state_set(job, Job.State.RUNNING, now=now, fields=["started_at"])
     if resumed:
         record_event(job, JobEvent.Kind.RESUMED, "Resumed; all pods running again.", at=now)
     else:
@@ -456,7 +457,7 @@ def job_finish(job: Job, *, state: str, now: datetime, message: str) -> None:
         return
     release_allocations(job, now=now, reason=state)
     job.finished_at = now
-    _set_state(job, state, now=now, fields=["finished_at", *_clear_wait(job)])
+    job_state_set(job, state, now=now, fields=["finished_at", *_clear_wait(job)])
     record_event(job, FINISH_KINDS[state], message, at=now)
 
 
@@ -486,7 +487,7 @@ def job_preempt(job: Job, *, now: datetime, preemptor: Job | None, reason: str, 
     who = f"{preemptor.team.slug}/{preemptor.name}" if preemptor else "another job"
     details = {"reason": reason, "kueueMessage": message, "preemptor": preemptor.pk if preemptor else None}
     job.eviction_reason = "Preempted"
-    _set_state(job, Job.State.PREEMPTING, now=now, fields=["eviction_reason"])
+    job_state_set(job, Job.State.PREEMPTING, now=now, fields=["eviction_reason"])
     record_event(job, JobEvent.Kind.PREEMPTED, f"Preempted to make room for {who} ({reason}).", at=now, details=details)
     if has_checkpoint_policy(job):
         _checkpoint_requested(job, now=now)
@@ -519,7 +520,7 @@ def job_evict(job: Job, *, now: datetime, reason: str, message: str) -> None:
     queue = job.team.local_queue_name if reason == "LocalQueueStopped" else job.assignment.get("clusterQueue", "")
     why = QUEUE_STOP_EVICTIONS.get(reason, "its queue was stopped").format(queue=queue)
     job.eviction_reason = reason
-    _set_state(job, Job.State.PREEMPTING, now=now, fields=["eviction_reason"])
+    job_state_set(job, Job.State.PREEMPTING, now=now, fields=["eviction_reason"])
     checkpoint = has_checkpoint_policy(job)
     record_event(
         job,
@@ -564,10 +565,10 @@ def job_requeue(job: Job, *, now: datetime, reason: str, message: str, checkpoin
         job.queued_at = now
     job.preemption_count += 1 if reason == "preempted" else 0
     job.eviction_reason = ""
-    _set_state(job, Job.State.SUSPENDED, now=now, fields=["queued_at", "preemption_count", "eviction_reason"])
+    job_state_set(job, Job.State.SUSPENDED, now=now, fields=["queued_at", "preemption_count", "eviction_reason"])
     job.assignment = {}
     job.borrowing = False
-    _set_state(job, Job.State.PENDING, now=now, fields=["assignment", "borrowing"])
+    job_state_set(job, Job.State.PENDING, now=now, fields=["assignment", "borrowing"])
     job.wait_since = now
     job.save(update_fields=["wait_since"])
     record_event(job, JobEvent.Kind.REQUEUED, message, at=now, details=details)

@@ -16,6 +16,7 @@ from django.db import transaction
 
 from kernel.errors import DomainError
 from pools.health import policy as pol
+from pools.health import tickets
 from pools.health.catalog import XidEvent
 from pools.health.dcgm import GpuSample, ScrapeError, parse_scrape
 from pools.health.events import EventError, EventRecord, load_event_text, looks_like_exposition, normalise_pci
@@ -35,10 +36,10 @@ from pools.health.services import (
     record_xid,
     refresh_event_signals,
     save_signal,
-    settle_card,
     signals_of,
     state_of,
 )
+from pools.health.settle import settle_card
 from pools.health.state import check_transition
 from pools.models import Cluster, Device, DeviceHealthTransition, HealthLevel, HealthSignal, HealthState, Node
 
@@ -362,8 +363,6 @@ def _dra_xid_taints(device: Device, *, rules: pol.Rules, report: IngestReport) -
 
 def _adopt_external(device: Device, *, now: datetime, report: IngestReport) -> None:
     """Record a health change someone else wrote (the inventory import), or undo one the state machine forbids."""
-    from pools.health import tickets
-
     last = device.health_transitions.order_by("-at", "-id").first()
     recorded = last.after if last else HealthState.HEALTHY
     if device.health == recorded:
@@ -445,8 +444,6 @@ def _force(device: Device, state: str, last: DeviceHealthTransition | None) -> N
 def health_reconcile(*, cluster: Cluster, now: datetime | None = None) -> IngestReport:
     """Sweep one cluster: node conditions, DRA XID taints and health changes the inventory import wrote; then
     advance repair tickets (drains done, validations finished). Idempotent: a second run changes nothing."""
-    from pools.health import tickets
-
     now = aware_now(now)
     rules = pol.Rules.from_policy(active_policy())
     report = IngestReport(origin=f"reconcile {cluster.name}")

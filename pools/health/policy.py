@@ -10,7 +10,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from pools.health.catalog import UNKNOWN_ACTION, XidChain, XidEvent, chain_action, xid_info
+from pools.health.catalog import (
+    ACTION_RANK,
+    SEVERITY_RANK,
+    UNKNOWN_ACTION,
+    XidChain,
+    XidEvent,
+    chain_action,
+    xid_info,
+)
 from pools.health.dcgm import GpuSample
 
 OK, UNKNOWN, DEGRADED, UNHEALTHY = "ok", "unknown", "degraded", "unhealthy"
@@ -111,8 +119,6 @@ class Rules:
 
 def policy_errors(values: Mapping) -> dict[str, list[str]]:
     """Problems with a policy's JSON settings, keyed by field (the numeric fields are checked by their types)."""
-    from pools.health.catalog import ACTION_RANK, SEVERITY_RANK
-
     errors: dict[str, list[str]] = {}
 
     def err(name: str, message: str) -> None:

@@ -15,8 +15,11 @@ from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
+from kernel.quantity import parse_quantity
+from pools.health.directives import TAINT_EFFECT, TAINT_KEY, node_is_managed
 from pools.models import (
     USABLE_HEALTH,
+    Allocation,
     Cluster,
     Device,
     HealthState,
@@ -27,6 +30,8 @@ from pools.models import (
     ResourceFlavor,
     ValidationRun,
 )
+from pools.ports import quota_reader
+from pools.selectors import SHARING_KIND, flavor_capacity
 
 OPEN = RepairTicket.OPEN_STATES
 
@@ -216,8 +221,6 @@ def health_map(
     *, cluster: Cluster | None = None, problems_only: bool = False, page: int = 1, per_page: int = 100
 ) -> HealthMap:
     """Present nodes × devices coloured by health state, a page at a time, in a fixed number of queries."""
-    from pools.models import Allocation
-
     devices = Device.objects.filter(gone_at__isnull=True, node__gone_at__isnull=True)
     if cluster is not None:
         devices = devices.filter(node__cluster=cluster)
@@ -282,8 +285,6 @@ class TicketRow:
 
 
 def _classes_by_unit_kind() -> list[tuple[ResourceClass, set[int]]]:
-    from pools.selectors import SHARING_KIND
-
     out = []
     for rc in ResourceClass.objects.filter(active=True).prefetch_related("flavor_links"):
         out.append((rc, {link.flavor_id for link in rc.flavor_links.all()}))
@@ -292,8 +293,6 @@ def _classes_by_unit_kind() -> list[tuple[ResourceClass, set[int]]]:
 
 def _device_classes(device: Device, flavor_id: int | None, classes) -> list[ResourceClass]:
     """Classes a unit (or, for a card, any of its units' kind) belongs to."""
-    from pools.selectors import SHARING_KIND
-
     return [
         rc
         for rc, flavors in classes
@@ -370,8 +369,6 @@ class ClassHealth:
 
 def class_health(*, cluster: Cluster | None = None, since: datetime | None = None) -> list[ClassHealth]:
     """Devices out for health, open tickets and MTTR (opened → returned) per active class."""
-    from pools.selectors import SHARING_KIND
-
     classes = _classes_by_unit_kind()
     out = {rc.pk: ClassHealth(resource_class=rc) for rc, _ in classes}
     units = Device.objects.filter(gone_at__isnull=True, node__gone_at__isnull=True).exclude(resource_name="")
@@ -441,20 +438,13 @@ class QuotaCoverage:
 
 def quota_coverage(*, cluster: Cluster | None = None) -> list[QuotaCoverage]:
     """Per (flavor, resource): healthy capacity vs the sum of the teams' nominal quotas, and who is uncovered."""
-    from kernel.quantity import parse_quantity
-    from pools.selectors import flavor_capacity
-    from queues.models import QuotaLine
-
-    nominal: dict[tuple[int, str], list[tuple[str, int]]] = defaultdict(list)
-    lines = QuotaLine.objects.filter(team_quota__isnull=False).select_related("team_quota__team")
-    if cluster is not None:
-        lines = lines.filter(team_quota__cluster=cluster)
-    for line in lines:
+    nominal: dict[tuple[int | None, str], list[tuple[str, int]]] = defaultdict(list)
+    for share in quota_reader().quota_shares(cluster=cluster):
         try:
-            qty = int(parse_quantity(line.nominal, line.resource_name))
+            qty = int(parse_quantity(share.nominal, share.resource_name))
         except ValueError:
             continue
-        nominal[(line.flavor_id, line.resource_name)].append((line.team_quota.team.slug, qty))
+        nominal[(share.flavor_id, share.resource_name)].append((share.team_slug, qty))
     out = []
     for cap in flavor_capacity(cluster=cluster):
         if "/" not in cap.resource_name:
@@ -490,8 +480,6 @@ class ValidationPinning:
 
 def validation_pinning(*, job_id: int) -> ValidationPinning | None:
     """The pinning of a validation job (None for any other job)."""
-    from pools.health.directives import TAINT_EFFECT, TAINT_KEY
-
     run = ValidationRun.objects.filter(job_id=job_id).select_related("ticket__node").first()
     if run is None:
         return None
@@ -523,8 +511,6 @@ def degraded_node_labels(*, cluster: Cluster) -> dict[str, str | None]:
     """Per managed present node of the cluster, the degraded-devices label it should carry (None: no label).
 
     The value is the number of degraded cards (a card's MIG instances and replicas move with it)."""
-    from pools.health.directives import node_is_managed
-
     if not getattr(settings, "HEALTH_MANAGED_NODE_LABELS", None):
         return {}
     degraded = Q(devices__health=HealthState.DEGRADED, devices__gone_at__isnull=True, devices__kind=Device.Kind.FULL)

@@ -1,42 +1,38 @@
 """Writes of device health: observations, signal states, device state transitions, and moving jobs off bad devices.
 
 Every change of ``Device.health`` goes through ``device_health_set``, which refuses moves the state machine
-forbids and keeps the evidence beside the transition. ``settle_card`` brings a card to the state its signals call
-for; a card turned unhealthy has its running jobs moved off (``jobs_protect``: checkpoint first where the job has a
-policy) and, by policy, a repair ticket opened (pools.health.tickets). Ingestion lives in pools.health.ingest.
+forbids and keeps the evidence beside the transition. ``pools.health.settle`` brings a card to the state its
+signals call for; a card turned unhealthy has its running jobs moved off (``jobs_protect``: checkpoint first where
+the job has a policy) and, by policy, a repair ticket opened (pools.health.tickets). Ingestion lives in
+pools.health.ingest.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
-from kernel.errors import DomainError
+from kernel.errors import DomainError, ValidationFailed
 from pools.health import policy as pol
 from pools.health.catalog import XidEvent, correlate, xid_info
+from pools.health.ports import repair_jobs_port
 from pools.health.state import check_transition
 from pools.models import (
-    USABLE_HEALTH,
     Device,
     DeviceHealthTransition,
     HealthLevel,
     HealthObservation,
     HealthPolicy,
     HealthSignal,
-    HealthState,
     Node,
     RepairTicket,
 )
-
-log = logging.getLogger(__name__)
 
 Source = HealthObservation.Source
 
@@ -381,226 +377,24 @@ def refresh_event_signals(
     return turned
 
 
-# --- settling a card's state ---------------------------------------------------------------------------------
-
-
-def _bad_signals(rows: Mapping[str, HealthSignal]) -> tuple[str, list[HealthSignal]]:
-    """The card's worst known level and the signals at it."""
-    known = [r for r in rows.values() if r.signal != "identity" and r.level != HealthLevel.UNKNOWN]
-    target = pol.worst(r.level for r in known)
-    return target, [r for r in known if r.level == target and target in (pol.DEGRADED, pol.UNHEALTHY)]
-
-
-def _evidence_of(rows: Sequence[HealthSignal]) -> dict[str, Any]:
-    return {
-        r.signal: {
-            "level": r.level,
-            "value": r.value,
-            "message": r.message,
-            "since": r.since.isoformat() if r.since else None,
-            **({"chain": r.data["chain"]} if r.signal == "xid" and r.data.get("chain") else {}),
-        }
-        for r in rows
-    }
-
-
-def settle_card(
-    card: Device,
-    *,
-    now: datetime,
-    actor: Actor,
-    report: IngestReport,
-    turned_unhealthy: Iterable[str] = (),
-    observation: HealthObservation | None = None,
-) -> None:
-    """Bring a card (and its units) to the state its signals call for, within what the state machine allows."""
-    from pools.health import tickets
-
-    policy = active_policy()
-    rows = signals_of(card)
-    target, bad = _bad_signals(rows)
-    reason = "; ".join(r.message for r in bad)[:300]
-    evidence = _evidence_of(bad)
-    units = card_units(card)
-    if bad and (observation is None or observation.signal not in {r.signal for r in bad}):
-        # The observation that raised the worst signal is the one the transition keeps.
-        observation = (
-            HealthObservation.objects.filter(device=card, signal__in=[r.signal for r in bad], level=target)
-            .order_by("-observed_at", "-id")
-            .first()
-        ) or observation
-    if card.health in USABLE_HEALTH:
-        if target == pol.UNHEALTHY:
-            moved, transitions = [], []
-            for u in units:
-                if u.health not in USABLE_HEALTH:
-                    continue
-                transition = device_health_set(
-                    u,
-                    to=HealthState.UNHEALTHY,
-                    reason=reason,
-                    now=now,
-                    actor=actor,
-                    evidence=evidence,
-                    observation=observation,
-                    report=report,
-                )
-                if transition is not None:
-                    moved.append(u)
-                    transitions.append(transition.pk)
-            report.jobs_protected += jobs_protect(devices=moved, reason=reason, now=now, policy=policy)
-            if policy.auto_open_ticket:
-                action = (rows["xid"].data.get("chain") or {}).get("action", "") if "xid" in rows else ""
-                ticket = tickets.ticket_open(
-                    device=card,
-                    reason=reason,
-                    actor=actor,
-                    now=now,
-                    evidence=evidence,
-                    recommended_action=action if any(r.signal == "xid" for r in bad) else "",
-                    report=report,
-                )
-                if ticket.pk not in report.tickets_opened:
-                    report.tickets_opened.append(ticket.pk)
-                # the move that caused the ticket belongs to its history
-                DeviceHealthTransition.objects.filter(pk__in=transitions, ticket__isnull=True).update(ticket=ticket)
-                keys = {(u.node.name, u.key) for u in moved}
-                for change in report.changes:
-                    if (
-                        change.ticket is None
-                        and change.after == HealthState.UNHEALTHY
-                        and (change.node, change.device) in keys
-                    ):
-                        change.ticket = ticket.pk
-        elif target == pol.DEGRADED:
-            for unit in units:
-                if unit.health == HealthState.HEALTHY:
-                    device_health_set(
-                        unit,
-                        to=HealthState.DEGRADED,
-                        reason=reason,
-                        now=now,
-                        actor=actor,
-                        evidence=evidence,
-                        observation=observation,
-                        report=report,
-                    )
-                elif unit.health == HealthState.DEGRADED:
-                    device_health_set(unit, to=HealthState.DEGRADED, reason=reason, now=now, actor=actor)
-        elif target == pol.OK and card.health == HealthState.DEGRADED:
-            for unit in units:
-                if unit.health == HealthState.DEGRADED:
-                    device_health_set(
-                        unit,
-                        to=HealthState.HEALTHY,
-                        reason="",
-                        now=now,
-                        actor=actor,
-                        evidence={"recovered": _evidence_of(list(rows.values()))},
-                        observation=observation,
-                        report=report,
-                    )
-        return
-    turned = [s for s in turned_unhealthy if s in rows and rows[s].level == pol.UNHEALTHY]
-    if not turned:
-        return
-    ticket = tickets.open_ticket_of(card)
-    text = "; ".join(rows[s].message for s in turned)
-    if ticket is None:
-        return
-    if ticket.state == RepairTicket.State.VALIDATING:
-        tickets.validation_abort(ticket=ticket, reason=f"new evidence during validation: {text}", now=now, actor=actor)
-    else:
-        tickets.ticket_note(ticket=ticket, note=f"More evidence: {text}", actor=actor, now=now, details=evidence)
-
-
 # --- protecting jobs -----------------------------------------------------------------------------------------
-
-
-def _notify_owner(job, *, subject: str, body: str) -> None:
-    """Email the job's owner after commit (a failing mail server never undoes the health change)."""
-    address = getattr(job.owner, "email", "")
-    if not address:
-        return
-
-    def send() -> None:
-        try:
-            send_mail(subject, body, None, [address], fail_silently=False)
-        except Exception:  # a mail failure is logged; the health change stands
-            log.warning("could not email %s about job %s", address, job.pk, exc_info=True)
-
-    transaction.on_commit(send)
 
 
 def jobs_protect(*, devices: Sequence[Device], reason: str, now: datetime, policy: HealthPolicy) -> list[int]:
     """Move running jobs off devices that turned unhealthy: checkpoint first where they can, else evict or wait.
 
-    Each job's timeline says what happens and its owner gets an email. A job is moved by putting it in the
-    ``preempting`` state, which both backends already drive: checkpoint (with a policy), then requeue, after which
-    the scheduler places it on healthy devices. Validation jobs are never moved (they are there to test the device).
+    Each job's timeline says what happens and its owner gets an email; validation jobs are never moved. The jobs
+    move through the queues services, reached through pools.health.ports (``preempting``, which both backends
+    drive: checkpoint with a policy, then requeue, after which the scheduler places them on healthy devices).
     """
-    from pools.models import Allocation
-    from queues import services as job_services
-    from queues.models import Job, JobEvent
-
     if not devices:
         return []
-    allocs = (
-        Allocation.objects.filter(device__in=list(devices), ended_at__isnull=True)
-        .exclude(job__validation_run__isnull=False)
-        .select_related("job__owner", "job__team", "device__node")
-        .order_by("job_id")
+    return repair_jobs_port().jobs_protect(
+        devices=devices,
+        reason=reason,
+        now=now,
+        evict_without_checkpoint=policy.drain_without_checkpoint == HealthPolicy.DrainMode.EVICT,
     )
-    by_job: dict[int, tuple[Job, list[Device]]] = {}
-    for alloc in allocs:
-        by_job.setdefault(alloc.job_id, (alloc.job, []))[1].append(alloc.device)
-    moved = []
-    for job, held in by_job.values():
-        where = ", ".join(device_label(d) for d in held)
-        checkpoint = job_services.has_checkpoint_policy(job)
-        details = {"reason": "device_unhealthy", "devices": [d.pk for d in held], "health": reason}
-        if job.state in (Job.State.ADMITTED, Job.State.RUNNING) and (
-            checkpoint or policy.drain_without_checkpoint == HealthPolicy.DrainMode.EVICT
-        ):
-            job.state = Job.State.PREEMPTING
-            job.state_changed_at = now
-            job.save(update_fields=["state", "state_changed_at"])
-            job_services.record_event(
-                job,
-                JobEvent.Kind.PREEMPTED,
-                f"Moving off unhealthy hardware: {where} ({reason}).",
-                at=now,
-                details=details,
-            )
-            if checkpoint:
-                how = job.checkpoint_signal or " ".join(job.checkpoint_command)
-                what = (
-                    f"Checkpoint requested ({how}) before the job leaves the unhealthy device; once it is written to "
-                    f"{job.checkpoint_path} the job is requeued and resumes on healthy devices."
-                )
-                job_services.record_event(job, JobEvent.Kind.CHECKPOINT_REQUESTED, what, at=now, details=details)
-            else:
-                what = (
-                    "The job has no checkpoint policy, so it is evicted at once and requeued on healthy devices; "
-                    "the GPU time since its start is lost."
-                )
-                job_services.record_event(job, JobEvent.Kind.NOTE, what, at=now, details=details)
-        elif job.state in (Job.State.ADMITTED, Job.State.RUNNING):
-            what = (
-                f"A GPU this job runs on became unhealthy ({where}: {reason}). The job has no checkpoint policy, so "
-                "it keeps running; the GPU leaves the pool when the job ends. Consider checkpointing and resubmitting."
-            )
-            job_services.record_event(job, JobEvent.Kind.NOTE, what, at=now, details=details)
-        else:
-            what = f"A GPU this job holds became unhealthy ({where}: {reason}); the job is already leaving it."
-            job_services.record_event(job, JobEvent.Kind.NOTE, what, at=now, details=details)
-        _notify_owner(
-            job,
-            subject=f"[GPU pool] {job.team.slug}/{job.name}: a GPU under your job is unhealthy",
-            body=f"Hello {job.owner.get_username()},\n\n{what}\n\nDevice(s): {where}\nEvidence: {reason}\n",
-        )
-        moved.append(job.pk)
-    return moved
 
 
 def aware_now(now: datetime | None) -> datetime:
@@ -615,32 +409,6 @@ def lock_cards(cards: Iterable[Device]) -> None:
     ids = sorted({c.pk for c in cards})
     if ids:
         list(Device.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk", flat=True))
-
-
-# --- by hand -------------------------------------------------------------------------------------------------
-
-
-@transaction.atomic
-def health_mark(*, device: Device, level: str, note: str, actor: Actor, now: datetime | None = None) -> IngestReport:
-    """An operator's own observation of a card (degraded, unhealthy, or ok to clear an earlier one)."""
-    now = aware_now(now)
-    if level not in pol.LEVELS:
-        raise HealthInputError(f"level must be one of {', '.join(pol.LEVELS)}, not {level!r}")
-    card = card_of(device)
-    lock_cards([card])
-    report = IngestReport(origin=f"manual ({actor.label})")
-    rows = signals_of(card)
-    prev = state_of(rows.get("manual"))
-    new = pol.SignalState(
-        level=level,
-        message=f"{actor.label}: {note}" if note else f"marked {level} by {actor.label}",
-        since=now if prev.level != level else prev.since,
-        observed_at=now,
-    )
-    obs = save_signal(card, rows, "manual", new, source=Source.MANUAL, now=now, evidence={"note": note}, report=report)
-    turned = ["manual"] if level == pol.UNHEALTHY and prev.level != pol.UNHEALTHY else []
-    settle_card(card, now=now, actor=actor, report=report, turned_unhealthy=turned, observation=obs)
-    return report
 
 
 def signals_reset_after_repair(*, devices: Iterable[Device], now: datetime) -> None:
@@ -678,8 +446,6 @@ def health_policy_save(*, policy: HealthPolicy, actor: Actor) -> HealthPolicy:
         }
     )
     if errors:
-        from kernel.errors import ValidationFailed
-
         raise ValidationFailed(errors)
     if policy.active:
         HealthPolicy.objects.filter(active=True).exclude(pk=policy.pk).update(active=False)

@@ -4,6 +4,8 @@ Ticket states drive device states: opened/draining ↔ unhealthy (excluded, jobs
 quarantined, validating ↔ validating (only the ticket's burn-in job may use the device), returned ↔ healthy,
 RMA ↔ retired. A device returns to the pool only when a validation job, submitted through the normal job path
 (queues.services.job_submit) in the platform validation team and pinned to the ticket's devices, has passed.
+The steps that act on jobs (moving them off, evicting, submitting and cancelling the burn-in job) go through
+pools.health.ports, which the cluster integration implements with the queues services.
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
 
 from kernel.errors import Conflict
 from pools.health import directives
+from pools.health.ports import JobOutcome, ValidationJobRequest, repair_jobs_port
 from pools.health.services import (
     Actor,
     IngestReport,
@@ -33,6 +35,7 @@ from pools.health.services import (
 )
 from pools.models import (
     USABLE_HEALTH,
+    Allocation,
     Cluster,
     Device,
     HealthState,
@@ -42,6 +45,7 @@ from pools.models import (
     ResourceClass,
     ValidationRun,
 )
+from pools.selectors import SHARING_KIND
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +121,6 @@ def open_ticket_of(device: Device) -> RepairTicket | None:
 
 def _busy(units: Sequence[Device], ticket: RepairTicket) -> list[int]:
     """Jobs other than the ticket's own validation jobs that still hold one of the units."""
-    from pools.models import Allocation
-
     return sorted(
         set(
             Allocation.objects.filter(device__in=list(units), ended_at__isnull=True)
@@ -309,30 +311,14 @@ def _finish_drain(
 @transaction.atomic
 def ticket_drain_now(*, ticket: RepairTicket, actor: Actor, now: datetime | None = None) -> list[int]:
     """Evict every job still holding the ticket's devices (checkpoint first where they can); returns the job ids."""
-    from pools.models import Allocation
-    from queues import services as job_services
-    from queues.models import Job, JobEvent
-
     now = aware_now(now)
     ticket = RepairTicket.objects.select_for_update().get(pk=ticket.pk)
     if ticket.state != T.DRAINING:
         raise Conflict(f"ticket #{ticket.pk} is {ticket.state}, not draining")
     units = ticket_units(ticket)
-    jobs = Job.objects.filter(pk__in=_busy(units, ticket)).order_by("pk")
-    evicted = []
-    for job in jobs:
-        if job.state not in (Job.State.ADMITTED, Job.State.RUNNING):
-            continue
-        job.state = Job.State.PREEMPTING
-        job.state_changed_at = now
-        job.save(update_fields=["state", "state_changed_at"])
-        text = f"Evicted by {actor.label} to drain GPU repair ticket #{ticket.pk}."
-        job_services.record_event(job, JobEvent.Kind.PREEMPTED, text, at=now, details={"reason": "repair_drain"})
-        if job_services.has_checkpoint_policy(job):
-            job_services.record_event(
-                job, JobEvent.Kind.CHECKPOINT_REQUESTED, "Checkpoint requested before the eviction.", at=now
-            )
-        evicted.append(job.pk)
+    evicted = repair_jobs_port().jobs_drain(
+        job_ids=_busy(units, ticket), ticket_id=ticket.pk, actor_label=actor.label, now=now
+    )
     held = Allocation.objects.filter(device__in=units, ended_at__isnull=True).count()
     ticket_note(
         ticket=ticket, note=f"Drain forced: {len(evicted)} job(s) evicted ({held} device(s) held)", actor=actor, now=now
@@ -353,8 +339,8 @@ def ticket_mark_rma(*, ticket: RepairTicket, actor: Actor, now: datetime | None 
     """Send the device to RMA: it is retired for good (a replacement card is a new device)."""
     now = aware_now(now)
     ticket = RepairTicket.objects.select_for_update().get(pk=ticket.pk)
-    for run in ticket.validation_runs.filter(result=ValidationRun.Result.PENDING).select_related("job"):
-        _cancel_validation_job(run, now=now, message=f"ticket #{ticket.pk} sent to RMA")
+    for run in ticket.validation_runs.filter(result=ValidationRun.Result.PENDING):
+        repair_jobs_port().validation_cancel(job_id=run.job_id, now=now, message=f"ticket #{ticket.pk} sent to RMA")
         run.result, run.finished_at, run.message = ValidationRun.Result.FAILED, now, "cancelled: RMA"
         run.save(update_fields=["result", "finished_at", "message"])
     _move(ticket, T.RMA, now=now, actor=actor, note=note or f"sent to RMA by {actor.label}")
@@ -364,36 +350,8 @@ def ticket_mark_rma(*, ticket: RepairTicket, actor: Actor, now: datetime | None 
 # --- validation ----------------------------------------------------------------------------------------------
 
 
-def validation_team(*, slug: str):
-    """The platform team validation jobs run in (created on first use)."""
-    from queues.models import Team
-
-    team, _ = Team.objects.get_or_create(
-        slug=slug, defaults={"name": "Platform validation", "namespace": slug, "local_queue_name": "main"}
-    )
-    return team
-
-
-def _owner_for(actor: Actor, team):
-    """The user a validation job is submitted as (the acting admin, else a portal service user), a team member."""
-    from queues.models import Membership
-
-    user = actor.user
-    if user is None:
-        user, created = get_user_model().objects.get_or_create(
-            username="portal-health", defaults={"is_active": False, "email": ""}
-        )
-        if created:
-            user.set_unusable_password()
-            user.save(update_fields=["password"])
-    Membership.objects.get_or_create(team=team, user=user)
-    return user
-
-
 def _validation_shape(units: Sequence[Device], node: Node) -> tuple[ResourceClass, int, int]:
     """A class and (devices per pod, pods) that cover exactly the units: one pod with all, else one pod each."""
-    from pools.selectors import SHARING_KIND
-
     if not units:
         raise Conflict("the ticket has no schedulable device to validate")
     kinds = {(u.resource_name, u.kind) for u in units}
@@ -429,8 +387,6 @@ def _validation_shape(units: Sequence[Device], node: Node) -> tuple[ResourceClas
 @transaction.atomic
 def ticket_start_validation(*, ticket: RepairTicket, actor: Actor, now: datetime | None = None) -> ValidationRun:
     """Repair is done: submit the burn-in job pinned to the ticket's devices, which go to ``validating``."""
-    from queues.services import JobSpec, job_submit
-
     now = aware_now(now)
     ticket = (
         RepairTicket.objects.select_for_update(of=("self",))
@@ -442,8 +398,6 @@ def ticket_start_validation(*, ticket: RepairTicket, actor: Actor, now: datetime
     policy = active_policy()
     units = ticket_units(ticket)
     rc, per_pod, pods = _validation_shape(units, ticket.node)
-    team = validation_team(slug=policy.validation_team_slug)
-    owner = _owner_for(actor, team)
     attempt = ticket.validation_runs.count() + 1
     outcome = str(getattr(settings, "HEALTH_SIMULATED_VALIDATION_OUTCOME", "pass") or "pass")
     env = {
@@ -455,7 +409,10 @@ def ticket_start_validation(*, ticket: RepairTicket, actor: Actor, now: datetime
         "PORTAL_VALIDATION_GPUS": str(per_pod),
     }
     simulated = ticket.node.cluster.backend == Cluster.Backend.SIMULATED
-    spec = JobSpec(
+    request = ValidationJobRequest(
+        cluster=ticket.node.cluster,
+        team_slug=policy.validation_team_slug,
+        user=actor.user,
         name=f"validate-t{ticket.pk}-{attempt}",
         image=policy.validation_image,
         resource_class=rc,
@@ -468,54 +425,44 @@ def ticket_start_validation(*, ticket: RepairTicket, actor: Actor, now: datetime
         sim_fails=simulated and outcome.lower() == "fail",
     )
     _move(ticket, T.VALIDATING, now=now, actor=actor, note=f"burn-in attempt {attempt} on {len(units)} device(s)")
-    job = job_submit(owner=owner, team=team, spec=spec, cluster=ticket.node.cluster, now=now)
-    run = ValidationRun.objects.create(ticket=ticket, job=job, attempt=attempt, started_at=now)
+    job_id = repair_jobs_port().validation_submit(request=request, now=now)
+    run = ValidationRun.objects.create(ticket=ticket, job_id=job_id, attempt=attempt, started_at=now)
     run.devices.set(units)
     ticket_note(
         ticket=ticket,
-        note=f"Validation job #{job.pk} submitted ({pods} pod(s) × {per_pod} {rc.resource_name})",
+        note=f"Validation job #{job_id} submitted ({pods} pod(s) × {per_pod} {rc.resource_name})",
         actor=actor,
         now=now,
-        details={"job": job.pk, "image": spec.image, "command": spec.command},
+        details={"job": job_id, "image": request.image, "command": request.command},
     )
     return run
 
 
-def _cancel_validation_job(run: ValidationRun, *, now: datetime, message: str) -> None:
-    from clusters.backends import backend_for
-    from queues import services as job_services
-
-    job = run.job
-    if job.is_final:
-        return
-    job_services.job_finish(job, state=job.State.CANCELLED, now=now, message=f"Validation cancelled: {message}.")
-    cluster = job.cluster
-    transaction.on_commit(lambda: backend_for(cluster).job_cancelled(job_id=job.pk))
-
-
 def validation_abort(*, ticket: RepairTicket, reason: str, now: datetime, actor: Actor) -> None:
     """New bad evidence while a device is validating: the running validation fails now."""
-    for run in ticket.validation_runs.filter(result=ValidationRun.Result.PENDING).select_related("job"):
-        _cancel_validation_job(run, now=now, message=reason)
-        _settle_run(run, now=now, actor=actor, failure=reason)
+    port = repair_jobs_port()
+    for run in ticket.validation_runs.filter(result=ValidationRun.Result.PENDING).order_by("pk"):
+        port.validation_cancel(job_id=run.job_id, now=now, message=reason)
+        outcome = port.job_outcomes(job_ids=[run.job_id])[run.job_id]
+        _settle_run(run, outcome, now=now, actor=actor, failure=reason)
 
 
-def _settle_run(run: ValidationRun, *, now: datetime, actor: Actor, failure: str = "") -> TicketChange | None:
+def _settle_run(
+    run: ValidationRun, outcome: JobOutcome, *, now: datetime, actor: Actor, failure: str = ""
+) -> TicketChange | None:
     """Record a finished validation's result and move its ticket: returned on a pass, repair or RMA on a failure."""
-    job = run.job
-    if not job.is_final and not failure:
+    if not outcome.ended and not failure:
         return None
     ticket = RepairTicket.objects.select_for_update().get(pk=run.ticket_id)
-    passed = not failure and job.state == job.State.SUCCEEDED
-    last = job.events.order_by("-at", "-id").first()
-    text = failure or (last.message if last else job.state)
+    passed = not failure and outcome.succeeded
+    text = failure or outcome.last_message or outcome.state
     run.result = ValidationRun.Result.PASSED if passed else ValidationRun.Result.FAILED
-    run.finished_at = job.finished_at or now
-    run.message = f"job #{job.pk} {job.state}: {text}"[:500]
+    run.finished_at = outcome.finished_at or now
+    run.message = f"job #{outcome.job_id} {outcome.state}: {text}"[:500]
     run.save(update_fields=["result", "finished_at", "message"])
     if ticket.state != T.VALIDATING:
         return None
-    details = {"job": job.pk, "job_state": job.state, "attempt": run.attempt}
+    details = {"job": outcome.job_id, "job_state": outcome.state, "attempt": run.attempt}
     if passed:
         devices = ticket_devices(ticket)
         change = _move(
@@ -540,7 +487,7 @@ def repair_tickets_advance(*, cluster=None, now: datetime | None = None) -> list
     actor = Actor(label="repair workflow")
     changes = []
     draining = RepairTicket.objects.filter(state__in=(T.OPENED, T.DRAINING))
-    runs = ValidationRun.objects.filter(result=ValidationRun.Result.PENDING, job__state__in=_final_states())
+    runs = ValidationRun.objects.filter(result=ValidationRun.Result.PENDING)
     if cluster is not None:
         draining = draining.filter(node__cluster=cluster)
         runs = runs.filter(job__cluster=cluster)
@@ -550,14 +497,10 @@ def repair_tickets_advance(*, cluster=None, now: datetime | None = None) -> list
         change = _finish_drain(ticket, now=now, actor=actor)
         if change:
             changes.append(change)
-    for run in runs.select_related("job").order_by("pk"):
-        change = _settle_run(run, now=now, actor=actor)
+    runs = list(runs.order_by("pk"))
+    outcomes = repair_jobs_port().job_outcomes(job_ids=[r.job_id for r in runs]) if runs else {}
+    for run in runs:
+        change = _settle_run(run, outcomes[run.job_id], now=now, actor=actor)
         if change:
             changes.append(change)
     return changes
-
-
-def _final_states() -> tuple[str, ...]:
-    from queues.models import Job
-
-    return tuple(Job.FINAL_STATES)

@@ -21,7 +21,8 @@ from clusters.backends.simulated import simulated_cluster_tick_run
 from kernel.errors import DomainError
 from pools.health import tickets
 from pools.health.ingest import health_ingest_scrape
-from pools.health.services import Actor, health_mark
+from pools.health.services import Actor
+from pools.health.settle import health_mark
 from pools.models import USABLE_HEALTH, Allocation, Device, HealthState, RepairTicket, ValidationRun
 from queues import services as job_services
 from tests.factories import (

@@ -299,3 +299,21 @@ def test_open_tickets_for_the_wait_box(pool):
     assert open_tickets_for() == []
     tickets.ticket_mark_rma(ticket=ticket, actor=Actor())
     assert open_tickets_for(node_names=["gpu-node-0"]) == []
+
+
+def test_rma_during_validation_cancels_the_burn_in_job_once_and_stops_it_in_its_cluster(
+    pool, django_capture_on_commit_callbacks
+):
+    xid79(pool, pool.devices[1], 0)
+    ticket = RepairTicket.objects.get()
+    run = tickets.ticket_start_validation(ticket=ticket, actor=Actor.of(pool.admin), now=pool.at(5))
+    tick(pool, 6)
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        tickets.ticket_mark_rma(ticket=ticket, actor=Actor.of(pool.admin), now=pool.at(60))
+    assert callbacks  # the cluster is told after commit
+    run.refresh_from_db()
+    job = run.job
+    assert (job.state, run.result) == (Job.State.CANCELLED, ValidationRun.Result.FAILED)
+    [cancelled] = job.events.filter(kind=JobEvent.Kind.CANCELLED)
+    assert cancelled.message == f"Validation cancelled: ticket #{ticket.pk} sent to RMA."
+    assert not job.allocations.filter(ended_at__isnull=True).exists()

@@ -1,0 +1,160 @@
+"""Writes of jobs on unhealthy or repaired hardware: the job side of pools' health and repair workflow.
+
+pools decides that devices are unhealthy or that a repair ticket must drain; these services move the jobs on them
+(through the states the backends already drive: ``preempting`` → checkpoint → requeue), submit and cancel the
+burn-in jobs of repair tickets, and write each job's timeline. pools reaches them through
+``pools.health.ports``, implemented by ``clusters.repair``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.mail import send_mail
+from django.db import transaction
+
+from pools.models import Allocation, Device
+from queues.models import Job, JobEvent, Membership, Team
+from queues.ports import cluster_port
+from queues.services import has_checkpoint_policy, job_finish, job_state_set, record_event
+
+log = logging.getLogger(__name__)
+
+MOVABLE = (Job.State.ADMITTED, Job.State.RUNNING)
+
+
+def device_label(device: Device) -> str:
+    """``node/key`` (with the GPU index when known) for messages."""
+    index = f" (gpu {device.index})" if device.index is not None and device.kind == Device.Kind.FULL else ""
+    return f"{device.node.name}/{device.key}{index}"
+
+
+def _notify_owner(job: Job, *, subject: str, body: str) -> None:
+    """Email the job's owner after commit (a failing mail server never undoes the health change)."""
+    address = getattr(job.owner, "email", "")
+    if not address:
+        return
+
+    def send() -> None:
+        try:
+            send_mail(subject, body, None, [address], fail_silently=False)
+        except Exception:  # a mail failure is logged; the health change stands
+            log.warning("could not email %s about job %s", address, job.pk, exc_info=True)
+
+    transaction.on_commit(send)
+
+
+def _move_off(job: Job, *, now: datetime, message: str, details: Mapping) -> None:
+    """Put a running job in ``preempting`` (the backends checkpoint where it can, then requeue it)."""
+    job_state_set(job, Job.State.PREEMPTING, now=now)
+    record_event(job, JobEvent.Kind.PREEMPTED, message, at=now, details=details)
+
+
+def job_protect(job: Job, *, held: Sequence[Device], reason: str, now: datetime, evict_without_checkpoint: bool) -> str:
+    """Move one job off devices that turned unhealthy, or say why it stays; returns what its timeline now says."""
+    where = ", ".join(device_label(d) for d in held)
+    checkpoint = has_checkpoint_policy(job)
+    details = {"reason": "device_unhealthy", "devices": [d.pk for d in held], "health": reason}
+    if job.state in MOVABLE and (checkpoint or evict_without_checkpoint):
+        _move_off(job, now=now, message=f"Moving off unhealthy hardware: {where} ({reason}).", details=details)
+        if checkpoint:
+            how = job.checkpoint_signal or " ".join(job.checkpoint_command)
+            what = (
+                f"Checkpoint requested ({how}) before the job leaves the unhealthy device; once it is written to "
+                f"{job.checkpoint_path} the job is requeued and resumes on healthy devices."
+            )
+            record_event(job, JobEvent.Kind.CHECKPOINT_REQUESTED, what, at=now, details=details)
+        else:
+            what = (
+                "The job has no checkpoint policy, so it is evicted at once and requeued on healthy devices; "
+                "the GPU time since its start is lost."
+            )
+            record_event(job, JobEvent.Kind.NOTE, what, at=now, details=details)
+    elif job.state in MOVABLE:
+        what = (
+            f"A GPU this job runs on became unhealthy ({where}: {reason}). The job has no checkpoint policy, so "
+            "it keeps running; the GPU leaves the pool when the job ends. Consider checkpointing and resubmitting."
+        )
+        record_event(job, JobEvent.Kind.NOTE, what, at=now, details=details)
+    else:
+        what = f"A GPU this job holds became unhealthy ({where}: {reason}); the job is already leaving it."
+        record_event(job, JobEvent.Kind.NOTE, what, at=now, details=details)
+    return what
+
+
+def jobs_protect(*, devices: Sequence[Device], reason: str, now: datetime, evict_without_checkpoint: bool) -> list[int]:
+    """Move the jobs holding devices that turned unhealthy: checkpoint first where they can, else evict or wait.
+
+    Each job's timeline says what happens and its owner gets an email. Validation jobs are never moved (they are
+    there to test the device). Returns the ids of the jobs concerned.
+    """
+    if not devices:
+        return []
+    allocs = (
+        Allocation.objects.filter(device__in=list(devices), ended_at__isnull=True)
+        .exclude(job__validation_run__isnull=False)
+        .select_related("job__owner", "job__team", "device__node")
+        .order_by("job_id")
+    )
+    by_job: dict[int, tuple[Job, list[Device]]] = {}
+    for alloc in allocs:
+        by_job.setdefault(alloc.job_id, (alloc.job, []))[1].append(alloc.device)
+    for job, held in by_job.values():
+        what = job_protect(job, held=held, reason=reason, now=now, evict_without_checkpoint=evict_without_checkpoint)
+        _notify_owner(
+            job,
+            subject=f"[GPU pool] {job.team.slug}/{job.name}: a GPU under your job is unhealthy",
+            body=(
+                f"Hello {job.owner.get_username()},\n\n{what}\n\n"
+                f"Device(s): {', '.join(device_label(d) for d in held)}\nEvidence: {reason}\n"
+            ),
+        )
+    return list(by_job)
+
+
+def jobs_drain(*, job_ids: Sequence[int], ticket_id: int, actor_label: str, now: datetime) -> list[int]:
+    """Evict the running jobs among ``job_ids`` to drain repair ticket ``ticket_id``; returns the evicted ids."""
+    evicted = []
+    for job in Job.objects.filter(pk__in=list(job_ids)).order_by("pk"):
+        if job.state not in MOVABLE:
+            continue
+        text = f"Evicted by {actor_label} to drain GPU repair ticket #{ticket_id}."
+        _move_off(job, now=now, message=text, details={"reason": "repair_drain"})
+        if has_checkpoint_policy(job):
+            record_event(job, JobEvent.Kind.CHECKPOINT_REQUESTED, "Checkpoint requested before the eviction.", at=now)
+        evicted.append(job.pk)
+    return evicted
+
+
+def validation_team_ensure(*, slug: str) -> Team:
+    """The platform team validation jobs run in (created on first use)."""
+    team, _ = Team.objects.get_or_create(
+        slug=slug, defaults={"name": "Platform validation", "namespace": slug, "local_queue_name": "main"}
+    )
+    return team
+
+
+def validation_owner_ensure(*, user: AbstractBaseUser | None, team: Team) -> AbstractBaseUser:
+    """The user a validation job is submitted as (the acting admin, else a portal service user), a team member."""
+    if user is None:
+        user, created = get_user_model().objects.get_or_create(
+            username="portal-health", defaults={"is_active": False, "email": ""}
+        )
+        if created:
+            user.set_unusable_password()
+            user.save(update_fields=["password"])
+    Membership.objects.get_or_create(team=team, user=user)
+    return user
+
+
+def validation_job_cancel(*, job_id: int, now: datetime, message: str) -> None:
+    """Cancel a validation job that has not ended, then stop it in its cluster after commit."""
+    job = Job.objects.get(pk=job_id)
+    if job.is_final:
+        return
+    job_finish(job, state=Job.State.CANCELLED, now=now, message=f"Validation cancelled: {message}.")
+    transaction.on_commit(lambda: cluster_port().job_cancelled(job_id=job_id))
