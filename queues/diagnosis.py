@@ -563,9 +563,20 @@ def job_diagnosis(
     return diagnosis
 
 
-def job_from_spec(*, owner: AbstractBaseUser, team: Team, spec: JobSpec, cluster: Cluster, now: datetime) -> Job:
-    """An unsaved Job carrying a submission, as ``job_submit`` would record it (for the feasibility check)."""
-    pc = job_priority_class(team=team, requested=spec.priority_class)
+def job_from_spec(
+    *,
+    owner: AbstractBaseUser,
+    team: Team,
+    spec: JobSpec,
+    cluster: Cluster,
+    now: datetime,
+    priority_class: PriorityClass | None = None,
+) -> Job:
+    """An unsaved Job carrying a submission, as ``job_submit`` would record it (for the feasibility check).
+
+    Its priority class is ``job_priority_class``'s answer for the team and the spec; a caller building many
+    (the catalogue) passes that answer as ``priority_class`` to ask for it once."""
+    pc = priority_class or job_priority_class(team=team, requested=spec.priority_class)
     name = spec.name or "job"
     return Job(
         team=team,
@@ -627,6 +638,7 @@ def catalogue_wait_estimates(
     ctx = _context(cluster, now=now)
     allowed = list(sel.priority_classes_for(team))
     default_priority = next((pc for pc in allowed if pc.is_default), allowed[-1] if allowed else None)
+    priority = job_priority_class(team=team, requested=default_priority)
     for card in cards:
         rc = card.resource_class
         mode = "required" if rc.topology_mode == ResourceClass.TopologyMode.REQUIRED else ""
@@ -640,7 +652,7 @@ def catalogue_wait_estimates(
             topology_level=rc.topology_level if mode else "",
             priority_class=default_priority,
         )
-        job = job_from_spec(owner=owner, team=team, spec=spec, cluster=cluster, now=now)
+        job = job_from_spec(owner=owner, team=team, spec=spec, cluster=cluster, now=now, priority_class=priority)
         workload = _workload(ctx, job)
         verdict = _explain(ctx, workload)
         card.eta = _eta(ctx, workload, team=team, verdict=verdict)
