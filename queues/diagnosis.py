@@ -36,7 +36,7 @@ from queues import selectors as sel
 from queues.engine import model as m
 from queues.engine_input import EngineInput, cluster_engine_input, job_workload, ts, workload_key
 from queues.models import Job, PriorityClass, Team, WaitReason
-from queues.services import JobSpec, default_runtime, has_checkpoint_policy, job_priority_class
+from queues.services import JobSpec, default_runtime, has_checkpoint_policy, job_build, job_priority_class
 
 #: How far ahead the ETA simulation looks before saying "no estimate".
 ETA_HORIZON = timedelta(days=14)
@@ -572,35 +572,11 @@ def job_from_spec(
     now: datetime,
     priority_class: PriorityClass | None = None,
 ) -> Job:
-    """An unsaved Job carrying a submission, as ``job_submit`` would record it (for the feasibility check).
-
-    Its priority class is ``job_priority_class``'s answer for the team and the spec; a caller building many
-    (the catalogue) passes that answer as ``priority_class`` to ask for it once."""
-    pc = priority_class or job_priority_class(team=team, requested=spec.priority_class)
-    name = spec.name or "job"
-    return Job(
-        team=team,
-        owner=owner,
-        cluster=cluster,
-        name=name,
-        image=spec.image,
-        resource_class=spec.resource_class,
-        devices_per_pod=spec.devices_per_pod,
-        pod_count=spec.pod_count,
-        topology_mode=spec.topology_mode,
-        topology_level=spec.topology_level,
-        priority_class=pc,
-        priority=pc.value if pc else 0,
-        max_runtime_seconds=spec.max_runtime_seconds,
-        checkpoint_path=spec.checkpoint_path,
-        checkpoint_signal=spec.checkpoint_signal,
-        sim_runtime_seconds=spec.sim_runtime_seconds,
-        state=Job.State.PENDING,
-        submitted_at=now,
-        queued_at=now,
-        state_changed_at=now,
-        k8s_name=f"{name}-feasibility",
-    )
+    """An unsaved Job carrying a submission, as ``job_submit`` would record it (for the feasibility check)."""
+    job = job_build(owner=owner, team=team, spec=spec, cluster=cluster, now=now, priority_class=priority_class)
+    job.name = spec.name or "job"
+    job.k8s_name = f"{job.name}-feasibility"
+    return job
 
 
 def spec_feasibility(

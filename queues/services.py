@@ -185,32 +185,22 @@ def team_priority_override_set(*, team: Team, priority_class: PriorityClass | No
     team.priority_override = priority_class
 
 
-@transaction.atomic
-def job_submit(
+def job_build(
     *,
     owner: AbstractBaseUser,
     team: Team,
     spec: JobSpec,
-    cluster: Cluster | None = None,
-    now: datetime | None = None,
-    notify_backend: bool = True,
+    cluster: Cluster,
+    now: datetime,
+    priority_class: PriorityClass | None = None,
 ) -> Job:
-    """Validate and record a submission, all or nothing; the cluster's backend picks it up after commit.
+    """The unsaved pending Job a submission records: the one mapping of a spec onto a Job.
 
-    ``notify_backend=False`` is for callers that drive the cluster themselves (replays, the demo's history).
+    ``job_submit`` saves it; the feasibility check and the catalogue's ETAs explain it without saving. Its
+    priority class is ``job_priority_class``'s answer, unless the caller passes that answer (asked once for many).
     """
-    now = now or timezone.now()
-    _membership(user=owner, team=team)
-    errors = job_spec_errors(spec, team=team, cluster=cluster)
-    if errors:
-        raise ValidationFailed(errors)
-    if cluster is None:
-        quota = team.quotas.select_related("cluster").first()
-        if quota is None:
-            raise ValidationFailed({"team": [f"team {team.slug} has no quota in any cluster: ask an admin"]})
-        cluster = quota.cluster
-    priority_class = job_priority_class(team=team, requested=spec.priority_class)
-    job = Job.objects.create(
+    priority_class = priority_class or job_priority_class(team=team, requested=spec.priority_class)
+    return Job(
         team=team,
         owner=owner,
         cluster=cluster,
@@ -239,6 +229,34 @@ def job_submit(
         state_changed_at=now,
         wait_since=now,
     )
+
+
+@transaction.atomic
+def job_submit(
+    *,
+    owner: AbstractBaseUser,
+    team: Team,
+    spec: JobSpec,
+    cluster: Cluster | None = None,
+    now: datetime | None = None,
+    notify_backend: bool = True,
+) -> Job:
+    """Validate and record a submission, all or nothing; the cluster's backend picks it up after commit.
+
+    ``notify_backend=False`` is for callers that drive the cluster themselves (replays, the demo's history).
+    """
+    now = now or timezone.now()
+    _membership(user=owner, team=team)
+    errors = job_spec_errors(spec, team=team, cluster=cluster)
+    if errors:
+        raise ValidationFailed(errors)
+    if cluster is None:
+        quota = team.quotas.select_related("cluster").first()
+        if quota is None:
+            raise ValidationFailed({"team": [f"team {team.slug} has no quota in any cluster: ask an admin"]})
+        cluster = quota.cluster
+    job = job_build(owner=owner, team=team, spec=spec, cluster=cluster, now=now)
+    job.save()
     job.k8s_namespace = team.namespace
     job.k8s_name = f"{job.name}-{job.pk}"
     job.save(update_fields=["k8s_namespace", "k8s_name"])
