@@ -19,6 +19,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from clusters.kube_sync.api import KubeApi, KubeError, KubeUnavailable
+from clusters.kube_sync.checks import reconcile_checks
 from clusters.kube_sync.conf import kube_setting
 from clusters.kube_sync.evaluate import EvalContext, evaluate_job, job_mismatch
 from clusters.kube_sync.jobs import kube_job_create, kube_job_delete
@@ -64,7 +65,7 @@ def kube_reconcile(
         _check_jobs(cluster, found, dry_run=dry_run, api=api, now=now)
         _check_allocations(cluster, found, dry_run=dry_run, now=now)
         _check_dead_nodes(cluster, found, now=now)
-        _check_usage(cluster, found)
+        _check_registered(cluster, found)
         for name in foreign:
             found.add(
                 "foreign_job",
@@ -229,18 +230,8 @@ def _check_dead_nodes(cluster: Cluster, found: _Findings, *, now: datetime) -> N
             )
 
 
-def _check_usage(cluster: Cluster, found: _Findings) -> None:
-    """Metering records still open for allocations that ended (billing closes them on its next run)."""
-    try:
-        from billing.models import UsageRecord
-    except ImportError:  # billing not installed
-        return
-    rows = UsageRecord.objects.filter(job__cluster=cluster, open=True, allocation__ended_at__isnull=False)
-    n = rows.count()
-    if n:
-        found.add(
-            "usage_open_after_end",
-            "reported",
-            f"{n} usage record(s) still open for allocations that ended; the next metering run closes them at the "
-            "allocations' end",
-        )
+def _check_registered(cluster: Cluster, found: _Findings) -> None:
+    """The checks other apps registered (billing's open usage records): reported, not repaired."""
+    for check in reconcile_checks():
+        for finding in check(cluster):
+            found.add(finding.kind, "reported", finding.message)
