@@ -7,16 +7,12 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-REPO = Path(__file__).resolve().parent.parent
-#: The shared reference material (real Kubernetes / Kueue / DCGM objects) beside the checkout.
-REFERENCE = REPO.parent / "shared" / "reference"
+from tests.fixtures import REFERENCE
 
 
 @pytest.fixture
 def reference() -> Path:
-    """Path of ../shared/reference, skipping the test when the checkout has no shared/ beside it."""
-    if not REFERENCE.exists():
-        pytest.skip("../shared/reference is not beside this checkout")
+    """Path of tests/fixtures/reference, the copies of the reference material (see its SOURCE.md)."""
     return REFERENCE
 
 

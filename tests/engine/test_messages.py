@@ -19,20 +19,18 @@ from queues.engine import (
     settle,
 )
 from queues.engine import messages as msg
+from tests.fixtures import REFERENCE
 
 from .builders import GPU, cq, node, state, wl
 
 
 @pytest.fixture(scope="module")
-def catalogue(request) -> dict[str, str]:
-    """id -> regex from the shared message catalogue (skipped when ../shared is absent)."""
-    from tests.conftest import REFERENCE
-
-    path = REFERENCE / "kueue" / "messages.yaml"
-    if not path.exists():
-        pytest.skip("../shared/reference is not beside this checkout")
-    data = yaml.safe_load(path.read_text())
-    return {m["id"]: m["regex"] for m in data["messages"] if m.get("regex")}
+def catalogue() -> dict[str, str]:
+    """id -> regex from the reference message catalogue (tests/fixtures/reference/kueue/messages.yaml)."""
+    data = yaml.safe_load((REFERENCE / "kueue" / "messages.yaml").read_text())
+    regexes = {m["id"]: m["regex"] for m in data["messages"] if m.get("regex")}
+    assert regexes, "the message catalogue has no regex"
+    return regexes
 
 
 def _pending(s, key):

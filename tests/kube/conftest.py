@@ -13,7 +13,7 @@ from queues.services import JobSpec, job_submit
 from tests.factories import ResourceClassFactory, ResourceFlavorFactory, TeamFactory, UserFactory
 from tests.kube.cluster import FakeKueue, at, gpu_node
 from tests.kube.emulator import Emulator
-from tests.kube.schemas import CRD_DIR, crd_schemas, validate
+from tests.kube.schemas import crd_schemas, validate
 
 
 @pytest.fixture(autouse=True)
@@ -30,8 +30,6 @@ def _kube_settings(settings):
 @pytest.fixture(scope="session")
 def _schemas_loaded():
     """Compile the validators once, before any emulator answers: a cold CRD schema takes seconds."""
-    if not CRD_DIR.exists():
-        return
     for kind in crd_schemas():
         validate({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": kind, "metadata": {"name": "warm"}, "spec": {}})
     for api_version, kind in (("v1", "Namespace"), ("batch/v1", "Job")):
@@ -40,13 +38,16 @@ def _schemas_loaded():
 
 @pytest.fixture
 def emulator(_schemas_loaded):
-    """A running emulator that validates what clients send; fails the test if anything was rejected."""
-    if not CRD_DIR.exists():
-        pytest.skip("../shared/reference is not beside this checkout")
+    """A running emulator that validates what clients send; fails the test if anything was rejected.
+
+    A test that expects a rejection says so by clearing ``emulator.rejected`` once it has checked it.
+    """
     emu = Emulator(validator=validate, bookmark_interval=0.2)
     emu.start()
     yield emu
     emu.stop()
+    if emu.rejected:
+        pytest.fail(f"the emulator rejected what the client sent: {emu.rejected}", pytrace=False)
 
 
 @pytest.fixture

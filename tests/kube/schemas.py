@@ -20,13 +20,14 @@ import json
 import re
 from collections.abc import Callable
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import yaml
 
-REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference"
+from tests.fixtures import REFERENCE
+
+#: Kueue's CRDs, copied from the reference material (tests/fixtures/reference/SOURCE.md).
 CRD_DIR = REFERENCE / "kueue" / "crds"
 K8S_VERSION = "1.34.0"
 
@@ -146,6 +147,7 @@ def crd_schemas() -> dict[str, dict]:
         crd = yaml.safe_load(path.read_text())
         version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1beta2")
         out[crd["spec"]["names"]["kind"]] = _translate(version["schema"]["openAPIV3Schema"])
+    assert out, f"no CRD in {CRD_DIR}"
     return out
 
 

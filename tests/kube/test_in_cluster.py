@@ -39,9 +39,12 @@ def ca():
 
 @pytest.fixture
 def https_emulator(ca, _schemas_loaded):
+    """The emulator over HTTPS; like ``emulator``, fails the test if it rejected anything not cleared."""
     emu = _tls_emulator(ca)
     yield emu
     emu.stop()
+    if emu.rejected:
+        pytest.fail(f"the emulator rejected what the client sent: {emu.rejected}", pytrace=False)
 
 
 @pytest.fixture

@@ -9,23 +9,23 @@ import yaml
 
 from kernel.quantity import parse_quantity
 from queues import kueue_messages as km
-from tests.kube.schemas import REFERENCE
+from tests.fixtures import REFERENCE
 
 CATALOGUE = REFERENCE / "kueue" / "messages.yaml"
 
 
 def _entries() -> list[dict]:
-    if not CATALOGUE.exists():
-        return []
     return yaml.safe_load(CATALOGUE.read_text())["messages"]
 
 
 def _examples() -> list[tuple[str, str, str, dict]]:
+    """(id, example key, text, entry) per example of the catalogue; never empty, so no parametrized group is."""
     out = []
     for entry in _entries():
         for key in ("example", "example_from_tests"):
             if key in entry:
                 out.append((entry["id"], key, entry[key], entry))
+    assert out, f"no example in {CATALOGUE}"
     return out
 
 
@@ -92,7 +92,7 @@ def _reason(entry: dict) -> str:
     return reason.split(" ")[0]
 
 
-def test_catalogue_every_entry_has_an_expected_code(reference):
+def test_catalogue_every_entry_has_an_expected_code():
     ids = [e["id"] for e in _entries()]
     assert len(ids) == 52
     assert set(ids) == set(EXPECTED)
@@ -101,7 +101,7 @@ def test_catalogue_every_entry_has_an_expected_code(reference):
 @pytest.mark.parametrize(
     ("message_id", "which", "text", "entry"), _examples(), ids=lambda v: v if isinstance(v, str) else ""
 )
-def test_translate_catalogue_example(reference, message_id, which, text, entry):
+def test_translate_catalogue_example(message_id, which, text, entry):
     t = km.translate(text, reason=_reason(entry))
     assert t.recognised, f"{message_id} {which}: {text!r}"
     assert message_id in t.ids or (message_id == "podset_flavor_assignment_failed" and t.ids[0] == message_id)
@@ -118,7 +118,7 @@ def test_translate_catalogue_example(reference, message_id, which, text, entry):
 @pytest.mark.parametrize(
     ("message_id", "which", "text", "entry"), _examples(), ids=lambda v: v if isinstance(v, str) else ""
 )
-def test_translate_numbers_agree_with_the_catalogue_regex(reference, message_id, which, text, entry):
+def test_translate_numbers_agree_with_the_catalogue_regex(message_id, which, text, entry):
     """Every numeric group the catalogue's regex captures is parsed out with the same value."""
     if not entry.get("regex"):
         return
@@ -455,10 +455,11 @@ def _examples_with_reasons() -> list[tuple[str, str, str]]:
     for message_id, _which, text, entry in _examples():
         for reason in _reasons(entry) or [""]:
             out.append((message_id, reason, text))
+    assert out, f"no example in {CATALOGUE}"
     return out
 
 
-def test_catalogue_reasons_are_parsed(reference):
+def test_catalogue_reasons_are_parsed():
     by_id = {e["id"]: e for e in _entries()}
     assert _reasons(by_id["podset_flavor_assignment_failed"]) == [
         "NoMatchingFlavor",
@@ -475,7 +476,7 @@ def test_catalogue_reasons_are_parsed(reference):
 
 
 @pytest.mark.parametrize(("message_id", "reason", "text"), _examples_with_reasons())
-def test_translate_catalogue_example_under_every_reason(reference, message_id, reason, text):
+def test_translate_catalogue_example_under_every_reason(message_id, reason, text):
     """The message decides, the reason is only a hint: granular and legacy reasons give the same code."""
     t = km.translate(text, reason=reason)
     assert t.recognised, (message_id, reason)
@@ -484,7 +485,7 @@ def test_translate_catalogue_example_under_every_reason(reference, message_id, r
         assert t.details.get("reason") == reason
 
 
-def test_every_granular_and_legacy_reason_has_a_hint_or_is_informational(reference):
+def test_every_granular_and_legacy_reason_has_a_hint_or_is_informational():
     """No reason of the catalogue is unknown to the hint table, except those of informational conditions."""
     informational = {
         "Admitted",
@@ -850,7 +851,7 @@ def test_translate_old_and_new_wordings(message_id, text, code, numbers):
         assert flat.get(key) == value, (key, flat)
 
 
-def test_wordings_cover_every_catalogue_entry_with_alternatives(reference):
+def test_wordings_cover_every_catalogue_entry_with_alternatives():
     """Each entry whose format lists alternatives ("A | B") has every alternative among the wordings tested."""
     tested = {w[1] for w in WORDINGS}
     for entry in _entries():
