@@ -30,6 +30,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
+from pools.health.selectors import health_blocked_details
 from pools.models import Cluster, ResourceClass
 from queues import engine
 from queues import selectors as sel
@@ -550,8 +551,6 @@ def job_diagnosis(
         stale="" if _simulated(job.cluster) else cluster_staleness(job.cluster),
     )
     if diagnosis.code == WaitReason.HEALTH_BLOCKED:  # name the excluded devices, link their repair tickets
-        from pools.health.selectors import health_blocked_details
-
         diagnosis.details = health_blocked_details(
             cluster=job.cluster, resource_class=job.resource_class, details=diagnosis.details, now=now
         )

@@ -20,7 +20,8 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from kernel.errors import Conflict, ValidationFailed
-from pools.models import USABLE_HEALTH, Allocation, Cluster, Device, ResourceClass
+from pools.models import USABLE_HEALTH, Allocation, Cluster, Device, ResourceClass, ResourceFlavor
+from queues import selectors
 from queues.models import Job, JobEvent, Membership, PriorityClass, Team, WaitReason
 from queues.ports import cluster_port
 
@@ -104,8 +105,6 @@ def job_spec_errors(spec: JobSpec, *, team: Team, cluster: Cluster | None = None
         err("checkpoint_path", "say where checkpoints are written when a checkpoint signal or command is set")
     if spec.checkpoint_signal and not re.match(r"^SIG[A-Z0-9]+$", spec.checkpoint_signal):
         err("checkpoint_signal", f"{spec.checkpoint_signal!r} is not a signal name such as SIGUSR1")
-    from queues import selectors
-
     priority = spec.priority_class or PriorityClass.objects.filter(is_default=True).first()
     allowed_priorities = selectors.priority_classes_for(team)
     if priority is not None and not allowed_priorities.filter(pk=priority.pk).exists():
@@ -424,8 +423,6 @@ def job_admit(
     job.assignment = {"clusterQueue": cluster_queue, "podSets": list(pod_sets)}
     job.borrowing = borrowing
     job.admitted_at = now
-    from pools.models import ResourceFlavor
-
     job.assigned_flavor = ResourceFlavor.objects.filter(name__in=flavor_names[:1]).first()
     fields = ["assignment", "borrowing", "admitted_at", "assigned_flavor", *_clear_wait(job)]
     job_state_set(job, Job.State.ADMITTED, now=now, fields=fields)

@@ -22,6 +22,7 @@ from django.utils import timezone
 from clusters import health_hooks
 from kernel.errors import DomainError
 from pools.models import Allocation, Cluster
+from pools.selectors import SHARING_KIND
 from queues import services as job_services
 from queues.engine import settle
 from queues.engine_input import HOLDING_STATES, cluster_engine_input, ts
@@ -271,8 +272,6 @@ def _apply_queue_stops(inp, evictions, *, now: datetime, report: TickReport) -> 
 
 def _pick_devices(job: Job, decision, nodes_by_name) -> list[list] | None:
     """Concrete free devices for each pod of an admitted job, on the nodes the engine chose."""
-    from pools.selectors import SHARING_KIND
-
     rc = job.resource_class
     nodes = [n for ps in decision.pod_sets for n in ps.nodes]
     if len(nodes) != job.pod_count:

@@ -23,6 +23,7 @@ from clusters.kube_sync.observe import parse_time, pod_end, pod_is_live
 from clusters.models import KubeConfigObject, KubeJobState
 from kernel.quantity import parse_quantity
 from pools.models import USABLE_HEALTH, Allocation, Cluster, Device, Node, ResourceFlavor
+from pools.selectors import SHARING_KIND
 from queues import kueue_messages as km
 from queues import services as job_services
 from queues.models import Job, JobEvent, QuotaLine, TeamQuota
@@ -228,8 +229,6 @@ class EvalContext:
 
     def message_context(self, job: Job) -> km.MessageContext:
         """The translation context of one job: its queue, its class's flavors and its request."""
-        from pools.selectors import SHARING_KIND
-
         rc = job.resource_class
         quota = self._team_quota.get(job.team_id)
         per_pod = {rc.resource_name: job.devices_per_pod}
@@ -256,8 +255,6 @@ class EvalContext:
     def prefetch(self, jobs: list[Job], states: dict[int, KubeJobState]) -> None:
         """Read at once what a chunk's evaluations look up per job: the nodes its pods are on and, for pending
         jobs with pods on nodes (about to be admitted), the free devices there. Replaces the previous chunk's."""
-        from pools.selectors import SHARING_KIND
-
         self._nodes.clear()
         self._free.clear()
         names: set[str] = set()
@@ -422,8 +419,6 @@ def _set_wait(
 def _pick_devices(job: Job, pods: list[tuple[str, dict]], ctx: EvalContext) -> tuple[list[list[Device]], list[str]]:
     """Free usable devices of the class on each pod's node (taken out of the context's free lists); the nodes
     where the portal found too few."""
-    from pools.selectors import SHARING_KIND
-
     rc = job.resource_class
     names = sorted({p["node"] for _, p in pods if p.get("node")})
     free = ctx.free_devices(names, rc.resource_name, SHARING_KIND[rc.sharing])
