@@ -94,7 +94,7 @@ def simulated_clusters_tick() -> None:
 @shared_task(name="clusters.health_scrape_endpoints", ignore_result=True)
 def health_scrape_endpoints() -> None:
     """Beat entry: scrape every configured dcgm-exporter endpoint (settings.HEALTH_DCGM_ENDPOINTS)."""
-    for url in getattr(settings, "HEALTH_DCGM_ENDPOINTS", []) or []:
+    for url in settings.HEALTH_DCGM_ENDPOINTS or []:
         health_scrape_endpoint.delay(url)
 
 
@@ -108,14 +108,14 @@ def health_scrape_endpoints() -> None:
 def health_scrape_endpoint(self, url: str) -> None:
     """Scrape one endpoint and ingest it; network failures are retried with backoff, bad input is logged."""
     try:
-        text = fetch(url, timeout=float(getattr(settings, "HEALTH_SCRAPE_TIMEOUT_SECONDS", 10.0)))
+        text = fetch(url, timeout=float(settings.HEALTH_SCRAPE_TIMEOUT_SECONDS))
     except ScrapeUnavailable as exc:
         raise self.retry(exc=exc, countdown=min(10 * 2**self.request.retries, 120)) from None
     except ScrapeRefused as exc:
         log.warning("health scrape refused: %s", exc)
         return
     try:
-        health_ingest_scrape(text=text, origin=url, node_map=getattr(settings, "HEALTH_NODE_MAP", {}) or {})
+        health_ingest_scrape(text=text, origin=url, node_map=settings.HEALTH_NODE_MAP or {})
     except HealthInputError as exc:
         log.warning("health scrape of %s not ingested: %s", url, exc)
 

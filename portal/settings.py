@@ -213,15 +213,35 @@ HEALTH_SIMULATED_VALIDATION_OUTCOME = env.str("HEALTH_SIMULATED_VALIDATION_OUTCO
 KUBE_SYNC_INTERVAL_SECONDS = env.float("KUBE_SYNC_INTERVAL_SECONDS", default=60.0)
 KUBE_PUSH_INTERVAL_SECONDS = env.float("KUBE_PUSH_INTERVAL_SECONDS", default=300.0)
 KUBE_RECONCILE_INTERVAL_SECONDS = env.float("KUBE_RECONCILE_INTERVAL_SECONDS", default=900.0)
-# The kubernetes client (other KUBE_* settings and their defaults: clusters/kube_sync/conf.py).
+# The kubernetes backend (clusters/kube_sync, clusters/backends/k8s); each default is declared here only.
+# HTTP client: timeouts, retries and their backoff.
 KUBE_API_CONNECT_TIMEOUT = env.float("KUBE_API_CONNECT_TIMEOUT", default=5.0)
 KUBE_API_READ_TIMEOUT = env.float("KUBE_API_READ_TIMEOUT", default=30.0)
 KUBE_API_RETRIES = env.int("KUBE_API_RETRIES", default=4)
+KUBE_API_BACKOFF_BASE = env.float("KUBE_API_BACKOFF_BASE", default=0.5)
+KUBE_API_BACKOFF_MAX = env.float("KUBE_API_BACKOFF_MAX", default=8.0)
 # In-cluster clusters: the directory holding the pod's ServiceAccount `token` and `ca.crt`.
 KUBE_SERVICE_ACCOUNT_DIR = env.str("KUBE_SERVICE_ACCOUNT_DIR", default="/var/run/secrets/kubernetes.io/serviceaccount")
+# List + watch.
+KUBE_LIST_PAGE_SIZE = env.int("KUBE_LIST_PAGE_SIZE", default=500)
+KUBE_WATCH_TIMEOUT_SECONDS = env.int("KUBE_WATCH_TIMEOUT_SECONDS", default=300)
+KUBE_SYNC_WATCH_SECONDS = env.float("KUBE_SYNC_WATCH_SECONDS", default=5)
+KUBE_SYNC_IDLE_SECONDS = env.float("KUBE_SYNC_IDLE_SECONDS", default=2.0)
 KUBE_STALE_AFTER_SECONDS = env.int("KUBE_STALE_AFTER_SECONDS", default=300)
-# Kueue's manager ConfigMap ("namespace/name"), read at each push to check the clusters' fair-sharing switch.
+# Submission.
+KUBE_FIELD_MANAGER = env.str("KUBE_FIELD_MANAGER", default="gpu-pool-portal")
+KUBE_DELETE_PROPAGATION = env.str("KUBE_DELETE_PROPAGATION", default="Background")
+KUBE_JOB_BACKOFF_LIMIT = env.int("KUBE_JOB_BACKOFF_LIMIT", default=0)
+KUBE_JOB_TTL_SECONDS_AFTER_FINISHED = env.int("KUBE_JOB_TTL_SECONDS_AFTER_FINISHED", default=3600)
+KUBE_TERMINATION_GRACE_SECONDS = env.int("KUBE_TERMINATION_GRACE_SECONDS", default=30)
+KUBE_CHECKPOINT_GRACE_SECONDS = env.int("KUBE_CHECKPOINT_GRACE_SECONDS", default=300)
+KUBE_RESUBMIT_AFTER_SECONDS = env.int("KUBE_RESUBMIT_AFTER_SECONDS", default=120)
+# Kueue's manager ConfigMap ("namespace/name", key controller_manager_config.yaml), read at each push to check the
+# clusters' fair-sharing switch (deploy/base/rbac.yaml grants read access to this one only).
 KUEUE_CONFIG_MAP = env.str("KUEUE_CONFIG_MAP", default="kueue-system/kueue-manager-config")
+# Reconciliation.
+KUBE_RECONCILE_REPORTS_KEPT = env.int("KUBE_RECONCILE_REPORTS_KEPT", default=50)
+KUBE_DEAD_NODE_SECONDS = env.int("KUBE_DEAD_NODE_SECONDS", default=600)
 CELERY_BEAT_SCHEDULE = {
     "simulated-clusters-tick": {
         "task": "clusters.simulated_clusters_tick",

@@ -17,12 +17,12 @@ METERING_LOCK = "metering"
 
 def billing_tz() -> tzinfo:
     """Time zone whose midnights cut billing days (``BILLING_TIME_ZONE``, else ``TIME_ZONE``)."""
-    return ZoneInfo(getattr(settings, "BILLING_TIME_ZONE", "") or settings.TIME_ZONE)
+    return ZoneInfo(settings.BILLING_TIME_ZONE or settings.TIME_ZONE)
 
 
 def default_currency() -> str:
     """Currency of rates that name none, and of usage that no rate prices (``BILLING_CURRENCY``)."""
-    return (getattr(settings, "BILLING_CURRENCY", "") or "EUR").upper()
+    return (settings.BILLING_CURRENCY or "EUR").upper()
 
 
 def require_aware(when: datetime, field: str) -> datetime:

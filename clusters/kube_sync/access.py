@@ -34,13 +34,13 @@ from clusters.kube_sync.api import (
     WORKLOADS,
     Resource,
 )
-from clusters.kube_sync.conf import DEFAULTS
 
 APPLY = ("create", "patch")  # server-side apply (create on first apply)
 READ_CONFIG = ("get", "list")  # the push lists the kind; adopt reads one object
 SYNC = ("list", "watch")  # list + watch with resourceVersion
-#: Where deploy/base's Role lets the portal read Kueue's configuration (the default of KUEUE_CONFIG_MAP).
-KUEUE_NAMESPACE, KUEUE_CONFIG_MAP_NAME = DEFAULTS["KUEUE_CONFIG_MAP"].split("/")
+#: Where deploy/base's Role lets the portal read Kueue's configuration (KUEUE_CONFIG_MAP's default in settings.py;
+#: a test checks that the two agree).
+KUEUE_NAMESPACE, KUEUE_CONFIG_MAP_NAME = "kueue-system", "kueue-manager-config"
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ Kind = NodeHealthDirective.Kind
 
 def node_is_managed(node: Node) -> bool:
     """Whether the settings let the portal taint or cordon this node."""
-    wanted = dict(getattr(settings, "HEALTH_MANAGED_NODE_LABELS", {}) or {})
+    wanted = dict(settings.HEALTH_MANAGED_NODE_LABELS or {})
     if not wanted:
         return False
     labels = node.labels or {}
@@ -59,7 +59,7 @@ def directives_for_ticket(*, ticket: RepairTicket, units: Sequence[Device], now:
                 },
             )
             out.append(row)
-    action = str(getattr(settings, "HEALTH_NODE_ACTION", "taint") or "taint")
+    action = str(settings.HEALTH_NODE_ACTION or "taint")
     if plugin_units and action in ("taint", "cordon"):
         kind = Kind.NODE_TAINT if action == "taint" else Kind.CORDON
         row, _ = NodeHealthDirective.objects.get_or_create(

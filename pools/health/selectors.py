@@ -511,7 +511,7 @@ def degraded_node_labels(*, cluster: Cluster) -> dict[str, str | None]:
     """Per managed present node of the cluster, the degraded-devices label it should carry (None: no label).
 
     The value is the number of degraded cards (a card's MIG instances and replicas move with it)."""
-    if not getattr(settings, "HEALTH_MANAGED_NODE_LABELS", None):
+    if not settings.HEALTH_MANAGED_NODE_LABELS:
         return {}
     degraded = Q(devices__health=HealthState.DEGRADED, devices__gone_at__isnull=True, devices__kind=Device.Kind.FULL)
     nodes = Node.objects.filter(cluster=cluster, gone_at__isnull=True).annotate(

@@ -399,7 +399,7 @@ def ticket_start_validation(*, ticket: RepairTicket, actor: Actor, now: datetime
     units = ticket_units(ticket)
     rc, per_pod, pods = _validation_shape(units, ticket.node)
     attempt = ticket.validation_runs.count() + 1
-    outcome = str(getattr(settings, "HEALTH_SIMULATED_VALIDATION_OUTCOME", "pass") or "pass")
+    outcome = str(settings.HEALTH_SIMULATED_VALIDATION_OUTCOME or "pass")
     env = {
         "PORTAL_VALIDATION_TICKET": str(ticket.pk),
         "PORTAL_VALIDATION_NODE": ticket.node.name,

@@ -155,9 +155,9 @@ class WhatIfAdminMixin:
 
     def _days(self, request) -> int:
         try:
-            days = int(request.POST.get("_whatif_days") or getattr(settings, "WHATIF_DEFAULT_DAYS", 14))
+            days = int(request.POST.get("_whatif_days") or settings.WHATIF_DEFAULT_DAYS)
         except ValueError:
-            days = getattr(settings, "WHATIF_DEFAULT_DAYS", 14)
+            days = settings.WHATIF_DEFAULT_DAYS
         return max(1, min(days, MAX_DAYS))
 
     def _whatif_response(self, request, obj, *, add: bool):

@@ -226,7 +226,7 @@ def policy_preview_discard(*, preview: PolicyPreview) -> None:
 
 
 def _keep() -> timedelta:
-    return timedelta(days=float(getattr(settings, "WHATIF_PREVIEW_KEEP_DAYS", 7)))
+    return timedelta(days=float(settings.WHATIF_PREVIEW_KEEP_DAYS))
 
 
 def policy_previews_prune(*, now: datetime) -> int:
@@ -242,7 +242,7 @@ def policy_previews_sweep(*, now: datetime | None = None) -> tuple[int, int]:
     """
     now = now or timezone.now()
     pruned = policy_previews_prune(now=now)
-    budget = float(getattr(settings, "WHATIF_MAX_SECONDS", 60) or 600)
+    budget = float(settings.WHATIF_MAX_SECONDS or 600)
     failed = 0
     for preview in PolicyPreview.objects.filter(status=Status.RUNNING).only("pk", "started_at", "inputs"):
         limit = timedelta(seconds=2 * budget * max(1, len(preview.inputs)) + 300)

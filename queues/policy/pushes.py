@@ -21,13 +21,13 @@ from queues.ports import cluster_port
 
 def backoff_seconds(attempts: int) -> int:
     """Delay before the next attempt after ``attempts`` failed ones: 30 s, 60 s, 120 s … capped at 30 min."""
-    base = int(getattr(settings, "POLICY_PUSH_BACKOFF_SECONDS", 30))
-    return min(base * 2 ** max(attempts - 1, 0), int(getattr(settings, "POLICY_PUSH_BACKOFF_MAX_SECONDS", 1800)))
+    base = int(settings.POLICY_PUSH_BACKOFF_SECONDS)
+    return min(base * 2 ** max(attempts - 1, 0), int(settings.POLICY_PUSH_BACKOFF_MAX_SECONDS))
 
 
 def max_attempts() -> int:
     """Attempts before a push to an unreachable cluster gives up (the next policy change pushes again)."""
-    return int(getattr(settings, "POLICY_PUSH_MAX_ATTEMPTS", 8))
+    return int(settings.POLICY_PUSH_MAX_ATTEMPTS)
 
 
 def policy_push_request(

@@ -296,7 +296,7 @@ def replay_policy(
     if nodes is not None:
         config = replace(config, nodes=tuple(w.node for w in nodes if w.joins_at is None))
     engine = Engine(replace(config, workloads=()), start)
-    budget = getattr(settings, "WHATIF_MAX_SECONDS", 60)
+    budget = settings.WHATIF_MAX_SECONDS
     replay = _MeteredReplay(
         engine, start=start, end=end, budget_seconds=float(budget) if budget else None, on_progress=on_progress
     )
