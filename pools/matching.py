@@ -1,4 +1,5 @@
-"""Which flavor a node belongs to: a flavor's ``nodeLabels`` must all be present on the node."""
+"""Which flavor a node belongs to, in Kueue's meaning (the engine's too): a flavor's ``nodeLabels`` must all be
+present on the node, so a flavor with no ``nodeLabels`` matches every node."""
 
 from __future__ import annotations
 
@@ -17,12 +18,15 @@ F = TypeVar("F", bound=FlavorLike)
 
 
 def flavor_matches(node_labels: Mapping[str, str], flavor_labels: Mapping[str, str]) -> bool:
-    """Whether a node carries every label of the flavor (an empty flavor matches no node, to stay explicit)."""
-    return bool(flavor_labels) and all(node_labels.get(k) == v for k, v in flavor_labels.items())
+    """Whether a node carries every label of the flavor (a flavor without labels matches every node, as in Kueue)."""
+    return all(node_labels.get(k) == v for k, v in flavor_labels.items())
 
 
 def match_flavor(node_labels: Mapping[str, str], flavors: Iterable[F]) -> F | None:
-    """The most specific matching flavor (most labels), ties broken by name so the answer is stable."""
+    """The most specific matching flavor (most labels), ties broken by name so the answer is stable.
+
+    A flavor without labels matches every node, so it holds the nodes no labelled flavor claims.
+    """
     matches = [f for f in flavors if flavor_matches(node_labels, f.node_labels)]
     if not matches:
         return None

@@ -35,6 +35,7 @@ from pools.models import Cluster, ResourceClass
 from queues import engine
 from queues import selectors as sel
 from queues.engine import model as m
+from queues.engine.wait_codes import never_fits
 from queues.engine_input import EngineInput, cluster_engine_input, job_workload, ts, workload_key
 from queues.models import Job, PriorityClass, Team, WaitReason
 from queues.services import JobSpec, default_runtime, has_checkpoint_policy, job_build, job_priority_class
@@ -294,7 +295,7 @@ def _eta(
     """p50 from the engine rolled forward; p90 widened by the spread of the queue's recent waits."""
     if verdict.admissible:
         return Eta(starts_now=True, p50=ctx.now, p90=ctx.now, method="The engine admits it now.")
-    if verdict.code in (WaitReason.EXCEEDS_MAXIMUM, WaitReason.MISCONFIGURED, WaitReason.NO_MATCHING_FLAVOR):
+    if never_fits(verdict.code):
         return Eta(method="No estimate: it cannot start until the request or the configuration changes.")
     at = engine.estimate_admission(
         state or ctx.state,

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from kernel.quantity import is_device_resource, parse_quantity
+from pools.matching import flavor_matches
 from queues import kueue_messages as km
 
 #: Kinds the explainer reads; other kinds in the file are ignored (a cluster dump holds many).
@@ -171,13 +172,10 @@ def _node_excluded(node: Mapping[str, Any]) -> bool:
 
 
 def _node_flavors(node: Mapping[str, Any], flavors: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The flavors a node belongs to (Kueue's meaning: a flavor without nodeLabels takes every node)."""
     labels = (node.get("metadata") or {}).get("labels") or {}
-    out = []
-    for name, flavor in flavors.items():
-        want = (flavor.get("spec") or {}).get("nodeLabels") or {}
-        if want and all(labels.get(k) == v for k, v in want.items()):
-            out.append(name)
-    return out
+    wanted = {name: (flavor.get("spec") or {}).get("nodeLabels") or {} for name, flavor in flavors.items()}
+    return [name for name, want in wanted.items() if flavor_matches(labels, want)]
 
 
 def _admitted_use(workloads: Iterable[Mapping[str, Any]]) -> tuple[dict, dict]:

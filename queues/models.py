@@ -8,6 +8,7 @@ from django.db.models import Q
 
 from kernel.history import PolicyHistory
 from pools.models import Cluster, ResourceClass, ResourceFlavor, dns_label
+from queues.engine.wait_codes import WAIT_CODE_LABELS
 
 
 class Team(models.Model):
@@ -207,21 +208,11 @@ class PriorityClass(models.Model):
         return f"{self.name} ({self.value})"
 
 
-class WaitReason(models.TextChoices):
-    """The closed set of reasons a pending job waits (DESIGN.md)."""
-
-    QUOTA_EXHAUSTED = "quota_exhausted", "Team quota used up"
-    BORROW_LIMIT = "borrow_limit", "Borrowing limit reached"
-    NO_MATCHING_FLAVOR = "no_matching_flavor", "No matching hardware"
-    CLASS_EXHAUSTED = "class_exhausted", "Every device of this class is in use"
-    TOPOLOGY_FRAGMENTED = "topology_fragmented", "Enough devices, but fragmented"
-    HEALTH_BLOCKED = "health_blocked", "Capacity blocked by unhealthy devices"
-    HIGHER_PRIORITY_AHEAD = "higher_priority_ahead", "A higher-priority job is ahead"
-    AWAITING_PROVISIONING = "awaiting_provisioning", "Waiting for provisioning"
-    PREEMPTION_IN_PROGRESS = "preemption_in_progress", "Preemption under way"
-    EXCEEDS_MAXIMUM = "exceeds_maximum", "Can never fit as configured"
-    MISCONFIGURED = "misconfigured", "Queue misconfigured"
-    CLUSTER_UNREACHABLE = "cluster_unreachable", "Cluster unreachable"
+#: The closed set of reasons a pending job waits (DESIGN.md), as choices; defined once in queues.engine.wait_codes.
+WaitReason = models.TextChoices(
+    "WaitReason", [(code.upper(), (code, label)) for code, label in WAIT_CODE_LABELS.items()], module=__name__
+)
+WaitReason.__doc__ = "The closed set of reasons a pending job waits (DESIGN.md; queues.engine.wait_codes)."
 
 
 class Job(models.Model):

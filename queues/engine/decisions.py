@@ -7,34 +7,31 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .model import ResourceList
+from .wait_codes import (
+    AWAITING_PROVISIONING,
+    BORROW_LIMIT,
+    CLASS_EXHAUSTED,
+    HEALTH_BLOCKED,
+    HIGHER_PRIORITY_AHEAD,
+    NEVER_FITS_ORDER,
+    PREEMPTION_IN_PROGRESS,
+    QUOTA_EXHAUSTED,
+    TOPOLOGY_FRAGMENTED,
+    WaitCode,
+)
 
-WaitCode = Literal[
-    "quota_exhausted",
-    "borrow_limit",
-    "no_matching_flavor",
-    "class_exhausted",
-    "topology_fragmented",
-    "health_blocked",
-    "higher_priority_ahead",
-    "awaiting_provisioning",
-    "preemption_in_progress",
-    "exceeds_maximum",
-    "misconfigured",
-]
-
-#: The codes in the order the engine checks them (the first that applies is the primary reason).
+#: The codes the engine decides, in the order it checks them (the first that applies is the primary reason);
+#: ``cluster_unreachable`` is the sync's, never the engine's.
 WAIT_CODE_ORDER: tuple[WaitCode, ...] = (
-    "misconfigured",
-    "exceeds_maximum",
-    "no_matching_flavor",
-    "preemption_in_progress",
-    "awaiting_provisioning",
-    "borrow_limit",
-    "quota_exhausted",
-    "higher_priority_ahead",
-    "health_blocked",
-    "topology_fragmented",
-    "class_exhausted",
+    *NEVER_FITS_ORDER,
+    PREEMPTION_IN_PROGRESS,
+    AWAITING_PROVISIONING,
+    BORROW_LIMIT,
+    QUOTA_EXHAUSTED,
+    HIGHER_PRIORITY_AHEAD,
+    HEALTH_BLOCKED,
+    TOPOLOGY_FRAGMENTED,
+    CLASS_EXHAUSTED,
 )
 
 PreemptionReason = Literal[

@@ -21,15 +21,15 @@ and ``{"unrecognised": true}`` in the details. The reason (granular or legacy ``
 
 Pure Python: no Django, no ``kubernetes``; the explain command and the sync services share it.
 
-The package, by responsibility: :mod:`.codes` (the codes and what condition reasons hint at), :mod:`.context`
-(the pool view and the result types), :mod:`.patterns` (Kueue's wordings), :mod:`.flavors` (one per-flavor reason
-→ its code, with the pool view), :mod:`.sentences` (whole messages), :mod:`.translate` (the entry points) and
-:mod:`.verdict` (a whole Workload). Importers use the names below.
+The package, by responsibility: :mod:`.codes` (``unrecognised`` and what condition reasons hint at; the closed
+set of codes itself is :mod:`queues.engine.wait_codes`), :mod:`.context` (the pool view and the result types),
+:mod:`.patterns` (Kueue's wordings), :mod:`.flavors` (one per-flavor reason → its code, with the pool view),
+:mod:`.sentences` (whole messages), :mod:`.translate` (the entry points) and :mod:`.verdict` (a whole Workload).
+Importers use the names below.
 """
 
 from queues.engine.model import HEALTH_TAINT_KEYS
-
-from .codes import (
+from queues.engine.wait_codes import (
     AWAITING_PROVISIONING,
     BORROW_LIMIT,
     CLASS_EXHAUSTED,
@@ -38,17 +38,15 @@ from .codes import (
     HEALTH_BLOCKED,
     HIGHER_PRIORITY_AHEAD,
     MISCONFIGURED,
-    NEVER_ORDER,
+    NEVER_FITS,
     NO_MATCHING_FLAVOR,
     PREEMPTION_IN_PROGRESS,
     QUOTA_EXHAUSTED,
-    REASON_HINTS,
     TOPOLOGY_FRAGMENTED,
-    UNRECOGNISED,
     WAIT_CODES,
-    WAITABLE,
-    reason_hint,
 )
+
+from .codes import REASON_HINTS, UNRECOGNISED, reason_hint
 from .context import FlavorReason, MessageContext, PoolFigures, QuotaFigures, Translation
 from .patterns import FLAVOR_PATTERNS, WHOLE_PATTERNS
 from .translate import pods_unschedulable, translate
@@ -65,14 +63,13 @@ __all__ = [
     "HEALTH_TAINT_KEYS",
     "HIGHER_PRIORITY_AHEAD",
     "MISCONFIGURED",
-    "NEVER_ORDER",
+    "NEVER_FITS",
     "NO_MATCHING_FLAVOR",
     "PREEMPTION_IN_PROGRESS",
     "QUOTA_EXHAUSTED",
     "REASON_HINTS",
     "TOPOLOGY_FRAGMENTED",
     "UNRECOGNISED",
-    "WAITABLE",
     "WAIT_CODES",
     "WHOLE_PATTERNS",
     "FlavorReason",

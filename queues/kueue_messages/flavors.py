@@ -8,17 +8,17 @@ from dataclasses import replace
 from typing import Any
 
 from queues.engine.model import HEALTH_TAINT_KEYS
-
-from .codes import (
+from queues.engine.wait_codes import (
     BORROW_LIMIT,
     CLASS_EXHAUSTED,
     HEALTH_BLOCKED,
     HIGHER_PRIORITY_AHEAD,
-    NEVER_ORDER,
+    NEVER_FITS,
+    NEVER_FITS_ORDER,
     QUOTA_EXHAUSTED,
     TOPOLOGY_FRAGMENTED,
-    WAITABLE,
 )
+
 from .context import FlavorReason, MessageContext, format_amount, parse_amount, resource_label
 from .patterns import exclusion_counts
 
@@ -213,10 +213,10 @@ def pick(reasons: Sequence[FlavorReason], ctx: MessageContext | None) -> FlavorR
     def order(r: FlavorReason) -> int:
         return class_flavors.index(r.flavor) if r.flavor in class_flavors else len(class_flavors)
 
-    waitable = sorted((r for r in pool if r.code in WAITABLE), key=order)
+    waitable = sorted((r for r in pool if r.code not in NEVER_FITS), key=order)
     if waitable:
         return waitable[0]
-    return sorted(pool, key=lambda r: (NEVER_ORDER.index(r.code) if r.code in NEVER_ORDER else 9, order(r)))[0]
+    return sorted(pool, key=lambda r: (NEVER_FITS_ORDER.index(r.code), order(r)))[0]
 
 
 def plain_numbers(reason: FlavorReason) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .codes import (
+from queues.engine.wait_codes import (
     AWAITING_PROVISIONING,
     CLASS_EXHAUSTED,
     EXCEEDS_MAXIMUM,
@@ -17,6 +17,7 @@ from .codes import (
     QUOTA_EXHAUSTED,
     TOPOLOGY_FRAGMENTED,
 )
+
 from .context import FlavorReason
 
 _Q = r"\S+"

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .codes import (
-    AWAITING_PROVISIONING,
-    HIGHER_PRIORITY_AHEAD,
-    MISCONFIGURED,
-    PREEMPTION_IN_PROGRESS,
-    UNRECOGNISED,
-    reason_hint,
-)
+from queues.engine.wait_codes import AWAITING_PROVISIONING, HIGHER_PRIORITY_AHEAD, MISCONFIGURED, PREEMPTION_IN_PROGRESS
+
+from .codes import UNRECOGNISED, reason_hint
 from .context import FlavorReason, MessageContext, Translation
 from .flavors import decide, pick, plain_numbers
 from .patterns import PODSET_PREFIX, PREEMPTION_SUFFIX_RE, WHOLE_PATTERNS, scan_reasons

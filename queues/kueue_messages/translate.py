@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from .codes import CLASS_EXHAUSTED, HEALTH_BLOCKED, NO_MATCHING_FLAVOR, TOPOLOGY_FRAGMENTED, UNRECOGNISED, reason_hint
+from queues.engine.wait_codes import CLASS_EXHAUSTED, HEALTH_BLOCKED, NO_MATCHING_FLAVOR, TOPOLOGY_FRAGMENTED
+
+from .codes import UNRECOGNISED, reason_hint
 from .context import MessageContext, Translation
 from .flavors import decide, is_health_taint, pick, placement_code, plain_numbers
 from .patterns import scan_reasons

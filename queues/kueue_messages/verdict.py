@@ -6,7 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .codes import AWAITING_PROVISIONING, HIGHER_PRIORITY_AHEAD, MISCONFIGURED, PREEMPTION_IN_PROGRESS, UNRECOGNISED
+from queues.engine.wait_codes import AWAITING_PROVISIONING, HIGHER_PRIORITY_AHEAD, MISCONFIGURED, PREEMPTION_IN_PROGRESS
+
+from .codes import UNRECOGNISED
 from .context import MessageContext
 from .translate import pods_unschedulable, translate
 

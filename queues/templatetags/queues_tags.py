@@ -8,6 +8,7 @@ from django import template
 from django.utils import timezone
 
 from queues import selectors as sel
+from queues.engine import wait_codes
 
 register = template.Library()
 
@@ -29,6 +30,12 @@ STATE_BADGES = {
 def state_badge(state: str) -> str:
     """The badge class of a job state."""
     return f"badge-{STATE_BADGES.get(state, 'cordoned')}"
+
+
+@register.filter
+def never_fits(code: str) -> bool:
+    """Whether a wait code means the job can never start as it is (one set: queues.engine.wait_codes.NEVER_FITS)."""
+    return wait_codes.never_fits(code)
 
 
 def _human(seconds: float) -> str:

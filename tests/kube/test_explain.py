@@ -261,6 +261,16 @@ def test_explain_topology_failure_with_nodes_health_vs_fragmentation():
     assert out["code"] == km.CLASS_EXHAUSTED
 
 
+def test_explain_flavor_without_node_labels_holds_every_node():
+    """Kueue's meaning: a ResourceFlavor with no nodeLabels matches every node, so its pool figures count them all."""
+    tas = 'couldn\'t assign flavors to pod set main: topology "gpu" allows to fit only 1 out of 2 pod(s)'
+    wl = workload("w", ("QuotaReserved", "False", "TopologyPlacementFailed", tas), count=2)
+    catch_all = {**FLAVOR, "spec": {"topologyName": "gpu"}}
+    nodes = [node("n1"), node("n2")]
+    out = json.loads(run(as_list(wl, catch_all, *nodes, pod("p1", "n1", 8), pod("p2", "n2", 6)), "--json"))[0]
+    assert out["code"] == km.CLASS_EXHAUSTED  # 2 GPUs free of 16 on the flavor's nodes: not fragmentation
+
+
 def test_explain_admitted_workload_whose_pods_cannot_be_placed():
     wl = workload(
         "w",
