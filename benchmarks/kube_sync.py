@@ -60,7 +60,8 @@ from django.utils import timezone  # noqa: E402
 from clusters.backends.k8s.client import KubeClient  # noqa: E402
 from clusters.kube_sync.api import JOBS, NODES, PODS, WORKLOADS  # noqa: E402
 from clusters.kube_sync.jobs import _manifest as job_manifest  # noqa: E402
-from clusters.kube_sync.sync import ClusterSync, kube_evaluate_loop, kube_watch_loop  # noqa: E402
+from clusters.kube_sync.loops import kube_evaluate_loop, kube_watch_loop  # noqa: E402
+from clusters.kube_sync.sync import ClusterSync  # noqa: E402
 from clusters.models import KubeJobState  # noqa: E402
 from pools.models import Cluster, Node, ResourceClass, ResourceClassFlavor, ResourceFlavor  # noqa: E402
 from queues.models import Job, Membership, PriorityClass, QuotaLine, Team, TeamQuota  # noqa: E402

@@ -14,14 +14,12 @@ A cluster that cannot be reached keeps its data: ``last_sync_error``/``last_sync
 from __future__ import annotations
 
 import logging
-import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import DatabaseError, close_old_connections, transaction
-from django.db.models import Q
+from django.db import transaction
 from django.utils import timezone
 
 from clusters.kube_sync.api import (
@@ -33,43 +31,26 @@ from clusters.kube_sync.api import (
     RESOURCE_SLICES,
     WORKLOADS,
     KubeApi,
-    KubeError,
     KubeGone,
-    KubeNotFound,
     KubeUnavailable,
     Resource,
     WatchEvent,
     list_all,
 )
+from clusters.kube_sync.batches import BATCH, chunks
 from clusters.kube_sync.conf import kube_setting
 from clusters.kube_sync.evaluate import EvalContext, evaluate_job
-from clusters.kube_sync.jobs import jobs_set_cluster_refs
 from clusters.kube_sync.manifests import PORTAL_JOBS_SELECTOR
-from clusters.kube_sync.observe import (
-    compact_batch_job,
-    compact_pod,
-    compact_workload,
-    job_id_of,
-    parse_time,
-    workload_owner,
-)
+from clusters.kube_sync.sync_inventory import InventoryEvents
+from clusters.kube_sync.sync_objects import JobObjectEvents
 from clusters.models import KubeConfigObject, KubeJobState
 from kernel.db import update_rows
-from pools.inventory.parse import parse_inventory
-from pools.inventory.records import InventoryError
-from pools.inventory.service import NODE_FIELDS, inventory_import
-from pools.models import Allocation, Cluster, Node
+from pools.models import Cluster
 from queues import kueue_messages as km
 from queues import services as job_services
-from queues.models import Job, JobEvent
+from queues.models import Job
 
 log = logging.getLogger(__name__)
-
-BATCH = 500
-#: Warning reasons Kueue repeats on every failed scheduling attempt; the wait reason already carries them.
-NOISY_WORKLOAD_REASONS = frozenset(km.REASON_HINTS) | {"Pending"}
-#: Job events that only say a pod was created or deleted.
-NOISY_JOB_REASONS = frozenset({"SuccessfulCreate", "SuccessfulDelete"})
 
 
 @dataclass
@@ -96,29 +77,7 @@ class SyncReport:
         return "; ".join(parts)
 
 
-def _chunks(items: list, size: int = BATCH) -> Iterable[list]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
-
-
-def _iso(when: datetime) -> str:
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _strip_node(obj: dict) -> dict:
-    """The fields of a Node the inventory reads."""
-    meta = obj.get("metadata") or {}
-    status = obj.get("status") or {}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}},
-        "spec": {k: v for k, v in (obj.get("spec") or {}).items() if k in ("taints", "unschedulable")},
-        "status": {k: status[k] for k in ("capacity", "allocatable", "conditions") if k in status},
-    }
-
-
-class ClusterSync:
+class ClusterSync(InventoryEvents, JobObjectEvents):
     """One cluster's list/watch state machine (see the module docstring)."""
 
     #: Write the wait reasons an evaluation chunk sets together (``WaitReasonBatch``) rather than job by job.
@@ -140,7 +99,7 @@ class ClusterSync:
         marks = Cluster.objects.filter(pk=self.cluster.pk).values_list("sync_bookmarks", flat=True).first() or {}
         return str(marks.get(kind) or "")
 
-    def _save_bookmark(self, kind: str, rv: str) -> None:
+    def save_bookmark(self, kind: str, rv: str) -> None:
         """Advance a bookmark (caller's transaction); other kinds' bookmarks are untouched."""
         if not rv:
             return
@@ -226,7 +185,7 @@ class ClusterSync:
         pending = Job.objects.filter(cluster=self.cluster, state=Job.State.PENDING).exclude(
             wait_reason=km.CLUSTER_UNREACHABLE
         )
-        for ids in _chunks(list(pending.values_list("pk", flat=True))):
+        for ids in chunks(list(pending.values_list("pk", flat=True))):
             with transaction.atomic():
                 for job in Job.objects.select_for_update().filter(pk__in=ids).order_by("pk"):
                     job_services.job_set_wait_reason(
@@ -269,7 +228,7 @@ class ClusterSync:
                 self._lock_cluster()
                 self._apply(kind, [WatchEvent("ADDED", item) for item in page.items])
         with transaction.atomic():
-            self._save_bookmark(kind, list_rv)
+            self.save_bookmark(kind, list_rv)
         self.report.relisted.append(kind)
 
     def watch_kind(
@@ -325,8 +284,8 @@ class ClusterSync:
             # one flush per cluster at a time, and the cluster row locked first: the same lock order everywhere
             self._lock_cluster()
             touched, relist_inventory = self._apply(kind, events)
-            self._mark_dirty(touched)
-            self._save_bookmark(kind, rv)
+            self.mark_dirty(touched)
+            self.save_bookmark(kind, rv)
         if relist_inventory:
             self.relist_inventory()
 
@@ -335,123 +294,23 @@ class ClusterSync:
         if not events:
             return set(), False
         if kind == "nodes":
-            return self._node_events(events)
+            return self.node_events(events)
         if kind == "resourceslices":
-            return self._slice_events(events)
+            return self.slice_events(events)
         if kind == "jobs":
-            return self._job_events(events), False
+            return self.job_events(events), False
         if kind == "pods":
-            return self._pod_events(events), False
+            return self.pod_events(events), False
         if kind == "workloads":
-            return self._workload_events(events), False
+            return self.workload_events(events), False
         if kind == "clusterqueues":
             self._cluster_queue_events(events)
             return set(), False
         if kind == "events":
-            return self._event_events(events), False
+            return self.kube_events(events), False
         raise ValueError(kind)
 
     # --- inventory -------------------------------------------------------------------------------------------------
-
-    def slices_served(self) -> bool:
-        """Whether the cluster serves DRA ResourceSlices (resource.k8s.io/v1)."""
-        if self._slices_served is None:
-            self._slices_served = self.api.serves("resource.k8s.io/v1")
-        return self._slices_served
-
-    def relist_inventory(self) -> None:
-        """Every Node (and ResourceSlice) into one complete inventory import; nodes missing are marked gone."""
-        size = int(kube_setting("KUBE_LIST_PAGE_SIZE"))
-        objects: list[dict] = []
-        rvs = {}
-        for page in list_all(self.api, NODES, limit=size):
-            rvs.setdefault("nodes", page.resource_version)
-            objects += [_strip_node(n) for n in page.items]
-        if self.slices_served():
-            try:
-                for page in list_all(self.api, RESOURCE_SLICES, limit=size):
-                    rvs.setdefault("resourceslices", page.resource_version)
-                    objects += page.items
-            except KubeNotFound:
-                self._slices_served = False
-        touched = self._import(objects, complete=True)
-        with transaction.atomic():
-            self._mark_dirty(touched)
-            for kind, rv in rvs.items():
-                self._save_bookmark(kind, rv)
-        self.report.relisted.append("inventory")
-
-    def _import(self, objects: list[dict], *, complete: bool) -> set[int]:
-        """Run the inventory import; returns the jobs holding devices that left capacity."""
-        before = self.clock()
-        try:
-            result = inventory_import(cluster=self.cluster, objects=objects, complete=complete, now=before)
-        except InventoryError as exc:
-            self.report.errors.append(f"inventory: {exc}")
-            log.warning("cluster %s: inventory import refused: %s", self.cluster.name, exc)
-            return set()
-        self.report.inventory.append(f"nodes {result.nodes.text()}; devices {result.devices.text()}")
-        if not result.orphaned_allocations:
-            return set()
-        return set(
-            Allocation.objects.filter(job__cluster=self.cluster, ended_at__isnull=True, device__gone_at__isnull=False)
-            .values_list("job_id", flat=True)
-            .distinct()
-        )
-
-    def _node_events(self, events: list[WatchEvent]) -> tuple[set[int], bool]:
-        if any(e.type == "DELETED" for e in events):
-            return set(), True  # only a complete listing can say which nodes are gone
-        latest = {e.object["metadata"]["name"]: _strip_node(e.object) for e in events}
-        known = {n.name: n for n in Node.objects.filter(cluster=self.cluster, name__in=list(latest))}
-        changed = []
-        for name, obj in latest.items():
-            node = known.get(name)
-            if node is not None and node.gone_at is None and self._node_unchanged(node, obj):
-                continue
-            changed.append(name)
-        touched: set[int] = set()
-        for names in _chunks(changed, 50):
-            objects = [latest[n] for n in names]
-            if self.slices_served():
-                for name in names:
-                    objects += self._slices_of(name)
-            touched |= self._import(objects, complete=False)
-        return touched, False
-
-    @staticmethod
-    def _node_unchanged(node: Node, obj: dict) -> bool:
-        """Whether a Node event changes nothing the inventory keeps (most are kubelet heartbeats)."""
-        try:
-            parsed = parse_inventory([obj]).nodes[0]
-        except (InventoryError, IndexError):
-            return False
-        return all(getattr(node, f) == getattr(parsed, f) for f in NODE_FIELDS)
-
-    def _slices_of(self, node_name: str) -> list[dict]:
-        out: list[dict] = []
-        for page in list_all(self.api, RESOURCE_SLICES, field_selector=f"spec.nodeName={node_name}"):
-            out += page.items
-        return out
-
-    def _slice_events(self, events: list[WatchEvent]) -> tuple[set[int], bool]:
-        nodes = set()
-        for event in events:
-            name = (event.object.get("spec") or {}).get("nodeName")
-            if not name:
-                return set(), True  # a pool-wide slice: relist
-            nodes.add(name)
-        touched: set[int] = set()
-        for names in _chunks(sorted(nodes), 50):
-            objects: list[dict] = []
-            for name in names:
-                try:
-                    objects.append(_strip_node(self.api.get(NODES, name=name)))
-                except KubeNotFound:
-                    continue
-                objects += self._slices_of(name)
-            touched |= self._import(objects, complete=False)
-        return touched, False
 
     # --- jobs, pods, workloads -------------------------------------------------------------------------------------
 
@@ -477,12 +336,12 @@ class ClusterSync:
         # what vanished, for every kind listed, in one pass over the snapshots (each kind against its own list)
         with transaction.atomic():
             self._lock_cluster()
-            touched |= self._vanished(seen_by_kind, started, rvs)
+            touched |= self.jobs_vanished(seen_by_kind, started, rvs)
         with transaction.atomic():
             for kind, rv in rvs.items():
-                self._save_bookmark(kind, rv)
+                self.save_bookmark(kind, rv)
 
-    def _states(self, job_ids: Iterable[int], fields: tuple[str, ...]) -> dict[int, KubeJobState]:
+    def states(self, job_ids: Iterable[int], fields: tuple[str, ...]) -> dict[int, KubeJobState]:
         """Snapshots of these jobs with only ``fields`` read (new, unsaved ones where missing).
 
         A kind's events touch their own column only: reading and writing just it keeps the other JSON columns
@@ -496,7 +355,7 @@ class ClusterSync:
                 states[i] = KubeJobState(job_id=i, cluster=self.cluster, observed_at=now)
         return states
 
-    def _portal_jobs(self, job_ids: Iterable[int]) -> dict[int, Job]:
+    def portal_jobs(self, job_ids: Iterable[int]) -> dict[int, Job]:
         """Portal jobs of this cluster among the ids (others are foreign or belong to another cluster)."""
         return {
             j.pk: j
@@ -505,7 +364,7 @@ class ClusterSync:
             )
         }
 
-    def _save_states(self, states: Iterable[KubeJobState], fields: list[str]) -> None:
+    def save_states(self, states: Iterable[KubeJobState], fields: list[str]) -> None:
         """Write changed snapshots, marked dirty: the listed columns of existing rows in one ``UPDATE`` per batch;
         new rows inserted whole (one written meanwhile by another process is updated instead)."""
         rows = list(states)
@@ -519,203 +378,12 @@ class ClusterSync:
                 new, batch_size=BATCH, update_conflicts=True, unique_fields=["job"], update_fields=columns
             )
 
-    def _job_events(self, events: list[WatchEvent]) -> set[int]:
-        latest: dict[int, WatchEvent] = {}
-        for event in events:
-            job_id = job_id_of(event.object)
-            if job_id is not None:
-                latest[job_id] = event
-        jobs = self._portal_jobs(latest)
-        states = self._states(jobs, ("batch_job", "job_deleted_at"))
-        now = self.clock()
-        changed = []
-        refs: list[tuple[Job, str, str]] = []
-        for job_id, event in latest.items():
-            job, st = jobs.get(job_id), states.get(job_id)
-            meta = event.object.get("metadata") or {}
-            if job is None or st is None:
-                if event.type != "DELETED":
-                    self.foreign_jobs.append(f"{meta.get('namespace')}/{meta.get('name')} (job-id {job_id})")
-                continue
-            if (meta.get("namespace"), meta.get("name")) != (job.k8s_namespace, job.k8s_name):
-                continue  # a job-id label on something that is not this job's batch Job
-            if job.k8s_uid and meta.get("uid") and meta["uid"] != job.k8s_uid:
-                continue  # an older incarnation
-            compact = compact_batch_job(event.object)
-            if event.type == "DELETED":
-                compact["deleted"] = True
-                st.job_deleted_at = parse_time(meta.get("deletionTimestamp")) or now
-            elif (st.batch_job.get("metadata") or {}).get("resourceVersion") == meta.get("resourceVersion"):
-                continue
-            if not job.k8s_uid and meta.get("uid"):
-                refs.append((job, meta["uid"], ""))
-            st.batch_job = compact
-            st.observed_at = now
-            changed.append(st)
-        jobs_set_cluster_refs(refs)
-        self._save_states(changed, ["batch_job", "job_deleted_at"])
-        return {s.job_id for s in changed}
-
-    def _pod_events(self, events: list[WatchEvent]) -> set[int]:
-        by_job: dict[int, list[WatchEvent]] = {}
-        for event in events:
-            job_id = job_id_of(event.object)
-            if job_id is not None:
-                by_job.setdefault(job_id, []).append(event)
-        jobs = self._portal_jobs(by_job)
-        states = self._states(jobs, ("pods",))
-        now = self.clock()
-        changed = []
-        for job_id, job_events in by_job.items():
-            st = states.get(job_id)
-            if st is None or job_id not in jobs:
-                continue
-            pods = dict(st.pods or {})
-            dirty = False
-            for event in job_events:
-                name = event.object["metadata"]["name"]
-                compact = compact_pod(event.object)
-                if event.type == "DELETED":
-                    compact = {**pods.get(name, {}), **compact, "deleted": True}
-                    compact.setdefault("deletedAt", _iso(now))
-                elif (pods.get(name) or {}).get("rv") == compact["rv"]:
-                    continue
-                pods[name] = compact
-                dirty = True
-            if dirty:
-                st.pods, st.observed_at = pods, now
-                changed.append(st)
-        self._save_states(changed, ["pods"])
-        return {s.job_id for s in changed}
-
-    def _workload_events(self, events: list[WatchEvent]) -> set[int]:
-        latest: dict[tuple[str, str], WatchEvent] = {}
-        for event in events:
-            owner = workload_owner(event.object)
-            if owner is not None:
-                latest[owner] = event
-        if not latest:
-            return set()
-        names = {name for _, name in latest}
-        jobs = {
-            (j.k8s_namespace, j.k8s_name): j
-            for j in Job.objects.filter(cluster=self.cluster, k8s_name__in=names).only(
-                "pk", "k8s_namespace", "k8s_name", "k8s_uid", "workload_name"
-            )
-        }
-        matched = {key: jobs[key] for key in latest if key in jobs}
-        states = self._states((j.pk for j in matched.values()), ("workload",))
-        now = self.clock()
-        changed = []
-        refs: list[tuple[Job, str, str]] = []
-        for key, job in matched.items():
-            event, st = latest[key], states.get(job.pk)
-            if st is None:
-                continue
-            meta = event.object.get("metadata") or {}
-            owner_uid = next((o.get("uid") for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"), "")
-            if job.k8s_uid and owner_uid and owner_uid != job.k8s_uid:
-                continue
-            compact = compact_workload(event.object)
-            if event.type == "DELETED":
-                compact["deleted"] = True
-            elif (st.workload.get("metadata") or {}).get("resourceVersion") == meta.get("resourceVersion"):
-                continue
-            if job.workload_name != meta.get("name"):
-                refs.append((job, "", meta.get("name", "")))
-            st.workload, st.observed_at = compact, now
-            changed.append(st)
-        jobs_set_cluster_refs(refs)
-        self._save_states(changed, ["workload"])
-        return {s.job_id for s in changed}
-
-    def _vanished(
-        self, seen_by_kind: dict[str, set[tuple[str, str]]], started: datetime, rvs: dict[str, str]
-    ) -> set[int]:
-        """After a relist: what the snapshots hold but the cluster no longer has ended when it was last seen.
-
-        ``seen_by_kind``: the (namespace, name) pairs each relisted kind's list returned; ``rvs``: each list's
-        resourceVersion. The snapshots of the jobs not final are read once for all the kinds. An object is only
-        taken as gone when the portal saw it at a version its kind's list already covered (or, where versions do
-        not compare, a minute before the list began): one created while the list ran is not.
-        """
-        if not seen_by_kind:
-            return set()
-        grace = started - timedelta(seconds=60)
-
-        def covered(meta: dict, list_rv: str) -> bool:
-            rv = str(meta.get("resourceVersion") or "")
-            if rv.isdigit() and list_rv.isdigit():
-                return int(rv) <= int(list_rv)
-            created = parse_time(meta.get("creationTimestamp"))
-            return created is None or created <= grace
-
-        holding = Q()
-        if "jobs" in seen_by_kind:
-            holding |= Q(job_deleted_at__isnull=True) & ~Q(batch_job={})
-        if "pods" in seen_by_kind:
-            holding |= ~Q(pods={})
-        if "workloads" in seen_by_kind:
-            holding |= ~Q(workload={})
-        live_jobs = Job.objects.filter(cluster=self.cluster).exclude(state__in=Job.FINAL_STATES)
-        states = (
-            KubeJobState.objects.filter(job__in=live_jobs)
-            .filter(holding)
-            .select_related("job")
-            .only(*(f.name for f in KubeJobState._meta.concrete_fields), "job__k8s_namespace", "job__k8s_name")
-        )
-        changed: dict[tuple[str, ...], list[KubeJobState]] = defaultdict(list)
-        for st in states.iterator(chunk_size=BATCH):
-            job, fields = st.job, []
-            seen = seen_by_kind.get("jobs")
-            if (
-                seen is not None
-                and st.job_deleted_at is None
-                and st.batch_job
-                and (job.k8s_namespace, job.k8s_name) not in seen
-                and not st.batch_job.get("deleted")
-                and covered(st.batch_job.get("metadata") or {}, rvs.get("jobs", ""))
-            ):
-                st.batch_job = {**st.batch_job, "deleted": True}
-                st.job_deleted_at = st.observed_at
-                fields += ["batch_job", "job_deleted_at"]
-            seen = seen_by_kind.get("pods")
-            if seen is not None and st.pods:
-                gone = [
-                    n
-                    for n, p in st.pods.items()
-                    if not p.get("deleted")
-                    and (job.k8s_namespace, n) not in seen
-                    and covered(
-                        {"resourceVersion": p.get("rv"), "creationTimestamp": p.get("created")}, rvs.get("pods", "")
-                    )
-                ]
-                if gone:
-                    pods = dict(st.pods)
-                    for name in gone:
-                        pods[name] = {**pods[name], "deleted": True, "deletedAt": _iso(st.observed_at)}
-                    st.pods = pods
-                    fields.append("pods")
-            seen = seen_by_kind.get("workloads")
-            if seen is not None and st.workload and not st.workload.get("deleted"):
-                meta = st.workload.get("metadata") or {}
-                if (meta.get("namespace", ""), meta.get("name", "")) not in seen and covered(
-                    meta, rvs.get("workloads", "")
-                ):
-                    st.workload = {**st.workload, "deleted": True}
-                    fields.append("workload")
-            if fields:
-                changed[tuple(fields)].append(st)
-        for fields, rows in changed.items():
-            self._save_states(rows, list(fields))
-        return {st.job_id for rows in changed.values() for st in rows}
-
     # --- evaluation ----------------------------------------------------------------------------------------------
 
-    def _mark_dirty(self, job_ids: Iterable[int]) -> None:
+    def mark_dirty(self, job_ids: Iterable[int]) -> None:
         """Jobs to re-evaluate (their snapshot changed, or something they hold did)."""
         ids = sorted(set(job_ids))
-        for chunk in _chunks(ids):
+        for chunk in chunks(ids):
             KubeJobState.objects.filter(job_id__in=chunk).update(dirty=True)
 
     def evaluate_dirty(self) -> int:
@@ -728,7 +396,7 @@ class ClusterSync:
         if not ids:
             return 0
         ctx = EvalContext(self.cluster, now=self.clock())
-        for chunk in _chunks(ids):
+        for chunk in chunks(ids):
             started = self.clock()
             with transaction.atomic():
                 # the cluster row first, as in a flush: evaluation (jobs, then snapshots) and a flush (snapshots,
@@ -743,7 +411,7 @@ class ClusterSync:
 
     def evaluate(self, job_ids: list[int]) -> None:
         """Evaluate these jobs now."""
-        self._mark_dirty(job_ids)
+        self.mark_dirty(job_ids)
         self.evaluate_dirty()
 
     def _evaluate_chunk(self, ids: list[int], ctx: EvalContext) -> None:
@@ -819,170 +487,9 @@ class ClusterSync:
                 row.live_status = status
                 row.save(update_fields=["live_status"])
 
-    def _event_events(self, events: list[WatchEvent]) -> set[int]:
-        """Cluster Events about portal jobs onto their timelines, once each (key: event uid + count)."""
-        wanted = []
-        for event in events:
-            if event.type == "DELETED":
-                continue
-            obj = event.object
-            involved = obj.get("involvedObject") or obj.get("regarding") or {}
-            kind, reason = involved.get("kind"), obj.get("reason", "")
-            if kind == "Workload" and obj.get("type") == "Warning" and reason in NOISY_WORKLOAD_REASONS:
-                continue
-            if kind == "Job" and reason in NOISY_JOB_REASONS:
-                continue
-            if kind == "Pod" and obj.get("type") != "Warning":
-                continue
-            if kind in ("Job", "Workload", "Pod"):
-                wanted.append(
-                    (
-                        kind,
-                        involved.get("namespace") or (obj.get("metadata") or {}).get("namespace", ""),
-                        involved.get("name", ""),
-                        obj,
-                    )
-                )
-        if not wanted:
-            return set()
-        jobs = self._jobs_for_objects([(k, ns, n) for k, ns, n, _ in wanted])
-        for kind, namespace, name, obj in wanted:
-            job = jobs.get((kind, namespace, name))
-            if job is None:
-                continue
-            meta = obj.get("metadata") or {}
-            series = obj.get("series") or {}
-            count = series.get("count") or obj.get("count") or 1
-            at = (
-                parse_time(series.get("lastObservedTime"))
-                or parse_time(obj.get("lastTimestamp"))
-                or parse_time(obj.get("eventTime"))
-                or parse_time(obj.get("firstTimestamp"))
-                or parse_time(meta.get("creationTimestamp"))
-                or self.clock()
-            )
-            reason = obj.get("reason", "")
-            message = obj.get("message") or obj.get("note") or ""
-            job_services.record_event(
-                job,
-                JobEvent.Kind.NOTE,
-                f"{kind} {reason}: {message}" if message else f"{kind} {reason}",
-                at=at,
-                details={
-                    "source": "kubernetes",
-                    "type": obj.get("type", ""),
-                    "reason": reason,
-                    "object": f"{kind}/{name}",
-                    "count": count,
-                },
-                source_key=f"{meta.get('uid', '')}:{count}"[:200],
-            )
-            if reason == "WorkloadPriorityClassNotFound" and job.state == Job.State.PENDING:
-                t = km.translate(message)
-                job_services.job_set_wait_reason(
-                    job, code=km.MISCONFIGURED, message=t.message, kueue_message=message, details=t.details, now=at
-                )
-        return set()  # events change timelines, not states
-
-    def _jobs_for_objects(self, keys: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], Job]:
-        """Portal jobs behind Events' involved objects (a Job by name, a Workload by name, a Pod by its prefix)."""
-        out: dict[tuple[str, str, str], Job] = {}
-        base = Job.objects.filter(cluster=self.cluster).select_related("team")
-        job_names = {n for k, _, n in keys if k == "Job"}
-        wl_names = {n for k, _, n in keys if k == "Workload"}
-        pod_prefixes = set()
-        for k, _, n in keys:
-            if k == "Pod":
-                parts = n.split("-")
-                pod_prefixes |= {"-".join(parts[:i]) for i in range(1, len(parts))}
-        by_name = {(j.k8s_namespace, j.k8s_name): j for j in base.filter(k8s_name__in=job_names | pod_prefixes)}
-        by_wl = {(j.k8s_namespace, j.workload_name): j for j in base.filter(workload_name__in=wl_names)}
-        for kind, namespace, name in keys:
-            if kind == "Job":
-                job = by_name.get((namespace, name))
-            elif kind == "Workload":
-                job = by_wl.get((namespace, name))
-            else:
-                parts = name.split("-")
-                job = next(
-                    (
-                        by_name[(namespace, "-".join(parts[:i]))]
-                        for i in range(len(parts) - 1, 0, -1)
-                        if (namespace, "-".join(parts[:i])) in by_name
-                    ),
-                    None,
-                )
-            if job is not None:
-                out[(kind, namespace, name)] = job
-        return out
-
 
 def kube_sync_run(
     *, cluster: Cluster, api: KubeApi, full: bool = False, watch_seconds: int | None = None
 ) -> SyncReport:
     """One sync pass of a cluster (the beat task and ``backend.sync()``)."""
     return ClusterSync(cluster, api).run(full=full, watch_seconds=watch_seconds)
-
-
-#: Kinds the ``kube_watch`` process watches, one loop each.
-WATCHED_KINDS = ("nodes", "resourceslices", "clusterqueues", "jobs", "pods", "workloads", "events")
-
-
-def kube_watch_loop(
-    *,
-    cluster: Cluster,
-    api: KubeApi,
-    kind: str,
-    stop: Callable[[], bool],
-    timeout_seconds: int | None = None,
-) -> None:
-    """Watch one kind of a cluster until ``stop()`` (the ``kube_watch`` process runs one loop per kind).
-
-    Every batch is committed with its bookmark, so the loop can be killed at any point and resumes where the
-    last commit left it. An unreachable cluster is marked stale and retried with backoff (up to a minute); a
-    database error (a deadlock, a lost connection) drops the batch, which the next watch replays.
-    """
-    seconds = int(timeout_seconds or kube_setting("KUBE_WATCH_TIMEOUT_SECONDS"))
-    backoff = 1.0
-    while not stop():
-        close_old_connections()
-        sync = ClusterSync(cluster, api)
-        try:
-            sync = ClusterSync(Cluster.objects.get(pk=cluster.pk), api)
-            if kind == "resourceslices" and not sync.slices_served():
-                _sleep_unless(stop, seconds)  # served later after a DRA driver is installed: look again
-                continue
-            if kind in ("jobs", "pods", "workloads") and not sync.bookmark(kind):
-                sync.relist_jobs([kind])
-            sync.watch_kind(kind, seconds, stop=stop)
-            if sync.cluster.last_sync_error:
-                sync.mark_reachable(reevaluate=True)
-            backoff = 1.0
-        except KubeUnavailable as exc:
-            sync.mark_unreachable(exc)
-            _sleep_unless(stop, backoff)
-            backoff = min(backoff * 2, 60.0)
-        except (KubeError, DatabaseError) as exc:
-            log.warning("cluster %s: watch of %s failed (%s); retrying in %.0fs", cluster.name, kind, exc, backoff)
-            _sleep_unless(stop, backoff)
-            backoff = min(backoff * 2, 60.0)
-
-
-def kube_evaluate_loop(*, cluster: Cluster, api: KubeApi, stop: Callable[[], bool], interval: float = 0.2) -> None:
-    """Apply what the watchers stored: evaluate dirty jobs every ``interval`` seconds until ``stop()``."""
-    while not stop():
-        close_old_connections()
-        try:
-            sync = ClusterSync(Cluster.objects.get(pk=cluster.pk), api)
-            evaluated = sync.evaluate_dirty()
-        except DatabaseError as exc:
-            log.warning("cluster %s: evaluation failed (%s); retrying", cluster.name, exc)
-            evaluated = 0
-        if not evaluated:
-            _sleep_unless(stop, interval)
-
-
-def _sleep_unless(stop: Callable[[], bool], seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and not stop():
-        time.sleep(min(0.05, seconds))

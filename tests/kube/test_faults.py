@@ -36,11 +36,11 @@ class KilledInAFlush(ClusterSync):
 
     flushes = 0
 
-    def _save_bookmark(self, kind: str, rv: str) -> None:
+    def save_bookmark(self, kind: str, rv: str) -> None:
         type(self).flushes += 1
         if type(self).flushes == 2:
             raise PortalKilled
-        super()._save_bookmark(kind, rv)
+        super().save_bookmark(kind, rv)
 
 
 class KilledBeforeEvaluating(ClusterSync):

@@ -19,7 +19,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
 from clusters.backends.kubernetes import KubernetesBackend
-from clusters.kube_sync.sync import WATCHED_KINDS, kube_evaluate_loop, kube_watch_loop
+from clusters.kube_sync.loops import WATCHED_KINDS, kube_evaluate_loop, kube_watch_loop
 from pools.models import Cluster
 
 log = logging.getLogger(__name__)
