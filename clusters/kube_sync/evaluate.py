@@ -559,27 +559,75 @@ def evaluate_job(job: Job, st: KubeJobState, ctx: EvalContext) -> Outcome:
     return outcome
 
 
-def _evaluate_job(job: Job, st: KubeJobState, ctx: EvalContext) -> Outcome:
-    outcome = Outcome()
-    if job.is_final:
-        return outcome
-    now = ctx.now
+@dataclass
+class _Observed:
+    """What the cluster says about one job, read once from its stored snapshots."""
+
+    bj: dict
+    wl: dict
+    jc: dict
+    wlc: dict
+    live: dict
+    evicted: dict
+    evicted_true: bool
+    evicted_at: datetime | None
+    admitted: bool
+
+
+def _observe(st: KubeJobState, ctx: EvalContext) -> _Observed:
     bj, wl = st.batch_job or {}, st.workload or {}
     jc, wlc = _conditions(bj), _conditions(wl)
     pods_all = st.pods or {}
     # a pod on a node that left the cluster is not running, whatever its last status said
     gone = ctx.gone_nodes({p.get("node", "") for p in pods_all.values() if p.get("node")})
     live = {n: p for n, p in pods_all.items() if pod_is_live(p) and p.get("node", "") not in gone}
+    evicted = wlc.get("Evicted") or {}
+    evicted_true = evicted.get("status") == "True"
+    admission = (wl.get("status") or {}).get("admission")
+    return _Observed(
+        bj=bj,
+        wl=wl,
+        jc=jc,
+        wlc=wlc,
+        live=live,
+        evicted=evicted,
+        evicted_true=evicted_true,
+        evicted_at=_ltt(wlc, "Evicted"),
+        admitted=_true(wlc, "Admitted") and bool(admission) and not evicted_true,
+    )
 
-    final = _final_outcome(bj, jc, wlc)
+
+def _evaluate_job(job: Job, st: KubeJobState, ctx: EvalContext) -> Outcome:
+    outcome = Outcome()
+    if job.is_final:
+        return outcome
+    seen = _observe(st, ctx)
+    if _ended(job, st, ctx, seen, outcome):
+        return outcome
+    if job.state in HOLDING:
+        _holding(job, st, ctx, seen, outcome)
+    if job.state == Job.State.PENDING:
+        _pending(job, st, ctx, seen, outcome)
+    if job.state == Job.State.ADMITTED:
+        pods = _pods_sorted({n: p for n, p in seen.live.items() if p.get("node")})
+        start = _start_time(job, seen.wlc, seen.bj, pods)
+        if start is not None:
+            job_services.job_start(job, now=_clamp(start, job.state_changed_at, ctx.now))
+            outcome.actions.append("started")
+    return outcome
+
+
+def _ended(job: Job, st: KubeJobState, ctx: EvalContext, seen: _Observed, outcome: Outcome) -> bool:
+    """The job finished, was deleted in the cluster or deactivated for good: record its end (True)."""
+    now = ctx.now
+    final = _final_outcome(seen.bj, seen.jc, seen.wlc)
     if final is not None:
         state, at, message = final
         _catch_up(job, st, ctx, until=at or now, outcome=outcome)
         job_services.job_finish(job, state=state, now=_clamp(at, job.state_changed_at, now), message=message)
         outcome.actions.append(state)
-        return outcome
-
-    if st.job_deleted_at or bj.get("deleted"):
+        return True
+    if st.job_deleted_at or seen.bj.get("deleted"):
         at = _released_at(st, st.job_deleted_at, now)
         job_services.job_finish(
             job,
@@ -588,99 +636,88 @@ def _evaluate_job(job: Job, st: KubeJobState, ctx: EvalContext) -> Outcome:
             message="The Kubernetes Job was deleted in the cluster.",
         )
         outcome.actions.append(Job.State.CANCELLED)
-        return outcome
-
-    evicted = wlc.get("Evicted") or {}
-    evicted_true = evicted.get("status") == "True"
-    evicted_at = _ltt(wlc, "Evicted")
-    admission = (wl.get("status") or {}).get("admission")
-    admitted = _true(wlc, "Admitted") and bool(admission) and not evicted_true
-
-    if wl and (wl.get("spec") or {}).get("active") is False:
-        final_state = FINAL_DEACTIVATIONS.get(evicted.get("reason", ""))
-        if final_state and not live:
+        return True
+    if seen.wl and (seen.wl.get("spec") or {}).get("active") is False:
+        final_state = FINAL_DEACTIVATIONS.get(seen.evicted.get("reason", ""))
+        if final_state and not seen.live:
             state, message = final_state
-            at = _released_at(st, evicted_at, now)
+            at = _released_at(st, seen.evicted_at, now)
             job_services.job_finish(job, state=state, now=_clamp(at, job.state_changed_at, now), message=message)
             outcome.actions.append(state)
-            return outcome
+            return True
+    return False
 
-    if job.state in HOLDING:
-        if (
-            evicted_true
-            and evicted.get("reason") == "Preempted"
-            and job.state in (Job.State.ADMITTED, Job.State.RUNNING)
-        ):
-            t = km.translate(evicted.get("message", ""), reason="Preempted")
-            preemptor = ctx.job_by_uid(t.details.get("preemptorJobUid", ""))
-            reason = (wlc.get("Preempted") or {}).get("reason") or "Preempted"
-            job_services.job_preempt(
-                job,
-                now=_clamp(evicted_at, job.state_changed_at, now),
-                preemptor=preemptor,
-                reason=reason,
-                message=evicted.get("message", ""),
-            )
-            outcome.actions.append("preempting")
-        elif (
-            evicted_true
-            and evicted.get("reason") in job_services.QUEUE_STOP_EVICTIONS
-            and job.state in (Job.State.ADMITTED, Job.State.RUNNING)
-        ):
-            # stopPolicy HoldAndDrain: Kueue evicts; the pods may take a while to end (checkpoint).
-            job_services.job_evict(
-                job,
-                now=_clamp(evicted_at, job.state_changed_at, now),
-                reason=evicted["reason"],
-                message=evicted.get("message", ""),
-            )
-            outcome.actions.append("evicting")
-        released = not admitted and not any(p.get("node") for p in live.values())
-        if released:
-            reason = REQUEUE_REASONS.get(evicted.get("reason", ""), "evicted") if evicted_true else "evicted"
-            t = km.translate(evicted.get("message", ""), reason=evicted.get("reason", ""))
-            message = t.message if evicted_true else "Kueue released the job's quota; back in the queue."
-            at = _clamp(_released_at(st, evicted_at, now), job.state_changed_at, now)
-            job_services.job_requeue(
-                job, now=at, reason=reason, message=message, checkpointed=_checkpointed(job, bj, evicted_at)
-            )
-            outcome.actions.append(f"requeued:{reason}")
-        else:
-            lost = _lost_node_at(job)
-            if lost is not None:
-                job_services.job_requeue(
-                    job,
-                    now=_clamp(lost, job.state_changed_at, now),
-                    reason="node_lost",
-                    message="A node this job ran on left the cluster; its pods are being replaced.",
-                    checkpointed=False,
-                )
-                outcome.actions.append("requeued:node_lost")
 
-    if job.state == Job.State.PENDING:
-        msg_ctx = ctx.message_context(job)
-        if admitted:
-            bound = _pods_sorted({n: p for n, p in live.items() if p.get("node")})
-            if len(bound) >= job.pod_count:
-                at = _ltt(wlc, "Admitted") or now
-                _admit(job, st, ctx, bound[: job.pod_count], at=_clamp(at, job.queued_at, now), outcome=outcome)
-            else:
-                messages = [(p.get("unschedulable") or {}).get("message", "") for p in live.values()]
-                blocked = km.pods_unschedulable([m for m in messages if m], context=msg_ctx)
-                if blocked is not None:
-                    _set_wait(job, blocked, now=now, outcome=outcome, ctx=ctx)
-        elif wl:
-            messages = [(p.get("unschedulable") or {}).get("message", "") for p in live.values()]
-            verdict = km.workload_verdict(wl, context=msg_ctx, pod_messages=[m for m in messages if m])
-            _set_wait(job, verdict, now=now, outcome=outcome, ctx=ctx)
+def _holding(job: Job, st: KubeJobState, ctx: EvalContext, seen: _Observed, outcome: Outcome) -> None:
+    """A job holding quota: preempted or evicted by Kueue, released back to the queue, or its node lost."""
+    now, evicted = ctx.now, seen.evicted
+    running = job.state in (Job.State.ADMITTED, Job.State.RUNNING)
+    if seen.evicted_true and evicted.get("reason") == "Preempted" and running:
+        t = km.translate(evicted.get("message", ""), reason="Preempted")
+        preemptor = ctx.job_by_uid(t.details.get("preemptorJobUid", ""))
+        reason = (seen.wlc.get("Preempted") or {}).get("reason") or "Preempted"
+        job_services.job_preempt(
+            job,
+            now=_clamp(seen.evicted_at, job.state_changed_at, now),
+            preemptor=preemptor,
+            reason=reason,
+            message=evicted.get("message", ""),
+        )
+        outcome.actions.append("preempting")
+    elif seen.evicted_true and evicted.get("reason") in job_services.QUEUE_STOP_EVICTIONS and running:
+        # stopPolicy HoldAndDrain: Kueue evicts; the pods may take a while to end (checkpoint).
+        job_services.job_evict(
+            job,
+            now=_clamp(seen.evicted_at, job.state_changed_at, now),
+            reason=evicted["reason"],
+            message=evicted.get("message", ""),
+        )
+        outcome.actions.append("evicting")
+    if not seen.admitted and not any(p.get("node") for p in seen.live.values()):
+        _requeue_released(job, st, ctx, seen, outcome)
+        return
+    lost = _lost_node_at(job)
+    if lost is not None:
+        job_services.job_requeue(
+            job,
+            now=_clamp(lost, job.state_changed_at, now),
+            reason="node_lost",
+            message="A node this job ran on left the cluster; its pods are being replaced.",
+            checkpointed=False,
+        )
+        outcome.actions.append("requeued:node_lost")
 
-    if job.state == Job.State.ADMITTED:
-        pods = _pods_sorted({n: p for n, p in live.items() if p.get("node")})
-        start = _start_time(job, wlc, bj, pods)
-        if start is not None:
-            job_services.job_start(job, now=_clamp(start, job.state_changed_at, now))
-            outcome.actions.append("started")
-    return outcome
+
+def _requeue_released(job: Job, st: KubeJobState, ctx: EvalContext, seen: _Observed, outcome: Outcome) -> None:
+    """Kueue released the job's quota and no pod is left on a node: back in the queue."""
+    evicted = seen.evicted
+    reason = REQUEUE_REASONS.get(evicted.get("reason", ""), "evicted") if seen.evicted_true else "evicted"
+    t = km.translate(evicted.get("message", ""), reason=evicted.get("reason", ""))
+    message = t.message if seen.evicted_true else "Kueue released the job's quota; back in the queue."
+    at = _clamp(_released_at(st, seen.evicted_at, ctx.now), job.state_changed_at, ctx.now)
+    job_services.job_requeue(
+        job, now=at, reason=reason, message=message, checkpointed=_checkpointed(job, seen.bj, seen.evicted_at)
+    )
+    outcome.actions.append(f"requeued:{reason}")
+
+
+def _pending(job: Job, st: KubeJobState, ctx: EvalContext, seen: _Observed, outcome: Outcome) -> None:
+    """A pending job: admitted with its pods bound (admit it), or still waiting (say why, in Kueue's words)."""
+    now = ctx.now
+    msg_ctx = ctx.message_context(job)
+    messages = [m for m in ((p.get("unschedulable") or {}).get("message", "") for p in seen.live.values()) if m]
+    if seen.admitted:
+        bound = _pods_sorted({n: p for n, p in seen.live.items() if p.get("node")})
+        if len(bound) >= job.pod_count:
+            at = _ltt(seen.wlc, "Admitted") or now
+            _admit(job, st, ctx, bound[: job.pod_count], at=_clamp(at, job.queued_at, now), outcome=outcome)
+            return
+        blocked = km.pods_unschedulable(messages, context=msg_ctx)
+        if blocked is not None:
+            _set_wait(job, blocked, now=now, outcome=outcome, ctx=ctx)
+    elif seen.wl:
+        verdict = km.workload_verdict(seen.wl, context=msg_ctx, pod_messages=messages)
+        _set_wait(job, verdict, now=now, outcome=outcome, ctx=ctx)
 
 
 def job_mismatch(job: Job, st: KubeJobState | None) -> str:
