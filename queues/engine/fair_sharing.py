@@ -1,6 +1,6 @@
 """Kueue's fair sharing (KEP-1714) in the scheduling cycle: the admission tournament and fair preemption.
 
-Used by ``scheduler.Engine`` when ``ClusterState.fair_sharing`` is set (Kueue's Configuration
+Used by ``cycle`` and ``preemption`` when ``ClusterState.fair_sharing`` is set (Kueue's Configuration
 ``fairSharing``). Shares come from ``fair_share``; quota changes made here to simulate an admission or an
 eviction are always undone before returning.
 
@@ -24,10 +24,13 @@ from typing import TYPE_CHECKING
 
 from .fair_share import NEGATIVE, Share, compare, share
 from .model import FlavorResource
+from .pod_placement import placement_ok
 from .quota import QuotaNode, QuotaTree
+from .records import ClusterQueueInfo, CycleEntry, FlavorAssignment, WorkloadInfo
+from .victims import fair_candidate_key, fair_candidate_ok, minimal_victims, quota_fits, remove_many, restore_many
 
 if TYPE_CHECKING:
-    from .scheduler import _CQ, Engine, _Assignment, _Entry, _Wl
+    from .scheduler import Engine
 
 LTE_FINAL = "LessThanOrEqualToFinalShare"
 LT_INITIAL = "LessThanInitialShare"
@@ -42,8 +45,8 @@ def _children(node: QuotaNode) -> tuple[list[QuotaNode], list[QuotaNode]]:
 
 
 def tournament(
-    entries: list[_Entry], classic_key: Callable[[_Entry], tuple], fifo_key: Callable[[_Entry], tuple]
-) -> Iterator[_Entry]:
+    entries: list[CycleEntry], classic_key: Callable[[CycleEntry], tuple], fifo_key: Callable[[CycleEntry], tuple]
+) -> Iterator[CycleEntry]:
     """Yield the cycle's entries in Kueue's fair-sharing order, recomputing shares after each one is processed.
 
     Each cohort tree runs its own tournament; trees share no quota, so only the tree whose entry was just
@@ -51,13 +54,13 @@ def tournament(
     winners, the first in the classic order (``classic_key``), and so keeps a deterministic order.
     ``fifo_key`` breaks ties of share and priority (queue time, then key).
     """
-    by_tree: dict[int, dict[str, _Entry]] = {}
+    by_tree: dict[int, dict[str, CycleEntry]] = {}
     roots: dict[int, QuotaNode] = {}
     for e in entries:
         root = e.cq.node.root()
         by_tree.setdefault(id(root), {})[e.cq.name] = e
         roots[id(root)] = root
-    winners: dict[int, _Entry] = {}
+    winners: dict[int, CycleEntry] = {}
     while by_tree:
         for tree, remaining in by_tree.items():
             if tree not in winners:
@@ -71,7 +74,9 @@ def tournament(
         yield best
 
 
-def _winner(root: QuotaNode, remaining: Mapping[str, _Entry], fifo_key: Callable[[_Entry], tuple]) -> _Entry:
+def _winner(
+    root: QuotaNode, remaining: Mapping[str, CycleEntry], fifo_key: Callable[[CycleEntry], tuple]
+) -> CycleEntry:
     """The tournament winner of one tree (a queue without a cohort is its own tree)."""
     if root.is_cq:
         return remaining[root.name]
@@ -86,7 +91,7 @@ def _winner(root: QuotaNode, remaining: Mapping[str, _Entry], fifo_key: Callable
             value = share(ancestor)
         QuotaTree.remove_usage(node, usage)
 
-    def less(a: _Entry, b: _Entry, cohort: str) -> bool:
+    def less(a: CycleEntry, b: CycleEntry, cohort: str) -> bool:
         sa, sb = shares[(cohort, a.wl.key)], shares[(cohort, b.wl.key)]
         borrow_a, borrow_b = sa.borrowing_on(a.assignment.usage), sb.borrowing_on(b.assignment.usage)
         if borrow_a != borrow_b:
@@ -98,7 +103,7 @@ def _winner(root: QuotaNode, remaining: Mapping[str, _Entry], fifo_key: Callable
             return a.wl.priority > b.wl.priority
         return fifo_key(a) < fifo_key(b)
 
-    def run(cohort: QuotaNode) -> _Entry | None:
+    def run(cohort: QuotaNode) -> CycleEntry | None:
         child_cohorts, child_cqs = _children(cohort)
         candidates = [w for c in child_cohorts if (w := run(c)) is not None]
         candidates.extend(remaining[c.name] for c in child_cqs if c.name in remaining)
@@ -121,22 +126,21 @@ def _winner(root: QuotaNode, remaining: Mapping[str, _Entry], fifo_key: Callable
 class _Ordering:
     """Kueue's TargetClusterQueueOrdering: queues with candidates, highest share first down the cohort tree."""
 
-    def __init__(self, preemptor: QuotaNode, candidates: list[_Wl], engine: Engine, cq: _CQ) -> None:
+    def __init__(self, preemptor: QuotaNode, candidates: list[WorkloadInfo], cq: ClusterQueueInfo) -> None:
         self.preemptor = preemptor
         self.ancestors = {id(n) for n in preemptor.path_to_root()}
-        self.by_cq: dict[str, list[_Wl]] = {}
+        self.by_cq: dict[str, list[WorkloadInfo]] = {}
         for cand in candidates:
             self.by_cq.setdefault(cand.cq or "", []).append(cand)
         self.pruned_cqs: set[str] = set()
         self.pruned_cohorts: set[int] = set()
-        self.engine = engine
         self.cq = cq
 
     def has(self, name: str) -> bool:
         """The queue still has candidates."""
         return bool(self.by_cq.get(name))
 
-    def pop(self, name: str) -> _Wl:
+    def pop(self, name: str) -> WorkloadInfo:
         """The queue's next candidate."""
         return self.by_cq[name].pop(0)
 
@@ -169,9 +173,7 @@ class _Ordering:
             order = compare(value, best_cq_share)
             if order == 0 and best_cq is not None:
                 first_new, first_best = self.by_cq[node.name][0], self.by_cq[best_cq.name][0]
-                if self.engine.fair_candidate_key(self.cq, first_new) < self.engine.fair_candidate_key(
-                    self.cq, first_best
-                ):
+                if fair_candidate_key(self.cq, first_new) < fair_candidate_key(self.cq, first_best):
                     best_cq = node
             elif order > 0:
                 best_cq, best_cq_share = node, value
@@ -208,36 +210,40 @@ def _almost_lcas(preemptor: QuotaNode, target: QuotaNode, ancestors: set[int]) -
 
 
 def _candidates(
-    engine: Engine, wl: _Wl, cq: _CQ, frs: set[FlavorResource], usage: Mapping[FlavorResource, int]
-) -> Iterator[tuple[_Wl, str]]:
+    engine: Engine,
+    wl: WorkloadInfo,
+    cq: ClusterQueueInfo,
+    frs: set[FlavorResource],
+    usage: Mapping[FlavorResource, int],
+) -> Iterator[tuple[WorkloadInfo, str]]:
     """Kueue's fair-sharing candidate iterator; each yielded candidate has been removed from the snapshot."""
     policy = cq.spec.preemption
-    found: list[_Wl] = []
+    found: list[WorkloadInfo] = []
     if policy.within_cluster_queue != "Never":
-        found.extend(c for c in cq.admitted.values() if engine.fair_candidate_ok(cq, wl, c, frs))
+        found.extend(c for c in cq.admitted.values() if fair_candidate_ok(engine, cq, wl, c, frs))
     node = cq.node
     if node.parent is not None and policy.reclaim_within_cohort != "Never":
         for other in cq.cohort_cqs:
             if other is cq or not any(other.node.borrowing_with(fr, 0) for fr in frs):
                 continue
-            found.extend(c for c in other.admitted.values() if engine.fair_candidate_ok(cq, wl, c, frs))
+            found.extend(c for c in other.admitted.values() if fair_candidate_ok(engine, cq, wl, c, frs))
     if not found:
         return
-    found.sort(key=lambda c: engine.fair_candidate_key(cq, c))
+    found.sort(key=lambda c: fair_candidate_key(cq, c))
     strategies = engine.fair.preemption_strategies if engine.fair is not None else ()
     first = strategies[0] if strategies else LTE_FINAL
     within_nominal = not any(node.borrowing_with(fr, 0) for fr in frs)
-    ordering = _Ordering(node, found, engine, cq)
-    retry: list[_Wl] = []
+    ordering = _Ordering(node, found, cq)
+    retry: list[WorkloadInfo] = []
     for target in ordering:
         if target is node:
             cand = ordering.pop(target.name)
-            engine._remove_many([cand])
+            remove_many(engine, [cand])
             yield cand, "InClusterQueue"
             continue
         if within_nominal:
             cand = ordering.pop(target.name)
-            engine._remove_many([cand])
+            remove_many(engine, [cand])
             yield cand, "InCohortReclamation"
             continue
         mine, theirs = _almost_lcas(node, target, ordering.ancestors)
@@ -257,33 +263,33 @@ def _candidates(
             else:
                 passed = compare(preemptor_new, target_old) < 0
             if passed:
-                engine._remove_many([cand])
+                remove_many(engine, [cand])
                 yield cand, "InCohortFairSharing"
                 break
             retry.append(cand)
     if len(strategies) < 2 or not retry:
         return
-    ordering = _Ordering(node, retry, engine, cq)
+    ordering = _Ordering(node, retry, cq)
     for target in ordering:
         mine, theirs = _almost_lcas(node, target, ordering.ancestors)
         passed = compare(share(mine), share(theirs)) < 0
         cand = ordering.pop(target.name)
         if passed:
-            engine._remove_many([cand])
+            remove_many(engine, [cand])
             yield cand, "InCohortFairSharing"
         ordering.drop(target.name)
 
 
 def fair_targets(
     engine: Engine,
-    wl: _Wl,
-    cq: _CQ,
+    wl: WorkloadInfo,
+    cq: ClusterQueueInfo,
     frs: set[FlavorResource],
     usage: Mapping[FlavorResource, int],
     *,
     check_placement: bool,
-    assignment: _Assignment | None,
-) -> list[tuple[_Wl, str]]:
+    assignment: FlavorAssignment | None,
+) -> list[tuple[WorkloadInfo, str]]:
     """Kueue's fair preemption: candidates in fair-sharing order until the workload fits, then a minimal set.
 
     The shares seen while choosing include the incoming workload's usage; the fit checks do not. Fitting
@@ -292,14 +298,14 @@ def fair_targets(
     node = cq.node
 
     def fits() -> bool:
-        if not engine._quota_fits(cq, usage, True):
+        if not quota_fits(cq, usage, True):
             return False
         if check_placement and assignment is not None:
-            return engine._placement_ok(wl, cq, assignment) is not None
+            return placement_ok(engine, wl, cq, assignment) is not None
         return True
 
     QuotaTree.add_usage(node, usage)
-    targets: list[tuple[_Wl, str]] = []
+    targets: list[tuple[WorkloadInfo, str]] = []
     ok = False
     for target in _candidates(engine, wl, cq, frs, usage):
         targets.append(target)
@@ -310,6 +316,6 @@ def fair_targets(
             break
     QuotaTree.remove_usage(node, usage)
     if not ok:
-        engine._restore_many([w for w, _ in targets])
+        restore_many(engine, [w for w, _ in targets])
         return []
-    return engine._minimal_victims(targets, fits)
+    return minimal_victims(engine, targets, fits)

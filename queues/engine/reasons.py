@@ -11,10 +11,12 @@ from kernel.quantity import is_device_resource
 
 from . import messages as msg
 from .decisions import AdmissionDecision, Explanation, PodSetAssignment, WaitReason
+from .flavor_assignment import assign
+from .pod_placement import placement_ok, podset_request
+from .preemption import preemption_targets
+from .queueing import queue_head
 from .quota import QuotaTree
-from .scheduler import (
-    _CQ,
-    _PSA,
+from .records import (
     ADMITTED,
     EVICTING,
     EXCEEDS_MAX_QUOTA,
@@ -29,10 +31,12 @@ from .scheduler import (
     SEVERITY,
     TOPOLOGY_PLACEMENT_FAILED,
     WAITING_FOR_QUOTA,
-    Engine,
-    _Assignment,
-    _Wl,
+    ClusterQueueInfo,
+    FlavorAssignment,
+    PodSetFlavors,
+    WorkloadInfo,
 )
+from .scheduler import Engine
 
 
 def _label(engine: Engine, flavor: str) -> str:
@@ -46,7 +50,7 @@ def _names(items: list[str], limit: int = 5) -> str:
     return ", ".join(items[:limit]) + f" and {len(items) - limit} more"
 
 
-def _decision(wl: _Wl) -> AdmissionDecision:
+def _decision(wl: WorkloadInfo) -> AdmissionDecision:
     return AdmissionDecision(
         workload=wl.key,
         cluster_queue=wl.cq or "",
@@ -57,8 +61,8 @@ def _decision(wl: _Wl) -> AdmissionDecision:
     )
 
 
-def _preview(engine: Engine, wl: _Wl, cq: _CQ, assignment: _Assignment) -> AdmissionDecision:
-    nodes = engine._placement_ok(wl, cq, assignment) if engine.pool.enabled else None
+def _preview(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: FlavorAssignment) -> AdmissionDecision:
+    nodes = placement_ok(engine, wl, cq, assignment) if engine.pool.enabled else None
     pod_sets = []
     for idx, (ps, psa) in enumerate(zip(wl.pod_sets, assignment.pod_sets, strict=False)):
         ns = tuple(nodes[idx]) if nodes is not None else ()
@@ -68,7 +72,7 @@ def _preview(engine: Engine, wl: _Wl, cq: _CQ, assignment: _Assignment) -> Admis
         cluster_queue=cq.name,
         pod_sets=tuple(pod_sets),
         borrowing=assignment.borrow > 0,
-        pending_checks=engine._pending_checks(cq, wl, pod_sets),
+        pending_checks=engine.pending_checks(cq, wl, pod_sets),
         message=msg.quota_reserved(cq.name),
     )
 
@@ -76,7 +80,7 @@ def _preview(engine: Engine, wl: _Wl, cq: _CQ, assignment: _Assignment) -> Admis
 # ------------------------------------------------------------------------------------------ entry point
 
 
-def explain_wl(engine: Engine, wl: _Wl) -> Explanation:
+def explain_wl(engine: Engine, wl: WorkloadInfo) -> Explanation:
     """Explain one workload of ``engine`` (see module docstring for the decision order)."""
     key = wl.key
     if wl.state == ADMITTED:
@@ -90,7 +94,7 @@ def explain_wl(engine: Engine, wl: _Wl) -> Explanation:
     if wl.state == RESERVED:
         return Explanation(key, admissible=False, reason=_awaiting(engine, wl, cq), assignment=_decision(wl))
     assert wl.state == PENDING
-    assignment = engine.assign(wl, cq)
+    assignment = assign(engine, wl, cq)
     never = _never(engine, wl, cq, assignment)
     if never is not None:
         return Explanation(key, admissible=False, reason=never)
@@ -109,7 +113,7 @@ def explain_wl(engine: Engine, wl: _Wl) -> Explanation:
         )
         return Explanation(key, admissible=False, reason=reason, preemption_targets=tuple(victims))
     if cq.strict:
-        head = engine.queue_head(cq.name)
+        head = queue_head(engine, cq.name)
         if head is not None and head is not wl:
             return Explanation(key, admissible=False, reason=_strict_behind(engine, wl, cq, head, assignment))
     note = wl.note or {}
@@ -124,7 +128,7 @@ def explain_wl(engine: Engine, wl: _Wl) -> Explanation:
         return Explanation(key, admissible=True, assignment=_preview(engine, wl, cq, assignment))
     targets: list = []
     if mode == PS_PREEMPT:
-        targets = engine.preemption_targets(wl, cq, assignment)
+        targets = preemption_targets(engine, wl, cq, assignment)
     if targets:
         names = sorted(t.key for t, _ in targets)
         reason = WaitReason(
@@ -147,7 +151,7 @@ def explain_wl(engine: Engine, wl: _Wl) -> Explanation:
 # ------------------------------------------------------------------------------------------ misconfigured
 
 
-def _misconfigured(engine: Engine, wl: _Wl, blocked: tuple[str, str, str]) -> WaitReason:
+def _misconfigured(engine: Engine, wl: WorkloadInfo, blocked: tuple[str, str, str]) -> WaitReason:
     kueue_message, kueue_reason, cause = blocked
     spec = wl.spec
     cq_name = wl.cq or ""
@@ -185,7 +189,7 @@ def _misconfigured(engine: Engine, wl: _Wl, blocked: tuple[str, str, str]) -> Wa
     )
 
 
-def _awaiting(engine: Engine, wl: _Wl, cq: _CQ) -> WaitReason:
+def _awaiting(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> WaitReason:
     checks = list(wl.pending_checks)
     return WaitReason(
         code="awaiting_provisioning",
@@ -228,7 +232,7 @@ def _flavor_phrase(engine: Engine, att: dict) -> str:
     return att.get("reason", "")
 
 
-def _never(engine: Engine, wl: _Wl, cq: _CQ, assignment: _Assignment) -> WaitReason | None:
+def _never(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: FlavorAssignment) -> WaitReason | None:
     """exceeds_maximum or no_matching_flavor: waiting alone will never admit this workload."""
     exceeds: list[dict] = []
     nomatch: list[dict] = []
@@ -296,7 +300,7 @@ def _never(engine: Engine, wl: _Wl, cq: _CQ, assignment: _Assignment) -> WaitRea
     return _never_placed(engine, wl, cq, assignment, kueue_message)
 
 
-def _preferred_flavors(psa: _PSA) -> dict[str, str]:
+def _preferred_flavors(psa: PodSetFlavors) -> dict[str, str]:
     flavors = dict(psa.flavors)
     if flavors:
         return flavors
@@ -309,14 +313,16 @@ def _preferred_flavors(psa: _PSA) -> dict[str, str]:
     return flavors
 
 
-def _never_placed(engine: Engine, wl: _Wl, cq: _CQ, assignment: _Assignment, kueue_message: str) -> WaitReason | None:
+def _never_placed(
+    engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: FlavorAssignment, kueue_message: str
+) -> WaitReason | None:
     for ps, psa in zip(wl.pod_sets, assignment.pod_sets, strict=False):
         if not ps.per_pod or ps.count == 0:
             continue
         flavors = _preferred_flavors(psa)
         if not flavors:
             continue
-        req, topo = engine._podset_request(cq, ps, flavors)
+        req, topo = podset_request(engine, cq, ps, flavors)
         res = engine.pool.place(req, empty=True, healthy=True)
         if res.ok:
             continue
@@ -385,7 +391,7 @@ def _main_resource(per_pod: dict[str, int]) -> str:
     return next(iter(per_pod), "")
 
 
-def _kueue_reason(assignment: _Assignment) -> str:
+def _kueue_reason(assignment: FlavorAssignment) -> str:
     overall = ""
     for psa in assignment.pod_sets:
         if psa.mode != PS_NOFIT:
@@ -405,7 +411,9 @@ def _kueue_reason(assignment: _Assignment) -> str:
 # ------------------------------------------------------------------------------------------ queue order
 
 
-def _strict_behind(engine: Engine, wl: _Wl, cq: _CQ, head: _Wl, assignment: _Assignment) -> WaitReason:
+def _strict_behind(
+    engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, head: WorkloadInfo, assignment: FlavorAssignment
+) -> WaitReason:
     return WaitReason(
         code="higher_priority_ahead",
         message=(
@@ -423,7 +431,7 @@ def _strict_behind(engine: Engine, wl: _Wl, cq: _CQ, head: _Wl, assignment: _Ass
     )
 
 
-def _taken_in_cycle(engine: Engine, wl: _Wl, cq: _CQ, note: dict) -> WaitReason:
+def _taken_in_cycle(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, note: dict) -> WaitReason:
     overlap = note.get("kind") == "overlap"
     text = (
         "Another job ahead of this one in the same scheduling cycle is already preempting the jobs this one "
@@ -441,7 +449,7 @@ def _taken_in_cycle(engine: Engine, wl: _Wl, cq: _CQ, note: dict) -> WaitReason:
     )
 
 
-def _earmarked(engine: Engine, wl: _Wl, cq: _CQ) -> WaitReason | None:
+def _earmarked(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> WaitReason | None:
     cohort = {c.name for c in cq.cohort_cqs}
     preemptors = sorted(
         {
@@ -469,7 +477,7 @@ def _earmarked(engine: Engine, wl: _Wl, cq: _CQ) -> WaitReason | None:
 # ------------------------------------------------------------------------------------------ quota
 
 
-def _quota(engine: Engine, wl: _Wl, cq: _CQ, assignment: _Assignment) -> WaitReason | None:
+def _quota(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: FlavorAssignment) -> WaitReason | None:
     info = None
     for psa in assignment.pod_sets:
         if psa.mode == PS_FIT:
@@ -562,7 +570,7 @@ def _quota(engine: Engine, wl: _Wl, cq: _CQ, assignment: _Assignment) -> WaitRea
     )
 
 
-def _cohort_idle(cq: _CQ, fr: tuple[str, str]) -> int:
+def _cohort_idle(cq: ClusterQueueInfo, fr: tuple[str, str]) -> int:
     """Quota of ``fr`` not in use anywhere in the cohort tree (member queues plus Cohort objects)."""
     root = cq.node.root()
     total = 0
@@ -591,7 +599,7 @@ def _binding_limit(node, fr) -> str:  # type: ignore[no-untyped-def]
 # ------------------------------------------------------------------------------------------ placement
 
 
-def _placement(engine: Engine, wl: _Wl, cq: _CQ, assignment: _Assignment) -> WaitReason:
+def _placement(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: FlavorAssignment) -> WaitReason:
     kueue_message = assignment.message()
     failed = next(
         (p for p in assignment.pod_sets if p.placement is not None and not p.placement.ok),
@@ -607,7 +615,7 @@ def _placement(engine: Engine, wl: _Wl, cq: _CQ, assignment: _Assignment) -> Wai
             details={"clusterQueue": cq.name},
         )
     ps = next(p for p in wl.pod_sets if p.name == failed.name)
-    req, topo = engine._podset_request(cq, ps, failed.flavors)
+    req, topo = podset_request(engine, cq, ps, failed.flavors)
     actual = engine.pool.place(req)
     main = _main_resource(ps.per_pod)
     per = ps.per_pod.get(main, 0)

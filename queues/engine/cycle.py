@@ -1,0 +1,233 @@
+"""Kueue's scheduling cycle: nominate every ClusterQueue head, order the entries, admit or preempt."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from . import messages as msg
+from .decisions import AdmissionDecision, PodSetAssignment, Preemption
+from .fair_sharing import tournament
+from .flavor_assignment import assign
+from .model import Eviction, FlavorResource
+from .pod_placement import placement_ok
+from .preemption import preemption_targets
+from .queueing import may_fit, next_head, on_admission, park, push_group
+from .quota import QuotaTree
+from .records import (
+    ADMITTED,
+    EVICTING,
+    PENDING,
+    PS_FIT,
+    PS_PREEMPT,
+    RESERVED,
+    ClusterQueueInfo,
+    CycleEntry,
+    CycleOutcome,
+    FlavorAssignment,
+    WorkloadInfo,
+)
+from .victims import quota_fits, remove_many, restore_many
+
+if TYPE_CHECKING:
+    from .scheduler import Engine
+
+
+def _pinned(engine: Engine, cq: ClusterQueueInfo) -> WorkloadInfo | None:
+    """The preemptor that holds ``cq``'s head while its preemption is under way (None: none, or it ended)."""
+    wl = engine.preemptors.get(cq.name)
+    if wl is None:
+        return None
+    if wl.state == PENDING and wl.cq == cq.name and wl.group is not None and wl.group.active:
+        return wl
+    del engine.preemptors[cq.name]
+    return None
+
+
+def find_heads(engine: Engine) -> list[tuple[ClusterQueueInfo, WorkloadInfo]]:
+    """The head of every ClusterQueue that can admit now.
+
+    A workload that issued preemptions stays its queue's head until it is admitted or inadmissible, so a
+    parked workload woken by its victims' release cannot take the head and let the freed capacity go to
+    another queue (which the preemptor would reclaim again at the same instant, endlessly).
+    """
+    out = []
+    for cq in engine.cqs.values():
+        if cq.blocked or not cq.heap:
+            continue
+        head = _pinned(engine, cq) if engine.preemptors else None
+        if head is None:
+            head = next_head(engine, cq)
+        if head is not None:
+            out.append((cq, head))
+    return out
+
+
+def run_cycle(
+    engine: Engine, now: float, heads: list[tuple[ClusterQueueInfo, WorkloadInfo]] | None = None
+) -> CycleOutcome:
+    """One Kueue scheduling cycle: nominate every head, order, admit or preempt, re-checking fit."""
+    engine.now = now
+    outcome = CycleOutcome()
+    entries = _nominate(engine, heads if heads is not None else find_heads(engine), outcome)
+    # Kueue's order; among equal borrowing and priority a preemptor from an earlier cycle goes first, so
+    # the capacity its victims freed is not taken by a peer that would then be reclaimed in turn.
+    pinned = {id(w) for w in engine.preemptors.values()}
+
+    def classic(e: CycleEntry) -> tuple:
+        return (e.assignment.borrow, -e.wl.priority, id(e.wl) not in pinned, e.wl.ts, e.wl.key)
+
+    if engine.fair is None:
+        entries.sort(key=classic)
+        ordered: Iterable[CycleEntry] = entries
+    else:
+        ordered = tournament(entries, classic, lambda e: (id(e.wl) not in pinned, e.wl.ts, e.wl.key))
+    preempted: dict[str, WorkloadInfo] = {}
+    reservations: list[tuple[ClusterQueueInfo, dict[FlavorResource, int], list[tuple[str, dict[str, int]]]]] = []
+    admitted_cqs: set[str] = set()
+    changed = False
+    for e in ordered:
+        wl, cq, assignment = e.wl, e.cq, e.assignment
+        if not e.nominated:
+            _inadmissible(e.wl, e.cq, outcome)
+            if engine.preemptors.get(cq.name) is wl:
+                del engine.preemptors[cq.name]
+            continue
+        if e.targets and any(t.key in preempted for t, _ in e.targets):
+            wl.note = {"kind": "overlap", "message": msg.OVERLAPPING_TARGETS}
+            continue
+        victims = list(preempted.values()) + [t for t, _ in e.targets]
+        nodes = _fits_now(engine, e, victims, changed)
+        if nodes is None:
+            wl.note = {"kind": "no_longer_fits", "message": msg.NO_LONGER_FITS}
+            continue
+        pods = [
+            (n, ps.per_pod) for ps, ns in zip(wl.pod_sets, nodes or [[]] * len(wl.pod_sets), strict=False) for n in ns
+        ]
+        if e.targets:
+            for target, _ in e.targets:
+                preempted[target.key] = target
+            QuotaTree.add_usage(cq.node, assignment.usage)
+            engine.pool.add(pods)
+            reservations.append((cq, assignment.usage, pods))
+            changed = True
+            engine.preemptors[cq.name] = wl
+            issued = _issue_preemptions(engine, wl, cq, e.targets)
+            outcome.preemptions.extend(issued)
+            wl.note = {"kind": "preempting", "count": len(e.targets), "message": assignment.message()}
+            continue
+        decision = _admit(engine, wl, cq, assignment, nodes or [[] for _ in wl.pod_sets])
+        if engine.preemptors.get(cq.name) is wl:
+            del engine.preemptors[cq.name]
+        changed = True
+        outcome.admitted.append(decision)
+        admitted_cqs.add(cq.name)
+    for cq, usage, pods in reservations:
+        QuotaTree.remove_usage(cq.node, usage)
+        engine.pool.remove(pods)
+    for name in sorted(admitted_cqs):
+        on_admission(engine, name)
+    return outcome
+
+
+def _nominate(
+    engine: Engine, heads: list[tuple[ClusterQueueInfo, WorkloadInfo]], outcome: CycleOutcome
+) -> list[CycleEntry]:
+    """Kueue's nomination: every head's flavor assignment and, when it needs preemption, its targets."""
+    entries: list[CycleEntry] = []
+    for cq, wl in heads:
+        wl.note = None
+        if engine.fair is None and not cq.preempts and wl.group is not None and not may_fit(engine, cq, wl.group):
+            # Exact shortcut: without preemption a head that fails this check is inadmissible.
+            _inadmissible(wl, cq, outcome)
+            continue
+        assignment = assign(engine, wl, cq)
+        targets: list[tuple[WorkloadInfo, str]] = []
+        mode = assignment.mode
+        nominated = False
+        if mode == PS_FIT:
+            nominated = True
+        elif mode == PS_PREEMPT:
+            targets = preemption_targets(engine, wl, cq, assignment)
+            nominated = bool(targets)
+        entries.append(CycleEntry(wl, cq, assignment, targets, nominated))
+    return entries
+
+
+def _fits_now(engine: Engine, e: CycleEntry, victims: list[WorkloadInfo], changed: bool) -> list[list[str]] | None:
+    """Re-check a nominated entry after what the cycle did so far: nodes per pod set, None if it no longer fits."""
+    if not changed and not victims:
+        # Nothing moved since nomination: its fit and node placement still hold.
+        return [list(p.nodes) for p in e.assignment.pod_sets] if engine.pool.enabled else []
+    remove_many(engine, victims)
+    nodes: list[list[str]] | None = []
+    fits = quota_fits(e.cq, e.assignment.usage, True)
+    if fits and engine.pool.enabled:
+        nodes = placement_ok(engine, e.wl, e.cq, e.assignment)
+        fits = nodes is not None
+    restore_many(engine, victims)
+    return nodes if fits else None
+
+
+def _inadmissible(wl: WorkloadInfo, cq: ClusterQueueInfo, outcome: CycleOutcome) -> None:
+    wl.note = {"kind": "inadmissible"}
+    outcome.parked.append(wl.key)
+    if cq.strict:
+        cq.blocked = True
+    elif wl.group is not None:
+        park(wl.group)
+
+
+def _issue_preemptions(
+    engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, targets: list[tuple[WorkloadInfo, str]]
+) -> list[Preemption]:
+    out = []
+    for target, reason in targets:
+        if target.state == EVICTING:
+            continue
+        victim_cq = engine.cqs[target.cq]  # type: ignore[index]
+        text = msg.preempted(wl.spec.uid, wl.spec.job_uid, reason, cq.path, victim_cq.path)
+        target.state = EVICTING
+        engine.evicting.add(target.key)
+        target.eviction = Eviction(reason=reason, message=text, preemptor=wl.key, issued_at=engine.now)
+        target.preempted_by = wl.key
+        out.append(Preemption(target.key, wl.key, reason, text, victim_cq.name, cq.name))  # type: ignore[arg-type]
+    return out
+
+
+def _admit(
+    engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: FlavorAssignment, nodes: list[list[str]]
+) -> AdmissionDecision:
+    pod_sets = []
+    pods: list[tuple[str, dict[str, int]]] = []
+    for ps, psa, ns in zip(wl.pod_sets, assignment.pod_sets, nodes, strict=False):
+        pod_sets.append(PodSetAssignment(ps.name, ps.count, dict(psa.flavors), dict(psa.usage), tuple(ns)))
+        pods.extend((n, ps.per_pod) for n in ns)
+    borrowing = assignment.borrow > 0
+    QuotaTree.add_usage(cq.node, assignment.usage)
+    engine.pool.add(pods)
+    engine.dirty.add(cq.name)
+    wl.usage = dict(assignment.usage)
+    wl.pods = pods
+    wl.assignment = pod_sets
+    wl.admitted_at = engine.now
+    wl.borrowing = borrowing
+    wl.pending_checks = engine.pending_checks(cq, wl, pod_sets)
+    wl.state = RESERVED if wl.pending_checks else ADMITTED
+    wl.eviction = None
+    wl.note = None
+    cq.admitted[wl.key] = wl
+    group = wl.group
+    wl.group = None
+    if group is not None and group.active:
+        items = group.prune()
+        if items:
+            push_group(engine, group)
+    return AdmissionDecision(
+        workload=wl.key,
+        cluster_queue=cq.name,
+        pod_sets=tuple(pod_sets),
+        borrowing=borrowing,
+        pending_checks=wl.pending_checks,
+        message=msg.quota_reserved(cq.name),
+    )

@@ -1,0 +1,250 @@
+"""Kueue's flavor assignment: for each pod set and resource group, the first (or best) flavor that fits.
+
+A flavor is checked against the pod set (taints, affinity, topology), then each resource against the
+quota tree; a resource that does not fit may still be reached by preemption or reclaim. With nodes known,
+the assignment then goes through the placement stage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from . import messages as msg
+from .labels import first_untolerated, node_affinity_matches, taint_go_struct
+from .model import FlavorResource
+from .pod_placement import placement_stage
+from .preemption import find_targets
+from .quota import QuotaTree
+from .records import (
+    EXCEEDS_MAX_QUOTA,
+    FIT,
+    NO_CANDIDATES,
+    NO_MATCHING_FLAVOR,
+    NOFIT,
+    PREEMPT,
+    PS_FIT,
+    PS_NOFIT,
+    PS_PREEMPT,
+    RECLAIM,
+    SEVERITY,
+    WAITING_FOR_QUOTA,
+    ClusterQueueInfo,
+    FlavorAssignment,
+    PodSetFlavors,
+    PodSetInfo,
+    ResourceGroupInfo,
+    WorkloadInfo,
+)
+from .victims import remove_many, restore_many
+
+if TYPE_CHECKING:
+    from .scheduler import Engine
+
+
+def _check_flavor(engine: Engine, cq: ClusterQueueInfo, fname: str, ps: PodSetInfo) -> tuple[str, str] | None:
+    flavor = engine.flavors.get(fname)
+    if flavor is None:
+        return msg.flavor_not_found(fname), "not_found"
+    spec = ps.spec
+    topo = spec.topology
+    requested = (topo is not None and topo.requested) or cq.tas_only
+    if requested:
+        if not flavor.topology_name:
+            return msg.tas_not_supported(fname), "tas_not_supported"
+        topology = engine.topologies.get(flavor.topology_name)
+        if topology is None:
+            return msg.tas_cache_missing(fname), "tas_cache_missing"
+        level = (topo.required or topo.preferred) if topo is not None else None
+        if level and level not in topology.levels:
+            return msg.tas_level_missing(fname), "tas_level_missing"
+    elif flavor.topology_name and not cq.tas_only:
+        return msg.tas_only(fname), "tas_only"
+    taint = first_untolerated(flavor.node_taints, (*spec.tolerations, *flavor.tolerations))
+    if taint is not None:
+        return msg.untolerated_taint(taint_go_struct(taint), fname), "taint"
+    if not node_affinity_matches(spec.node_selector, spec.node_affinity, flavor.node_labels, flavor.node_labels):
+        return msg.affinity_mismatch(fname), "affinity"
+    return None
+
+
+def _fits_resource_quota(
+    engine, wl: WorkloadInfo, cq: ClusterQueueInfo, fr: FlavorResource, assumed: int, request: int
+) -> tuple[int, int, str | tuple, dict]:
+    node = cq.node
+    available = QuotaTree.available(node, fr)
+    maximum = QuotaTree.potential_available(node, fr)
+    val = assumed + request
+    info = {"flavor": fr[0], "resource": fr[1], "request": val, "available": available, "maximum": maximum}
+    if val > maximum:
+        info["kind"] = EXCEEDS_MAX_QUOTA
+        return NOFIT, 0, ("max", fr[1], fr[0], assumed, request, maximum), info
+    borrow, may_reclaim = QuotaTree.lowest_subtree_that_fits(node, fr, val)
+    if val <= available:
+        info["kind"] = ""
+        return FIT, borrow, "", info
+    reason = ("iuq", fr[1], fr[0], val - available)
+    info["kind"] = WAITING_FOR_QUOTA
+    quota = cq.quotas.get(fr)
+    nominal = quota.nominal if quota is not None else 0
+    bwc = cq.spec.preemption.borrow_within_cohort.policy != "Never" or (
+        engine.fair is not None and cq.spec.preemption.reclaim_within_cohort != "Never"
+    )
+    if nominal >= val or may_reclaim or bwc:
+        targets = find_targets(engine, wl, cq, {fr}, {fr: val}, check_placement=False)
+        if not targets:
+            return NO_CANDIDATES, borrow, reason, info
+        # Borrowing height once the targets are gone.
+        remove_many(engine, [t for t, _ in targets])
+        borrow_after, _ = QuotaTree.lowest_subtree_that_fits(node, fr, val)
+        restore_many(engine, [t for t, _ in targets])
+        mode = PREEMPT if any(t.cq == cq.name for t, _ in targets) else RECLAIM
+        return mode, borrow_after, reason, info
+    return NOFIT, borrow, reason, info
+
+
+def _preferred(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Kueue's isPreferred (BorrowingOverPreemption)."""
+    if a[0] == NOFIT:
+        return False
+    if b[0] == NOFIT:
+        return True
+    a_nc, b_nc = a[0] == NO_CANDIDATES, b[0] == NO_CANDIDATES
+    if a_nc != b_nc:
+        return not a_nc
+    if a[0] != b[0]:
+        return a[0] > b[0]
+    return a[1] < b[1]
+
+
+def _try_next(mode: tuple[int, int], cq: ClusterQueueInfo) -> bool:
+    fung = cq.spec.flavor_fungibility
+    if mode[0] in (NOFIT, NO_CANDIDATES):
+        return True
+    if mode[0] in (PREEMPT, RECLAIM) and fung.when_can_preempt == "TryNextFlavor":
+        return True
+    return mode[1] > 0 and fung.when_can_borrow == "TryNextFlavor"
+
+
+def _find_flavor(
+    engine,
+    wl: WorkloadInfo,
+    cq: ClusterQueueInfo,
+    ps: PodSetInfo,
+    rg: ResourceGroupInfo,
+    requests: Mapping[str, int],
+    assumed: Mapping[FlavorResource, int],
+) -> tuple[dict[str, str], dict[str, int], list[str | tuple], int, list[dict]]:
+    reasons: list[str | tuple] = []
+    attempts: list[dict] = []
+    best: dict[str, str] = {}
+    best_modes: dict[str, int] = {}
+    best_mode = (NOFIT, 1 << 30)
+    for fname in rg.flavors:
+        check_key = (cq.name, fname, wl.shape, ps.name)
+        bad = engine.flavor_checks.get(check_key, False)
+        if bad is False:
+            bad = _check_flavor(engine, cq, fname, ps)
+            engine.flavor_checks[check_key] = bad
+        if bad is not None:
+            reasons.append(bad[0])
+            attempts.append({"flavor": fname, "kind": NO_MATCHING_FLAVOR, "why": bad[1], "reason": bad[0]})
+            continue
+        rep = (FIT, 0)
+        assigned: dict[str, str] = {}
+        modes: dict[str, int] = {}
+        flavor_kind = ""
+        infos = []
+        for rname in sorted(requests):
+            val = requests[rname]
+            fr = (fname, rname)
+            pmode, borrow, reason, info = _fits_resource_quota(engine, wl, cq, fr, assumed.get(fr, 0), val)
+            infos.append(info)
+            if reason:
+                reasons.append(reason)
+                if SEVERITY[info["kind"]] > SEVERITY[flavor_kind]:
+                    flavor_kind = info["kind"]
+            mode = (pmode, borrow)
+            if _preferred(rep, mode):
+                rep = mode
+            if rep[0] == NOFIT:
+                break
+            assigned[rname] = fname
+            modes[rname] = PS_FIT if pmode == FIT else PS_PREEMPT
+        attempts.append(
+            {
+                "flavor": fname,
+                "kind": flavor_kind if rep[0] != FIT else "",
+                "mode": rep[0],
+                "borrow": rep[1],
+                "resources": infos,
+            }
+        )
+        if rep[0] == NOFIT:
+            assigned, modes = {}, {}
+        if not _try_next(rep, cq):
+            best, best_modes, best_mode = assigned, modes, rep
+            break
+        if _preferred(rep, best_mode):
+            best, best_modes, best_mode = assigned, modes, rep
+    if best_mode[0] == FIT:
+        return best, best_modes, [], best_mode[1], attempts
+    return best, best_modes, reasons, (best_mode[1] if best_mode[0] != NOFIT else 0), attempts
+
+
+def assign(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, *, place: bool = True) -> FlavorAssignment:
+    """Kueue's flavor assignment for every pod set (then node placement when nodes are known)."""
+    result = FlavorAssignment(pod_sets=[], usage={})
+    covers_pods = "pods" in cq.rg_of
+    for ps in wl.pod_sets:
+        requests = dict(ps.total)
+        if covers_pods:
+            requests["pods"] = ps.count
+        psa = PodSetFlavors(ps.name, ps.count, usage=requests)
+        result.pod_sets.append(psa)
+        for res in sorted(requests):
+            if requests[res] == 0 or res in psa.flavors:
+                continue
+            rg_idx = cq.rg_of.get(res)
+            if rg_idx is None:
+                psa.reasons.append(msg.resource_unavailable(res))
+                psa.no_fit_reason = NO_MATCHING_FLAVOR
+                psa.failed = True
+                psa.group_attempts.append(
+                    [
+                        {
+                            "flavor": "",
+                            "kind": NO_MATCHING_FLAVOR,
+                            "why": "undeclared",
+                            "resource": res,
+                            "reason": psa.reasons[-1],
+                        }
+                    ]
+                )
+                break
+            rg = cq.rgs[rg_idx]
+            group_requests = {r: v for r, v in requests.items() if r in rg.covered and v > 0}
+            flavors, modes, reasons, borrow, attempts = _find_flavor(
+                engine, wl, cq, ps, rg, group_requests, result.usage
+            )
+            psa.group_attempts.append(attempts)
+            if not flavors:
+                psa.reasons.extend(reasons)
+                psa.failed = True
+                break
+            psa.flavors.update(flavors)
+            psa.modes.update(modes)
+            psa.reasons.extend(reasons)
+            result.borrow = max(result.borrow, borrow)
+        if psa.failed:
+            return result
+        for res, val in requests.items():
+            flavor = psa.flavors.get(res)
+            if flavor is not None:
+                fr = (flavor, res)
+                result.usage[fr] = result.usage.get(fr, 0) + val
+    if result.mode == PS_NOFIT:
+        return result
+    if place and engine.pool.enabled:
+        placement_stage(engine, wl, cq, result)
+    return result

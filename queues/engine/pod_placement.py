@@ -1,0 +1,139 @@
+"""Placing a flavor assignment's pod sets on nodes (Kueue's TAS step), over ``placement.NodePool``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from . import messages as msg
+from .placement import PodSetRequest
+from .records import (
+    PS_FIT,
+    PS_PREEMPT,
+    TOPOLOGY_PLACEMENT_FAILED,
+    ClusterQueueInfo,
+    FlavorAssignment,
+    PodSetFlavors,
+    PodSetInfo,
+    WorkloadInfo,
+)
+
+if TYPE_CHECKING:
+    from .scheduler import Engine
+
+
+def podset_request(
+    engine: Engine, cq: ClusterQueueInfo, ps: PodSetInfo, flavors: Mapping[str, str]
+) -> tuple[PodSetRequest, str | None]:
+    """The node request for a pod set under its flavors, and the name of its topology (None without TAS)."""
+    labels: dict[str, str] = {}
+    tolerations = list(ps.spec.tolerations)
+    tas_flavor = None
+    for fname in sorted(set(flavors.values())):
+        flavor = engine.flavors.get(fname)
+        if flavor is None:
+            continue
+        labels.update(flavor.node_labels)
+        tolerations.extend(flavor.tolerations)
+        if flavor.topology_name and tas_flavor is None:
+            tas_flavor = flavor
+    levels: tuple[str, ...] = ()
+    topo_name = None
+    required = preferred = None
+    if tas_flavor is not None and tas_flavor.topology_name in engine.topologies:
+        topo_name = tas_flavor.topology_name
+        levels = engine.topologies[topo_name].levels
+        if ps.spec.topology is not None:
+            required = ps.spec.topology.required
+            preferred = ps.spec.topology.preferred
+    per_pod = dict(ps.per_pod)
+    req = PodSetRequest(
+        count=ps.count,
+        per_pod=per_pod,
+        node_labels=labels,
+        node_selector=dict(ps.spec.node_selector),
+        node_affinity=ps.spec.node_affinity,
+        tolerations=tuple(tolerations),
+        levels=levels,
+        topology_name=topo_name,
+        required=required,
+        preferred=preferred,
+    )
+    return req, topo_name
+
+
+def place_all(
+    engine,
+    wl: WorkloadInfo,
+    cq: ClusterQueueInfo,
+    psas: list[PodSetFlavors],
+    *,
+    empty: bool = False,
+    healthy: bool = False,
+) -> list[list[str]] | None:
+    """Place every pod set in turn (earlier pod sets' pods count for later ones); None if any fails."""
+    placed: list[tuple[str, dict[str, int]]] = []
+    out: list[list[str]] = []
+    ok = True
+    for ps, psa in zip(wl.pod_sets, psas, strict=False):
+        if not ps.per_pod or ps.count == 0:
+            out.append([])
+            continue
+        req, _ = podset_request(engine, cq, ps, psa.flavors)
+        res = engine.pool.place(req, empty=empty, healthy=healthy)
+        psa.placement = res
+        if not res.ok:
+            ok = False
+            break
+        pods = [(n, ps.per_pod) for n in res.nodes]
+        if not empty:
+            engine.pool.add(pods)
+            placed.extend(pods)
+        out.append(res.nodes)
+    if placed:
+        engine.pool.remove(placed)
+    return out if ok else None
+
+
+def placement_stage(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, result: FlavorAssignment) -> None:
+    """Kueue's TAS step, applied to every flavor: place, else preempt if it could fit, else no fit."""
+    if result.mode == PS_FIT:
+        nodes = place_all(engine, wl, cq, result.pod_sets)
+        if nodes is not None:
+            for psa, n in zip(result.pod_sets, nodes, strict=False):
+                psa.nodes = n
+            return
+        failed = next(p for p in result.pod_sets if p.placement is not None and not p.placement.ok)
+        _add_placement_reason(engine, cq, wl, failed)
+        for res in failed.modes:
+            failed.modes[res] = PS_PREEMPT
+    if result.mode == PS_PREEMPT:
+        probe = [PodSetFlavors(p.name, p.count, flavors=dict(p.flavors)) for p in result.pod_sets]
+        if place_all(engine, wl, cq, probe, empty=True) is None:
+            failed_probe = next(p for p in probe if p.placement is not None and not p.placement.ok)
+            target = next(p for p in result.pod_sets if p.name == failed_probe.name)
+            if target.placement is None:
+                target.placement = failed_probe.placement
+                _add_placement_reason(engine, cq, wl, target)
+            target.failed = True
+            target.no_fit_reason = TOPOLOGY_PLACEMENT_FAILED
+
+
+def _add_placement_reason(engine: Engine, cq: ClusterQueueInfo, wl: WorkloadInfo, psa: PodSetFlavors) -> None:
+    ps = next(p for p in wl.pod_sets if p.name == psa.name)
+    _, topo = podset_request(engine, cq, ps, psa.flavors)
+    res = psa.placement
+    assert res is not None
+    if topo is not None:
+        psa.reasons.append(msg.tas_not_fit(topo, res.fit, ps.count, res.exclusion_text()))
+    else:
+        psa.reasons.append("")
+
+
+def placement_ok(
+    engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: FlavorAssignment
+) -> list[list[str]] | None:
+    """Where the assignment's pod sets would go now (node names per pod set), or None if one does not fit."""
+    return place_all(
+        engine, wl, cq, [PodSetFlavors(p.name, p.count, flavors=dict(p.flavors)) for p in assignment.pod_sets]
+    )

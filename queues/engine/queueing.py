@@ -1,0 +1,192 @@
+"""Kueue's queues inside the engine: per-ClusterQueue heaps of same-shape groups, parking and waking.
+
+Pending workloads of a ClusterQueue with the same shape share a ``ShapeGroup``; the queue's heap holds each
+active group's head. An inadmissible head parks its group (BestEffortFIFO) or blocks the queue
+(StrictFIFO) until a release or an admission in the cohort can change the outcome.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from .quota import QuotaTree
+from .records import PENDING, ClusterQueueInfo, ShapeGroup, WorkloadInfo
+
+if TYPE_CHECKING:
+    from .scheduler import Engine
+
+
+def enqueue(engine: Engine, wl: WorkloadInfo) -> None:
+    """Put a workload back in its ClusterQueue as pending (nowhere when it cannot be queued: see ``Engine.blocker``)."""
+    wl.state = PENDING
+    wl.group = None
+    if engine.blocker(wl) is not None:
+        return
+    cq = engine.cqs[wl.cq]  # type: ignore[index]
+    group = cq.groups.get(wl.shape)
+    if group is None:
+        group = ShapeGroup(cq, wl.shape)
+        cq.groups[wl.shape] = group
+        group.active = True
+    wl.group = group
+    item = (-wl.priority, wl.ts, wl.key, wl)
+    was_head = group.items[0] if group.items else None
+    heapq.heappush(group.items, item)
+    if cq.strict:
+        cq.blocked = False
+    if not group.active:
+        if cq.strict:
+            activate(engine, group)
+        return
+    if was_head is None or item[:3] < was_head[:3]:
+        push_group(engine, group)
+
+
+def push_group(engine: Engine, group: ShapeGroup) -> None:
+    """Push the group's head onto its ClusterQueue's heap (older entries for the group become stale)."""
+    head = group.items[0]
+    group.version += 1
+    heapq.heappush(group.cq.heap, (head[0], head[1], head[2], next(engine.heap_seq), group.version, group))
+
+
+def activate(engine: Engine, group: ShapeGroup) -> None:
+    """Make a parked group eligible again."""
+    group.active = True
+    if group.items:
+        push_group(engine, group)
+
+
+def park(group: ShapeGroup) -> None:
+    """Take a group out of its queue until something that could change its outcome happens."""
+    if not group.active:
+        return
+    group.active = False
+    group.version += 1
+    group.cq.parked.append(group)
+
+
+def reactivate_cq(engine: Engine, cq: ClusterQueueInfo) -> None:
+    """Wake a ClusterQueue: unblock it and activate its parked groups (without preemption, only those that may fit)."""
+    cq.blocked = False
+    if cq.parked:
+        parked, cq.parked = cq.parked, []
+        quick = not cq.preempts
+        for group in parked:
+            if group.active:
+                continue
+            if quick and not may_fit(engine, cq, group):
+                cq.parked.append(group)
+                continue
+            activate(engine, group)
+
+
+def may_fit(engine: Engine, cq: ClusterQueueInfo, group: ShapeGroup) -> bool:
+    """Cheap, exact pre-check for a parked group (no preemption, no nodes): can its head fit any flavor now?
+
+    Without preemption and placement a pod set's outcome depends only on whether some flavor has
+    ``request <= available`` for every resource, so a parked group that fails this stays parked without
+    a full evaluation (Kueue would evaluate and park it again with the same result).
+    """
+    items = group.prune()
+    if not items:
+        return False
+    wl = items[0][3]
+    if len(wl.pod_sets) != 1:
+        return True
+    ps = wl.pod_sets[0]
+    requests = ps.total
+    if "pods" in cq.rg_of:
+        requests = {**requests, "pods": ps.count}
+    groups = {cq.rg_of.get(r) for r, v in requests.items() if v > 0}
+    if len(groups) != 1:
+        return True
+    (idx,) = groups
+    if idx is None:
+        return False
+    node = cq.node
+    available = QuotaTree.available
+    for fname in cq.rgs[idx].flavors:
+        if all(v <= available(node, (fname, r)) for r, v in requests.items() if v > 0):
+            if not engine.pool.enabled or not ps.per_pod:
+                return True
+            flavor = engine.flavors.get(fname)
+            if flavor is None:
+                continue
+            # Placement needs, at least, enough free capacity in total and one node big enough for a pod.
+            summary = engine.pool.free_summary(flavor.node_labels, ps.per_pod)
+            if all(summary[r][0] >= v * ps.count and summary[r][1] >= v for r, v in ps.per_pod.items()):
+                return True
+    return False
+
+
+def on_release(engine: Engine, cq_name: str | None, nodes: Iterable[str] = ()) -> None:
+    """Quota or nodes were freed in ``cq_name`` (None: anywhere): wake the queues that could use them."""
+    if cq_name is None or cq_name not in engine.cqs:
+        for cq in engine.cqs.values():
+            reactivate_cq(engine, cq)
+        return
+    targets = {c.name: c for c in engine.cqs[cq_name].cohort_cqs}
+    if engine.pool.enabled:
+        freed = set(nodes)
+        if freed:
+            # Node capacity is shared across cohorts: wake every queue with a flavor on the freed nodes.
+            for cq in engine.cqs.values():
+                if cq.name not in targets and cq_nodes(engine, cq) & freed:
+                    targets[cq.name] = cq
+    for name in sorted(targets):
+        reactivate_cq(engine, targets[name])
+
+
+def cq_nodes(engine: Engine, cq: ClusterQueueInfo) -> set[str]:
+    """Names of the nodes any of the ClusterQueue's flavors can use (cached until nodes change)."""
+    cached = engine.cq_node_cache.get(cq.name)
+    if cached is None:
+        cached = set()
+        for rg in cq.rgs:
+            for fname in rg.flavors:
+                flavor = engine.flavors.get(fname)
+                if flavor is not None:
+                    cached.update(n.name for n in engine.pool.flavor_nodes(flavor.node_labels))
+        engine.cq_node_cache[cq.name] = cached
+    return cached
+
+
+def on_admission(engine: Engine, cq_name: str) -> None:
+    """An admission in the cohort may open preemption chances: wake its preempting queues."""
+    for cq in engine.cqs[cq_name].cohort_cqs:
+        if cq.preempts:
+            reactivate_cq(engine, cq)
+
+
+def next_head(engine: Engine, cq: ClusterQueueInfo) -> WorkloadInfo | None:
+    """The ClusterQueue's next head among active groups, dropping stale heap entries; None when empty."""
+    heap = cq.heap
+    while heap:
+        negp, ts, key, _, version, group = heap[0]
+        if version != group.version or not group.active:
+            heapq.heappop(heap)
+            continue
+        items = group.prune()
+        if not items:
+            heapq.heappop(heap)
+            group.version += 1
+            continue
+        top = items[0]
+        if (top[0], top[1], top[2]) != (negp, ts, key):
+            heapq.heappop(heap)
+            push_group(engine, group)
+            continue
+        return top[3]
+    return None
+
+
+def queue_head(engine: Engine, cq_name: str) -> WorkloadInfo | None:
+    """The first pending workload of a ClusterQueue in queue order, parked or not."""
+    best: WorkloadInfo | None = None
+    for w in engine.workloads.values():
+        if w.state == PENDING and w.cq == cq_name and w.group is not None:
+            if best is None or w.sort_key() < best.sort_key():
+                best = w
+    return best

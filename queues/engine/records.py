@@ -1,0 +1,284 @@
+"""The engine's working records: workloads, ClusterQueues, queue groups, flavor assignments, cycle outcomes.
+
+Plain mutable objects (``__slots__`` or slotted dataclasses) that ``scheduler.Engine`` keeps for its
+incremental accounting, plus the constants that name Kueue's flavor modes, no-fit reasons, preemption
+variants and workload states.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from . import messages as msg
+from .decisions import AdmissionDecision, PodSetAssignment, Preemption
+from .model import ClusterQueue, Eviction, FlavorResource, LocalQueue, PodSet, ResourceQuota, Workload
+from .placement import PlacementResult
+from .quota import QuotaNode, QuotaTree
+
+# Granular flavor modes (Kueue's preemptionMode), ordered worst to best.
+NOFIT, NO_CANDIDATES, PREEMPT, RECLAIM, FIT = 0, 1, 2, 3, 4
+# Pod-set level modes (Kueue's FlavorAssignmentMode).
+PS_NOFIT, PS_PREEMPT, PS_FIT = 0, 1, 3
+
+# Kueue's per-flavor no-fit reasons and their severity.
+NO_MATCHING_FLAVOR = "NoMatchingFlavor"
+EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
+WAITING_FOR_QUOTA = "WaitingForQuota"
+TOPOLOGY_PLACEMENT_FAILED = "TopologyPlacementFailed"
+SEVERITY = {"": 0, TOPOLOGY_PLACEMENT_FAILED: 1, WAITING_FOR_QUOTA: 2, EXCEEDS_MAX_QUOTA: 3, NO_MATCHING_FLAVOR: 4}
+
+# Preemption candidate variants (Kueue's classical preemption).
+V_NEVER, V_WITHIN_CQ, V_HIER_RECLAIM, V_RECLAIM_NO_BORROW, V_RECLAIM_WHILE_BORROW = range(5)
+VARIANT_REASON = {
+    V_WITHIN_CQ: "InClusterQueue",
+    V_HIER_RECLAIM: "InCohortReclamation",
+    V_RECLAIM_NO_BORROW: "InCohortReclamation",
+    V_RECLAIM_WHILE_BORROW: "InCohortReclaimWhileBorrowing",
+}
+
+PENDING, RESERVED, ADMITTED, EVICTING, FINISHED = "pending", "reserved", "admitted", "evicting", "finished"
+
+
+class PodSetInfo:
+    """A pod set's requests, per pod and in total (zero requests dropped, resources sorted)."""
+
+    __slots__ = ("count", "name", "per_pod", "spec", "total")
+
+    def __init__(self, spec: PodSet) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.count = spec.count
+        self.per_pod = {r: v for r, v in sorted(spec.requests.items()) if v > 0}
+        self.total = {r: v * spec.count for r, v in self.per_pod.items()}
+
+
+@dataclass(slots=True)
+class PodSetFlavors:
+    """A pod set's flavor assignment (internal)."""
+
+    name: str
+    count: int
+    flavors: dict[str, str] = field(default_factory=dict)
+    modes: dict[str, int] = field(default_factory=dict)
+    reasons: list[str | tuple] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+    failed: bool = False
+    no_fit_reason: str = ""
+    group_attempts: list[list[dict]] = field(default_factory=list)
+    placement: PlacementResult | None = None
+    nodes: list[str] = field(default_factory=list)
+
+    @property
+    def mode(self) -> int:
+        """Kueue's representative mode of the pod set."""
+        if self.failed:
+            return PS_NOFIT
+        if not self.reasons and all(m == PS_FIT for m in self.modes.values()):
+            return PS_FIT
+        if not self.flavors:
+            return PS_NOFIT
+        return min(self.modes.values(), default=PS_FIT)
+
+
+@dataclass(slots=True)
+class FlavorAssignment:
+    """Kueue's flavor assignment of a workload: every pod set's flavors, the total usage, the borrowing height."""
+
+    pod_sets: list[PodSetFlavors]
+    usage: dict[FlavorResource, int]
+    borrow: int = 0
+
+    @property
+    def mode(self) -> int:
+        """The worst pod-set mode."""
+        if not self.pod_sets:
+            return PS_NOFIT
+        return min(ps.mode for ps in self.pod_sets)
+
+    def message(self) -> str:
+        """Kueue's QuotaReserved=False message for this assignment."""
+        parts = []
+        for ps in self.pod_sets:
+            visible = [_fmt(r) for r in ps.reasons if r]
+            if ps.mode == PS_FIT or not visible:
+                continue
+            parts.append(msg.podset_failed(ps.name, visible))
+        return "; ".join(parts)
+
+
+def _fmt(reason: str | tuple) -> str:
+    """Format a lazily stored per-flavor reason."""
+    if isinstance(reason, str):
+        return reason
+    if reason[0] == "iuq":
+        return msg.insufficient_unused_quota(reason[1], reason[2], reason[3])
+    return msg.max_capacity_exceeded(reason[1], reason[2], reason[3], reason[4], reason[5])
+
+
+class WorkloadInfo:
+    """The engine's working record of one workload: queue, state, assignment, usage and pods."""
+
+    __slots__ = (
+        "admitted_at",
+        "assignment",
+        "borrowing",
+        "cq",
+        "created",
+        "evicted_at",
+        "eviction",
+        "group",
+        "key",
+        "lq",
+        "note",
+        "pending_checks",
+        "pod_sets",
+        "pods",
+        "preempted_by",
+        "priority",
+        "shape",
+        "spec",
+        "state",
+        "ts",
+        "usage",
+    )
+
+    def __init__(self, spec: Workload) -> None:
+        self.spec = spec
+        self.key = spec.key
+        self.priority = spec.priority
+        self.created = spec.created_at
+        self.ts = spec.requeued_at if spec.requeued_at is not None else spec.created_at
+        self.pod_sets = [PodSetInfo(ps) for ps in spec.pod_sets]
+        self.state = PENDING
+        self.cq: str | None = None
+        self.lq: LocalQueue | None = None
+        self.assignment: list[PodSetAssignment] = []
+        self.usage: dict[FlavorResource, int] = {}
+        self.pods: list[tuple[str, dict[str, int]]] = []
+        self.admitted_at: float | None = spec.admitted_at
+        self.borrowing = False
+        self.pending_checks: tuple[str, ...] = ()
+        self.eviction: Eviction | None = spec.eviction
+        self.evicted_at: float | None = spec.requeued_at
+        self.preempted_by: str | None = None
+        self.group: ShapeGroup | None = None
+        self.shape: tuple = ()
+        self.note: dict | None = None
+
+    def sort_key(self) -> tuple:
+        """Queue order: priority, then queue time, then key."""
+        return (-self.priority, self.ts, self.key)
+
+
+class ShapeGroup:
+    """Pending workloads of one ClusterQueue with the same shape (requests, priority, constraints)."""
+
+    __slots__ = ("active", "cq", "items", "shape", "version")
+
+    def __init__(self, cq: ClusterQueueInfo, shape: tuple) -> None:
+        self.cq = cq
+        self.shape = shape
+        self.items: list[tuple[int, float, str, WorkloadInfo]] = []
+        self.active = True
+        self.version = 0
+
+    def prune(self) -> list[tuple[int, float, str, WorkloadInfo]]:
+        """Drop, from the top of the heap, workloads no longer pending in this group; returns the heap."""
+        items = self.items
+        while items and (items[0][3].state != PENDING or items[0][3].group is not self):
+            heapq.heappop(items)
+        return items
+
+
+@dataclass(slots=True)
+class ResourceGroupInfo:
+    """A ClusterQueue's resource group: the resources it covers and its flavors, in order."""
+
+    covered: tuple[str, ...]
+    flavors: tuple[str, ...]
+
+
+class ClusterQueueInfo:
+    """The engine's working record of one ClusterQueue: compiled quotas, queue heaps, admitted workloads."""
+
+    __slots__ = (
+        "admitted",
+        "blocked",
+        "checks",
+        "cohort_cqs",
+        "groups",
+        "heap",
+        "inactive",
+        "name",
+        "node",
+        "parked",
+        "path",
+        "preempts",
+        "quotas",
+        "rg_of",
+        "rgs",
+        "spec",
+        "stopped",
+        "strict",
+        "tas_only",
+    )
+
+    def __init__(self, spec: ClusterQueue, node: QuotaNode) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.node = node
+        self.rgs = [
+            ResourceGroupInfo(tuple(g.covered_resources), tuple(f.name for f in g.flavors))
+            for g in spec.resource_groups
+        ]
+        self.rg_of: dict[str, int] = {}
+        for idx, group in enumerate(spec.resource_groups):
+            for res in group.covered_resources:
+                self.rg_of.setdefault(res, idx)
+        self.quotas: dict[FlavorResource, ResourceQuota] = {
+            (f.name, r.name): r for g in spec.resource_groups for f in g.flavors for r in f.resources
+        }
+        self.strict = spec.queueing_strategy == "StrictFIFO"
+        p = spec.preemption
+        self.preempts = (
+            p.within_cluster_queue != "Never"
+            or p.reclaim_within_cohort != "Never"
+            or p.borrow_within_cohort.policy != "Never"
+        )
+        self.checks = spec.admission_checks
+        self.tas_only = False
+        self.inactive = ""
+        self.stopped = spec.stop_policy in ("Hold", "HoldAndDrain")
+        self.path = QuotaTree.path(node)
+        self.groups: dict[tuple, ShapeGroup] = {}
+        self.heap: list[tuple] = []
+        self.parked: list[ShapeGroup] = []
+        self.blocked = False
+        self.admitted: dict[str, WorkloadInfo] = {}
+        self.cohort_cqs: list[ClusterQueueInfo] = []
+
+
+@dataclass(slots=True)
+class CycleEntry:
+    """A head nominated in a scheduling cycle: its assignment and preemption targets."""
+
+    wl: WorkloadInfo
+    cq: ClusterQueueInfo
+    assignment: FlavorAssignment
+    targets: list[tuple[WorkloadInfo, str]]
+    nominated: bool
+
+
+@dataclass(slots=True)
+class CycleOutcome:
+    """What one cycle did (engine-internal form; the public API converts it)."""
+
+    admitted: list[AdmissionDecision] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list)
+    parked: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        """True when the cycle admitted or preempted anything."""
+        return bool(self.admitted or self.preemptions)

@@ -1,0 +1,182 @@
+"""Reading scenario files: documents, manifests with field-path errors, durations and timestamps."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import yaml
+
+from kernel.quantity import parse_quantity
+
+KUEUE_VERSIONS = ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1")
+CORE_KINDS = {"Namespace", "Node"}
+#: Kueue's manager configuration: a bare Configuration (config.kueue.x-k8s.io) or its ConfigMap.
+CONFIG_KINDS = {"Configuration", "ConfigMap"}
+KUEUE_KINDS = {
+    "ResourceFlavor",
+    "Cohort",
+    "ClusterQueue",
+    "LocalQueue",
+    "WorkloadPriorityClass",
+    "Topology",
+    "AdmissionCheck",
+    "Workload",
+}
+ANN_SUBMIT = "sim.portal/submit-at"
+ANN_RUNTIME = "sim.portal/runtime"
+ANN_NODES = "sim.portal/nodes"
+ANN_CHECKS = "sim.portal/checks-ready-after"
+ANN_READY_AFTER = "sim.portal/ready-after"
+ANN_HEALTH = "sim.portal/health-reason"
+ANN_DISPLAY = "sim.portal/display-name"
+ANN_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+ANN_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+ANN_UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+
+_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+
+
+class ScenarioError(ValueError):
+    """A scenario file is invalid; the message names the object (kind/name) and the field path."""
+
+    def __init__(self, kind: str, name: str, path: str, problem: str) -> None:
+        self.kind = kind
+        self.name = name
+        self.path = path
+        self.problem = problem
+        where = name if kind == "file" else (f"{kind}/{name}" if name else kind)
+        super().__init__(f"{where}: {path}: {problem}" if path else f"{where}: {problem}")
+
+
+def parse_duration(text: str | int | float) -> float:
+    """Parse "90s", "1500ms", "10m", "1h30m", "2d" or a plain number of seconds."""
+    if isinstance(text, bool):
+        raise ValueError(f"invalid duration {text!r}")
+    if isinstance(text, int | float):
+        if text < 0:
+            raise ValueError(f"invalid duration {text!r}: must not be negative")
+        return float(text)
+    value = str(text).strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        pass
+    else:
+        if seconds < 0:
+            raise ValueError(f"invalid duration {text!r}: must not be negative")
+        return seconds
+    pos = 0
+    total = 0.0
+    unit = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+    for match in _DURATION_RE.finditer(value):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * unit[match.group(2)]
+        pos = match.end()
+    if pos != len(value) or not value:
+        raise ValueError(f"invalid duration {text!r}: expected e.g. '90s', '1500ms', '10m', '1h30m'")
+    return total
+
+
+def parse_timestamp(text: Any) -> float:
+    """Seconds since the epoch of an RFC 3339 timestamp (a timezone is required)."""
+    if isinstance(text, datetime):
+        stamp = text
+    else:
+        stamp = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    if stamp.tzinfo is None:
+        raise ValueError(f"timestamp {text!r} has no timezone")
+    return stamp.timestamp()
+
+
+class Manifest:
+    """A manifest with helpers that raise ScenarioError naming the object and the field path."""
+
+    def __init__(self, raw: Mapping[str, Any], index: int) -> None:
+        self.raw = raw
+        self.kind = str(raw.get("kind", ""))
+        meta = raw.get("metadata") or {}
+        if not isinstance(meta, Mapping):
+            raise ScenarioError(self.kind or f"item[{index}]", "", "metadata", "must be a mapping")
+        self.meta = meta
+        self.name = str(meta.get("name") or "")
+        self.namespace = str(meta.get("namespace") or "")
+
+    def fail(self, path: str, problem: str) -> ScenarioError:
+        """A ScenarioError for this object at ``path``."""
+        name = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return ScenarioError(self.kind, name, path, problem)
+
+    def get(self, path: str, default: Any = None, *, required: bool = False, types: tuple = ()) -> Any:
+        """The value at a dotted ``path``; ``required`` and ``types`` are enforced."""
+        cur: Any = self.raw
+        for part in path.split("."):
+            if not isinstance(cur, Mapping) or part not in cur or cur[part] is None:
+                if required:
+                    raise self.fail(path, "required field is missing")
+                return default
+            cur = cur[part]
+        if types and not isinstance(cur, types):
+            raise self.fail(path, f"expected {' or '.join(t.__name__ for t in types)}, got {type(cur).__name__}")
+        return cur
+
+    def quantity(self, path: str, value: Any, resource: str) -> int:
+        """Parse a quantity, reporting errors at ``path``."""
+        try:
+            return parse_quantity(value, resource)
+        except ValueError as exc:
+            raise self.fail(path, str(exc)) from None
+
+    def duration(self, path: str, value: Any) -> float:
+        """Parse a duration, reporting errors at ``path``."""
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            raise self.fail(path, str(exc)) from None
+
+    def annotations(self) -> Mapping[str, str]:
+        """metadata.annotations (a mapping)."""
+        ann = self.meta.get("annotations") or {}
+        if not isinstance(ann, Mapping):
+            raise self.fail("metadata.annotations", "must be a mapping")
+        return ann
+
+    def labels(self, path: str = "metadata.labels") -> dict[str, str]:
+        """A string map at ``path`` (labels by default)."""
+        value = self.get(path, {}) or {}
+        if not isinstance(value, Mapping):
+            raise self.fail(path, "must be a mapping of strings")
+        return {str(k): str(v) for k, v in value.items()}
+
+
+def documents(text: str, source: str) -> list[Mapping[str, Any]]:
+    """The objects of a YAML (multi-document) or JSON text, ``List`` kinds unpacked."""
+    stripped = text.lstrip()
+    try:
+        if stripped.startswith(("{", "[")):
+            data = json.loads(text)
+            docs = data if isinstance(data, list) else [data]
+        else:
+            docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise ScenarioError("file", source, "", f"cannot parse: {exc}") from None
+    out: list[Mapping[str, Any]] = []
+    for i, doc in enumerate(docs):
+        if not isinstance(doc, Mapping):
+            raise ScenarioError("file", source, f"document[{i}]", "expected an object")
+        if doc.get("kind") == "List" or (doc.get("kind", "").endswith("List") and "items" in doc):
+            items = doc.get("items") or []
+            if not isinstance(items, list):
+                raise ScenarioError("List", "", "items", "must be a list")
+            for j, item in enumerate(items):
+                if not isinstance(item, Mapping):
+                    raise ScenarioError("List", "", f"items[{j}]", "expected an object")
+                out.append(item)
+        else:
+            out.append(doc)
+    return out

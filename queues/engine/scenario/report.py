@@ -1,0 +1,208 @@
+"""The JSON document of ``manage.py simulate --json`` for a finished run, and its text table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from queues.engine.decisions import QUEUE_STOP_REASONS
+from queues.engine.reasons import explain_wl
+from queues.engine.records import ADMITTED, EVICTING, FINISHED, PENDING, RESERVED, WorkloadInfo
+from queues.engine.scheduler import Engine
+from queues.engine.simulation import ReplayResult, WorkloadRecord, primary_resource
+
+
+def _rel(value: float | None, start: float) -> float | None:
+    """Seconds after the start, rounded to milliseconds (None stays None)."""
+    if value is None:
+        return None
+    return round(value - start, 3)
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    """The ``q`` quantile by linear interpolation (None without values)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return round(ordered[low] + (ordered[high] - ordered[low]) * (pos - low), 3)
+
+
+def _state(wl: WorkloadInfo) -> str:
+    """The document's state of a workload."""
+    if wl.state == ADMITTED:
+        return "admitted"
+    if wl.state == FINISHED:
+        return "finished"
+    if wl.state == EVICTING:
+        return "evicted" if wl.eviction is not None and wl.eviction.reason in QUEUE_STOP_REASONS else "preempted"
+    return "pending"
+
+
+def _reason(engine: Engine, wl: WorkloadInfo) -> tuple[dict[str, str] | None, str | None]:
+    """The wait reason of a pending workload (None otherwise), and Kueue's message for the workload."""
+    if wl.state in (PENDING, RESERVED):
+        explanation = explain_wl(engine, wl)
+        if explanation.reason is not None:
+            reason = {"code": explanation.reason.code, "message": explanation.reason.message}
+            return reason, explanation.reason.kueue_message
+        return {"code": "higher_priority_ahead", "message": "This job fits and is admitted in the next cycle."}, ""
+    if wl.state == ADMITTED:
+        return None, f"Quota reserved in ClusterQueue {wl.cq}"
+    if wl.state == EVICTING and wl.eviction is not None:
+        return None, wl.eviction.message
+    return None, None
+
+
+def _row(engine: Engine, wl: WorkloadInfo, rec: WorkloadRecord | None, start: float) -> dict[str, Any]:
+    """One workload's row of the document."""
+    reason, kueue_message = _reason(engine, wl)
+    if wl.state in (ADMITTED, RESERVED, EVICTING):
+        pod_sets = [
+            {"name": a.name, "count": a.count, "flavors": dict(sorted(a.flavors.items())), "nodes": list(a.nodes)}
+            for a in wl.assignment
+        ]
+    else:
+        pod_sets = [{"name": ps.name, "count": ps.count, "flavors": {}, "nodes": []} for ps in wl.pod_sets]
+    admitted_at = rec.admitted_at if rec is not None and rec.admitted_at is not None else None
+    if wl.state in (ADMITTED, EVICTING) and admitted_at is None:
+        admitted_at = wl.admitted_at
+    if wl.state in (PENDING, RESERVED):
+        admitted_at = None
+    row = {
+        "name": wl.key,
+        "clusterQueue": wl.cq,
+        "state": _state(wl),
+        "podSets": pod_sets,
+        "borrowing": bool(wl.borrowing) if wl.state in (ADMITTED, RESERVED, EVICTING) else False,
+        "reason": reason,
+        "kueueMessage": kueue_message,
+        "preemptedBy": wl.preempted_by or (rec.preempted_by if rec is not None else None),
+        "submittedAt": _rel(wl.spec.created_at, start),
+        "admittedAt": _rel(admitted_at, start),
+        "finishedAt": _rel(rec.finished_at if rec is not None else None, start),
+    }
+    if rec is not None and rec.stop_eviction is not None:
+        # Only on workloads a stopped queue took quota from, so other documents keep their shape.
+        row["stopEviction"] = {
+            "reason": rec.stop_eviction.reason,
+            "message": rec.stop_eviction.message,
+            "admitted": rec.stop_eviction.admitted,
+            "at": _rel(rec.stopped_at, start),
+        }
+    return row
+
+
+def _count(counts: dict[str, dict[str, int]], wl: WorkloadInfo) -> None:
+    """Count the workload in its ClusterQueue's totals."""
+    if wl.cq not in counts:
+        return
+    c = counts[wl.cq]
+    if wl.state == ADMITTED:
+        c["admitted"] += 1
+        if wl.borrowing:
+            c["borrowing"] += 1
+    elif wl.state in (PENDING, RESERVED):
+        c["pending"] += 1
+    elif wl.state == FINISHED:
+        c["finished"] += 1
+
+
+def _queues(
+    engine: Engine, result: ReplayResult, counts: Mapping[str, Mapping[str, int]], window: float
+) -> dict[str, Any]:
+    """Every ClusterQueue's figures: utilization of its primary resource over the window (or now) and counts."""
+    queues: dict[str, Any] = {}
+    for name in sorted(engine.cqs):
+        stats = result.queues[name]
+        resource, nominal = primary_resource(engine, name)
+        if nominal <= 0:
+            utilization = None
+        elif window > 0:
+            utilization = round(stats.integral / (nominal * window), 4)
+        else:
+            usage = sum(v for (f, r), v in engine.cqs[name].node.usage.items() if r == resource)
+            utilization = round(usage / nominal, 4)
+        c = counts[name]
+        queues[name] = {
+            "utilization": utilization,
+            "admitted": c["admitted"],
+            "pending": c["pending"],
+            "borrowing": c["borrowing"],
+            "finished": c["finished"],
+            "preempted": stats.preempted,
+            "admissions": stats.admissions,
+            "resource": resource,
+            "nominal": nominal,
+        }
+        if stats.drained:
+            queues[name]["evicted"] = stats.drained
+    return queues
+
+
+def document(engine: Engine, start: float, result: ReplayResult, window: float) -> dict[str, Any]:
+    """The ``simulate --json`` document: one row per workload and a summary per ClusterQueue (and Cohort)."""
+    rows = []
+    waits: list[float] = []
+    counts: dict[str, dict[str, int]] = {
+        name: {"admitted": 0, "pending": 0, "preempted": 0, "finished": 0, "borrowing": 0} for name in engine.cqs
+    }
+    for key in sorted(engine.workloads):
+        wl = engine.workloads[key]
+        rec = result.records.get(key)
+        if rec is not None and rec.first_admitted_at is not None:
+            waits.append(rec.first_admitted_at - wl.spec.created_at)
+        rows.append(_row(engine, wl, rec, start))
+        _count(counts, wl)
+    queues = _queues(engine, result, counts, window)
+    summary: dict[str, Any] = {
+        "clusterQueues": queues,
+        "waitSeconds": {"p50": _percentile(waits, 0.5), "p90": _percentile(waits, 0.9)},
+    }
+    if engine.fair is not None:
+        # Shown only with fair sharing on, so documents of clusters without it keep their shape.
+        queue_shares, cohort_shares = engine.weighted_shares()
+        for name, value in queue_shares.items():
+            queues[name]["weightedShare"] = value
+        summary["fairSharing"] = {"preemptionStrategies": list(engine.fair.preemption_strategies)}
+        summary["cohorts"] = {name: {"weightedShare": value} for name, value in cohort_shares.items()}
+    return {"workloads": rows, "summary": summary}
+
+
+def render_table(document: Mapping[str, Any]) -> str:
+    """A readable text table of a ``run_scenario`` document."""
+    headers = ["WORKLOAD", "QUEUE", "STATE", "FLAVORS", "NODES", "REASON"]
+    rows = []
+    for w in document["workloads"]:
+        flavors = ",".join(sorted({f for ps in w["podSets"] for f in ps["flavors"].values()})) or "-"
+        nodes = ",".join(sorted({n for ps in w["podSets"] for n in ps["nodes"]})) or "-"
+        reason = (
+            w["reason"]["code"]
+            if w["reason"]
+            else ("preempted by " + w["preemptedBy"] if w["preemptedBy"] and w["state"] == "preempted" else "-")
+        )
+        stop = w.get("stopEviction")
+        if stop and stop["admitted"]:
+            reason = f"{reason} (evicted: {stop['reason']})" if w["reason"] else f"evicted: {stop['reason']}"
+        rows.append([w["name"], w["clusterQueue"] or "-", w["state"], flavors, nodes, reason])
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+    lines = ["  ".join(str(cell).ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in [headers, *rows]]
+    for w in document["workloads"]:
+        if w["reason"]:
+            lines.append("")
+            lines.append(f"{w['name']}: [{w['reason']['code']}] {w['reason']['message']}")
+            if w["kueueMessage"]:
+                lines.append(f"  kueue: {w['kueueMessage']}")
+    lines.append("")
+    lines.append("QUEUE  UTILIZATION  ADMITTED  PENDING")
+    for name, q in document["summary"]["clusterQueues"].items():
+        util = "-" if q["utilization"] is None else f"{q['utilization'] * 100:.1f}%"
+        share = f"  weightedShare={q['weightedShare']}" if "weightedShare" in q else ""
+        lines.append(f"{name}  {util}  {q['admitted']}  {q['pending']}{share}")
+    wait = document["summary"]["waitSeconds"]
+    p50 = "-" if wait["p50"] is None else f"{wait['p50']}s"
+    p90 = "-" if wait["p90"] is None else f"{wait['p90']}s"
+    lines.append(f"wait p50={p50} p90={p90}")
+    return "\n".join(lines)
