@@ -23,6 +23,7 @@ from clusters import health_hooks
 from kernel.errors import DomainError
 from pools.models import Allocation, Cluster
 from pools.selectors import SHARING_KIND
+from queues import job_sync
 from queues import services as job_services
 from queues.engine import settle
 from queues.engine_input import HOLDING_STATES, cluster_engine_input, ts
@@ -138,8 +139,8 @@ def _advance(job: Job, *, now: datetime, lost_nodes: set[int], report: TickRepor
             return
         if checkpointed:
             started_run = job.started_at or job.state_changed_at
-            job.run_seconds_banked = int(min(_run_time_so_far(job, now=now, fallback=started_run), 1 << 31))
-            job.save(update_fields=["run_seconds_banked"])
+            banked = int(min(_run_time_so_far(job, now=now, fallback=started_run), 1 << 31))
+            job_sync.job_set_run_seconds_banked(job, seconds=banked)
         job_services.job_requeue(
             job,
             now=now,
@@ -177,7 +178,7 @@ def simulated_cluster_tick_run(*, cluster_id: int, now: datetime | None = None) 
     now = now or timezone.now()
     report = TickReport()
     live = Job.objects.filter(cluster=cluster, state__in=(Job.State.PENDING, *HOLDING_STATES))
-    list(live.select_for_update().order_by("pk").values_list("pk", flat=True))  # lock in pk order
+    job_sync.jobs_locked(live.only("pk"))
     lost = _jobs_on_lost_nodes(cluster)
     health_hooks.before_lifecycle(cluster=cluster, now=now)  # validation jobs go onto their pinned devices
     holding = live.filter(state__in=HOLDING_STATES).select_related("team", "resource_class").order_by("pk")

@@ -24,9 +24,10 @@ from clusters.models import KubeConfigObject, KubeJobState
 from kernel.quantity import parse_quantity
 from pools.models import USABLE_HEALTH, Allocation, Cluster, Device, Node, ResourceFlavor
 from pools.selectors import SHARING_KIND
+from queues import job_sync
 from queues import kueue_messages as km
 from queues import services as job_services
-from queues.models import Job, JobEvent, QuotaLine, TeamQuota
+from queues.models import Job, QuotaLine, TeamQuota
 
 log = logging.getLogger(__name__)
 
@@ -388,32 +389,10 @@ def _set_wait(
         return
     if code != km.UNRECOGNISED:
         return  # admitted / starting / running: not a wait, the transition path handles it
-    details = {**verdict.details, "unrecognised": True}
-    text = verdict.kueue_message or verdict.message
-    if job.wait_message == text and job.wait_reason == "" and job.wait_details.get("unrecognised"):
-        return
-    if job.wait_reason == "":
-        job_services.job_set_wait_reason(job, code="", message=text, kueue_message=text, details=details, now=since)
-    else:
-        # job_set_wait_reason labels a change of code with a code of the closed set; "none" has no label there
-        job.wait_reason, job.wait_message, job.kueue_message, job.wait_details, job.wait_since = (
-            "",
-            text,
-            text,
-            details,
-            since,
-        )
-        Job.objects.filter(pk=job.pk).update(
-            wait_reason="", wait_message=text, kueue_message=text, wait_details=details, wait_since=since
-        )
-    job_services.record_event(
-        job,
-        JobEvent.Kind.NOTE,
-        f"Kueue says (not recognised by the portal): {text}",
-        at=since,
-        details={"unrecognised": True, "kueueMessage": text},
-    )
-    outcome.actions.append("wait:unrecognised")
+    if job_sync.job_set_unrecognised_wait(
+        job, text=verdict.kueue_message or verdict.message, details=verdict.details, now=since
+    ):
+        outcome.actions.append("wait:unrecognised")
 
 
 def _pick_devices(job: Job, pods: list[tuple[str, dict]], ctx: EvalContext) -> tuple[list[list[Device]], list[str]]:

@@ -13,34 +13,11 @@ from clusters.kube_sync.conf import kube_setting
 from clusters.kube_sync.manifests import job_manifest
 from clusters.kube_sync.observe import compact_batch_job, job_id_of
 from clusters.models import KubeJobState
-from kernel.db import update_rows
+from queues import job_sync
 from queues import services as job_services
 from queues.models import Job
 
 log = logging.getLogger(__name__)
-
-
-def job_set_cluster_refs(job: Job, *, uid: str = "", workload_name: str = "") -> None:
-    """Remember the Kubernetes uid of a job's batch Job and the name of its Workload (references, not state)."""
-    changes = {}
-    if uid and job.k8s_uid != uid:
-        changes["k8s_uid"] = uid
-    if workload_name and job.workload_name != workload_name:
-        changes["workload_name"] = workload_name
-    if changes:
-        Job.objects.filter(pk=job.pk).update(**changes)
-        for name, value in changes.items():
-            setattr(job, name, value)
-
-
-def jobs_set_cluster_refs(changes: list[tuple[Job, str, str]]) -> None:
-    """Many jobs' references at once: ``[(job, uid, workload_name)]`` (empty strings leave a field as it is)."""
-    uids = [(job, uid) for job, uid, _ in changes if uid and job.k8s_uid != uid]
-    names = [(job, name) for job, _, name in changes if name and job.workload_name != name]
-    for field, pairs in (("k8s_uid", uids), ("workload_name", names)):
-        for job, value in pairs:
-            setattr(job, field, value)
-        update_rows(Job, [job for job, _ in pairs], [field])
 
 
 def _manifest(job: Job) -> dict:
@@ -83,7 +60,7 @@ def kube_job_create(*, job_id: int, api: KubeApi, now: datetime | None = None) -
         created = api.get(JOBS, name=job.k8s_name, namespace=job.k8s_namespace)
         if job_id_of(created) != job.pk:
             with transaction.atomic():
-                job = Job.objects.select_for_update().get(pk=job.pk)
+                job = job_sync.job_lock(job_id=job.pk)
                 job_services.job_finish(
                     job,
                     state=Job.State.FAILED,
@@ -94,7 +71,7 @@ def kube_job_create(*, job_id: int, api: KubeApi, now: datetime | None = None) -
             return "name-taken"
     except (KubeRejected, KubeNotFound) as exc:
         with transaction.atomic():
-            job = Job.objects.select_for_update().get(pk=job.pk)
+            job = job_sync.job_lock(job_id=job.pk)
             if exc.status == 422:
                 job_services.job_finish(
                     job, state=Job.State.FAILED, now=now, message=f"The cluster rejected the job: {exc.message}"
@@ -109,8 +86,8 @@ def kube_job_create(*, job_id: int, api: KubeApi, now: datetime | None = None) -
             )
         return "refused"
     with transaction.atomic():
-        job = Job.objects.select_for_update().get(pk=job.pk)
-        job_set_cluster_refs(job, uid=created["metadata"]["uid"])
+        job = job_sync.job_lock(job_id=job.pk)
+        job_sync.job_set_cluster_refs(job, uid=created["metadata"]["uid"])
         state, made = KubeJobState.objects.get_or_create(
             job=job, defaults={"cluster": job.cluster, "batch_job": compact_batch_job(created), "observed_at": now}
         )

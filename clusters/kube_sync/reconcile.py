@@ -27,6 +27,7 @@ from clusters.kube_sync.observe import parse_time, pod_is_live
 from clusters.kube_sync.sync import ClusterSync
 from clusters.models import KubeJobState, ReconcileReport
 from pools.models import USABLE_HEALTH, Allocation, Cluster, Device, Node
+from queues import job_sync
 from queues import services as job_services
 from queues.models import Job
 
@@ -123,7 +124,7 @@ def _check_jobs(cluster: Cluster, found: _Findings, *, dry_run: bool, api: KubeA
             found.add("state_mismatch", "reported", f"job {job.pk}: {problem}", job=job.pk)
             continue
         with transaction.atomic():
-            locked = Job.objects.select_for_update().get(pk=job.pk)
+            locked = job_sync.job_lock(job_id=job.pk)
             locked.team, locked.resource_class = job.team, job.resource_class
             outcome = evaluate_job(locked, st, ctx)
         still = job_mismatch(locked, st)

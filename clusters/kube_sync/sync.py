@@ -46,6 +46,7 @@ from clusters.kube_sync.sync_objects import JobObjectEvents
 from clusters.models import KubeConfigObject, KubeJobState
 from kernel.db import update_rows
 from pools.models import Cluster
+from queues import job_sync
 from queues import kueue_messages as km
 from queues import services as job_services
 from queues.models import Job
@@ -185,16 +186,13 @@ class ClusterSync(InventoryEvents, JobObjectEvents):
         pending = Job.objects.filter(cluster=self.cluster, state=Job.State.PENDING).exclude(
             wait_reason=km.CLUSTER_UNREACHABLE
         )
-        for ids in chunks(list(pending.values_list("pk", flat=True))):
-            with transaction.atomic():
-                for job in Job.objects.select_for_update().filter(pk__in=ids).order_by("pk"):
-                    job_services.job_set_wait_reason(
-                        job,
-                        code=km.CLUSTER_UNREACHABLE,
-                        message=text,
-                        details={"asOf": last.isoformat() if last else None, "error": message},
-                        now=now,
-                    )
+        job_sync.jobs_set_wait_reason(
+            job_ids=pending.values_list("pk", flat=True),
+            code=km.CLUSTER_UNREACHABLE,
+            message=text,
+            details={"asOf": last.isoformat() if last else None, "error": message},
+            now=now,
+        )
         log.warning("cluster %s: unreachable: %s", self.cluster.name, message)
 
     # --- generic list and watch ----------------------------------------------------------------------------------
@@ -431,13 +429,11 @@ class ClusterSync(InventoryEvents, JobObjectEvents):
 
     def _chunk_rows(self, ids: list[int]) -> tuple[list[Job], dict[int, KubeJobState]]:
         """The chunk's live jobs, locked, and their snapshots."""
-        jobs = list(
-            Job.objects.select_for_update(of=("self",))
-            .filter(pk__in=ids, cluster=self.cluster)
+        jobs = job_sync.jobs_locked(
+            Job.objects.filter(pk__in=ids, cluster=self.cluster)
             .exclude(state__in=Job.FINAL_STATES)
             .select_related("team", "owner", "resource_class", "priority_class")
             .prefetch_related("resource_class__flavor_links__flavor")
-            .order_by("pk")
         )
         return jobs, {s.job_id: s for s in KubeJobState.objects.filter(job_id__in=[j.pk for j in jobs])}
 

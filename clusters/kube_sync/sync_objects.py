@@ -14,7 +14,6 @@ from django.db.models import Q
 
 from clusters.kube_sync.api import WatchEvent
 from clusters.kube_sync.batches import BATCH, iso_time
-from clusters.kube_sync.jobs import jobs_set_cluster_refs
 from clusters.kube_sync.observe import (
     compact_batch_job,
     compact_pod,
@@ -24,6 +23,7 @@ from clusters.kube_sync.observe import (
     workload_owner,
 )
 from clusters.models import KubeJobState
+from queues import job_sync
 from queues import kueue_messages as km
 from queues import services as job_services
 from queues.models import Job, JobEvent
@@ -72,7 +72,7 @@ class JobObjectEvents:
             st.batch_job = compact
             st.observed_at = now
             changed.append(st)
-        jobs_set_cluster_refs(refs)
+        job_sync.jobs_set_cluster_refs(refs)
         self.save_states(changed, ["batch_job", "job_deleted_at"])
         return {s.job_id for s in changed}
 
@@ -145,7 +145,7 @@ class JobObjectEvents:
                 refs.append((job, "", meta.get("name", "")))
             st.workload, st.observed_at = compact, now
             changed.append(st)
-        jobs_set_cluster_refs(refs)
+        job_sync.jobs_set_cluster_refs(refs)
         self.save_states(changed, ["workload"])
         return {s.job_id for s in changed}
 
