@@ -150,7 +150,7 @@ class KubeConfigObjectAdmin(admin.ModelAdmin):
             raise PermissionDenied("changing the cluster configuration needs the change permission")
 
     def _back(self, pk: int) -> HttpResponseRedirect:
-        return HttpResponseRedirect(reverse("admin:pools_kubeconfigobject_change", args=[pk]))
+        return HttpResponseRedirect(reverse("admin:clusters_kubeconfigobject_change", args=[pk]))
 
     def _run(self, request: HttpRequest, pk: int, service, done: str) -> HttpResponse:
         self._require_change(request)
@@ -164,7 +164,7 @@ class KubeConfigObjectAdmin(admin.ModelAdmin):
         self.message_user(request, f"{label}: {done}", messages.SUCCESS)
         if KubeConfigObject.objects.filter(pk=pk).exists():
             return self._back(pk)
-        return HttpResponseRedirect(reverse("admin:pools_kubeconfigobject_changelist"))
+        return HttpResponseRedirect(reverse("admin:clusters_kubeconfigobject_changelist"))
 
     def reapply_view(self, request: HttpRequest, pk: int) -> HttpResponse:
         """POST: the portal's version wins."""
@@ -191,7 +191,7 @@ class KubeConfigObjectAdmin(admin.ModelAdmin):
             self.message_user(request, f"Cluster {cluster.name}: {report.text()}", level)
             if report.kueue_config is not None and report.kueue_config.needs_attention:
                 self.message_user(request, f"Cluster {cluster.name}: {report.kueue_config.problem}", messages.WARNING)
-        return HttpResponseRedirect(reverse("admin:pools_kubeconfigobject_changelist"))
+        return HttpResponseRedirect(reverse("admin:clusters_kubeconfigobject_changelist"))
 
     def changelist_view(self, request, extra_context=None):
         """The list, under each kubernetes cluster's check of Kueue's own configuration (no button: not ours)."""

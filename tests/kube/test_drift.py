@@ -17,7 +17,7 @@ from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 
-CHANGELIST = "admin:pools_kubeconfigobject_changelist"
+CHANGELIST = "admin:clusters_kubeconfigobject_changelist"
 GPU_PATH = "spec.resourceGroups[0].flavors[name=h100].resources[name=nvidia.com/gpu].nominalQuota"
 
 
@@ -43,7 +43,7 @@ def drifted(portal, cluster, api, emulator, admin_client):
     """The portal pushed; someone set the vision ClusterQueue's GPU quota to 12 and held it; the admin checked."""
     kube_config_push(cluster=cluster, api=api)
     _edit_nominal(emulator, "12", stopPolicy="Hold")
-    response = admin_client.post(reverse("admin:pools_kubeconfigobject_check"))
+    response = admin_client.post(reverse("admin:clusters_kubeconfigobject_check"))
     assert response.status_code == 302
     return KubeConfigObject.objects.get(cluster=cluster, kind="ClusterQueue", name="vision")
 
@@ -65,7 +65,7 @@ def test_drift_list_shows_only_what_needs_attention_by_default(drifted, admin_cl
 
 
 def test_drift_page_shows_a_readable_field_diff(drifted, admin_client):
-    page = admin_client.get(reverse("admin:pools_kubeconfigobject_change", args=[drifted.pk])).content.decode()
+    page = admin_client.get(reverse("admin:clusters_kubeconfigobject_change", args=[drifted.pk])).content.decode()
     assert GPU_PATH in page
     assert "<td><code>16</code></td><td><code>12</code></td>" in page
     assert "spec.stopPolicy" in page
@@ -85,7 +85,7 @@ def test_drift_page_shows_a_readable_field_diff(drifted, admin_client):
 
 
 def test_drift_reapply_makes_the_cluster_match_the_portal(drifted, admin_client, emulator):
-    response = admin_client.post(reverse("admin:pools_kubeconfigobject_reapply", args=[drifted.pk]), follow=True)
+    response = admin_client.post(reverse("admin:clusters_kubeconfigobject_reapply", args=[drifted.pk]), follow=True)
     assert "re-applied the portal&#x27;s version" in response.content.decode()
     assert _gpu_nominal(emulator) == "16"
     assert emulator.get_obj("ClusterQueue", "vision")["spec"]["stopPolicy"] == "None"
@@ -99,7 +99,7 @@ def test_drift_reapply_makes_the_cluster_match_the_portal(drifted, admin_client,
 def test_drift_adopt_writes_the_clusters_quota_into_the_portal(drifted, admin_client, emulator, portal, cluster, api):
     _edit_nominal(emulator, "12", stopPolicy="None")  # only the quota differs now
     kube_config_push(cluster=cluster, api=api)
-    response = admin_client.post(reverse("admin:pools_kubeconfigobject_adopt", args=[drifted.pk]), follow=True)
+    response = admin_client.post(reverse("admin:clusters_kubeconfigobject_adopt", args=[drifted.pk]), follow=True)
     assert "adopted the cluster&#x27;s values" in response.content.decode()
     assert QuotaLine.objects.get(team_quota=portal.quota, resource_name="nvidia.com/gpu").nominal == "12"
     drifted.refresh_from_db()
@@ -113,7 +113,7 @@ def test_drift_adopt_refuses_what_the_portal_cannot_express(drifted, admin_clien
     groups = live["spec"]["resourceGroups"]
     groups[0]["flavors"][0]["name"] = "b200"  # a flavor the portal does not know
     emulator.edit("ClusterQueue", "vision", spec={"resourceGroups": groups})
-    response = admin_client.post(reverse("admin:pools_kubeconfigobject_adopt", args=[drifted.pk]), follow=True)
+    response = admin_client.post(reverse("admin:clusters_kubeconfigobject_adopt", args=[drifted.pk]), follow=True)
     page = response.content.decode()
     assert "flavor b200, which the portal does not know" in page
     assert QuotaLine.objects.get(team_quota=portal.quota, resource_name="nvidia.com/gpu").nominal == "16"
@@ -124,7 +124,7 @@ def test_drift_adopt_refuses_what_the_portal_cannot_express(drifted, admin_clien
 def test_drift_adopt_a_priority_class_through_the_bulk_action(portal, cluster, api, emulator, admin_client):
     kube_config_push(cluster=cluster, api=api)
     emulator.edit("WorkloadPriorityClass", "normal", value=150)
-    admin_client.post(reverse("admin:pools_kubeconfigobject_check"))
+    admin_client.post(reverse("admin:clusters_kubeconfigobject_check"))
     row = KubeConfigObject.objects.get(kind="WorkloadPriorityClass", name="normal")
     assert row.status == "drifted"
     admin_client.post(reverse(CHANGELIST), {"action": "adopt_selected", "_selected_action": [row.pk]}, follow=True)
@@ -134,15 +134,15 @@ def test_drift_adopt_a_priority_class_through_the_bulk_action(portal, cluster, a
 def test_drift_local_queue_cannot_be_adopted_only_reapplied(portal, cluster, api, emulator, admin_client):
     kube_config_push(cluster=cluster, api=api)
     emulator.edit("LocalQueue", "main", "team-vision", metadata={"labels": {"gpu-pool-portal.io/team": "nlp"}})
-    admin_client.post(reverse("admin:pools_kubeconfigobject_check"))
+    admin_client.post(reverse("admin:clusters_kubeconfigobject_check"))
     row = KubeConfigObject.objects.get(kind="LocalQueue", name="main")
     assert row.status == "drifted"
-    page = admin_client.get(reverse("admin:pools_kubeconfigobject_change", args=[row.pk])).content.decode()
+    page = admin_client.get(reverse("admin:clusters_kubeconfigobject_change", args=[row.pk])).content.decode()
     assert 'id="kube-adopt"' not in page
     assert "points at its team&#x27;s ClusterQueue" in page
-    response = admin_client.post(reverse("admin:pools_kubeconfigobject_adopt", args=[row.pk]), follow=True)
+    response = admin_client.post(reverse("admin:clusters_kubeconfigobject_adopt", args=[row.pk]), follow=True)
     assert "cannot be adopted" in response.content.decode()
-    admin_client.post(reverse("admin:pools_kubeconfigobject_reapply", args=[row.pk]))
+    admin_client.post(reverse("admin:clusters_kubeconfigobject_reapply", args=[row.pk]))
     labels = emulator.get_obj("LocalQueue", "main", "team-vision")["metadata"]["labels"]
     assert labels["gpu-pool-portal.io/team"] == "vision"
 
@@ -162,16 +162,18 @@ def test_drift_reapply_refused_by_the_cluster_says_why(portal, cluster, api, emu
     kube_config_push(cluster=cluster, api=api)
     row = KubeConfigObject.objects.get(kind="LocalQueue", name="main")
     assert row.status == "drifted"
-    response = admin_client.post(reverse("admin:pools_kubeconfigobject_reapply", args=[row.pk]), follow=True)
+    response = admin_client.post(reverse("admin:clusters_kubeconfigobject_reapply", args=[row.pk]), follow=True)
     assert "the cluster refused" in response.content.decode()
     assert "immutable" in response.content.decode()
     row.refresh_from_db()
     assert row.status == "drifted"
+    assert emulator.rejected == ["LocalQueue main: spec.clusterQueue: field is immutable"]
+    emulator.rejected.clear()  # the refusal this test expects
 
 
 def test_drift_unreachable_cluster_changes_nothing(drifted, admin_client, emulator):
     emulator.fail("PATCH", "/clusterqueues/vision", status=503, times=10)
-    response = admin_client.post(reverse("admin:pools_kubeconfigobject_reapply", args=[drifted.pk]), follow=True)
+    response = admin_client.post(reverse("admin:clusters_kubeconfigobject_reapply", args=[drifted.pk]), follow=True)
     assert "cannot be reached" in response.content.decode()
     drifted.refresh_from_db()
     assert drifted.status == "drifted"
@@ -182,12 +184,12 @@ def test_drift_orphan_reapply_deletes_it(portal, cluster, api, emulator, admin_c
     PriorityClass.objects.create(name="urgent", value=1000)
     kube_config_push(cluster=cluster, api=api)
     PriorityClass.objects.filter(name="urgent").delete()
-    admin_client.post(reverse("admin:pools_kubeconfigobject_check"))
+    admin_client.post(reverse("admin:clusters_kubeconfigobject_check"))
     row = KubeConfigObject.objects.get(kind="WorkloadPriorityClass", name="urgent")
     assert row.status == "orphaned"
-    page = admin_client.get(reverse("admin:pools_kubeconfigobject_change", args=[row.pk])).content.decode()
+    page = admin_client.get(reverse("admin:clusters_kubeconfigobject_change", args=[row.pk])).content.decode()
     assert "no longer wants this object" in page
-    response = admin_client.post(reverse("admin:pools_kubeconfigobject_reapply", args=[row.pk]))
+    response = admin_client.post(reverse("admin:clusters_kubeconfigobject_reapply", args=[row.pk]))
     assert response.status_code == 302
     assert emulator.get_obj("WorkloadPriorityClass", "urgent") is None
     assert not KubeConfigObject.objects.filter(pk=row.pk).exists()
@@ -200,11 +202,11 @@ def test_drift_pages_are_for_staff_with_change_permission(drifted, client, emula
     user.is_staff = True
     user.save()
     assert client.get(reverse(CHANGELIST)).status_code == 403  # staff without the permission
-    assert client.post(reverse("admin:pools_kubeconfigobject_reapply", args=[drifted.pk])).status_code == 403
+    assert client.post(reverse("admin:clusters_kubeconfigobject_reapply", args=[drifted.pk])).status_code == 403
     assert _gpu_nominal(emulator) == "12"
 
 
 def test_drift_buttons_need_post(drifted, admin_client, emulator):
-    assert admin_client.get(reverse("admin:pools_kubeconfigobject_reapply", args=[drifted.pk])).status_code == 405
-    assert admin_client.get(reverse("admin:pools_kubeconfigobject_check")).status_code == 405
+    assert admin_client.get(reverse("admin:clusters_kubeconfigobject_reapply", args=[drifted.pk])).status_code == 405
+    assert admin_client.get(reverse("admin:clusters_kubeconfigobject_check")).status_code == 405
     assert _gpu_nominal(emulator) == "12"

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def open_drift_page_as_admin(page) -> None:
     """Sign in as a new superuser and land on the drift page."""
     UserFactory(username="root", is_staff=True, is_superuser=True)
-    page.goto("/admin/login/?next=/admin/pools/kubeconfigobject/")
+    page.goto("/admin/login/?next=/admin/clusters/kubeconfigobject/")
     page.fill("#id_username", "root")
     page.fill("#id_password", PASSWORD)
     page.click("input[type=submit]")
@@ -59,14 +59,14 @@ def test_drift_page_reapply_and_adopt_in_the_browser(page, portal, cluster, api,
     with DB_LOCK:
         assert QuotaLine.objects.get(team_quota=portal.quota, resource_name="nvidia.com/gpu").nominal == "12"
 
-    page.goto("/admin/pools/kubeconfigobject/")
+    page.goto("/admin/clusters/kubeconfigobject/")
     page.get_by_role("link", name="WorkloadPriorityClass normal").click()
     page.click("#kube-reapply")
     expect(page.locator("ul.messagelist")).to_contain_text("re-applied the portal's version")
     assert emulator.get_obj("WorkloadPriorityClass", "normal")["value"] == 100
     with DB_LOCK:
         assert not KubeConfigObject.objects.exclude(status="in_sync").exists()
-    page.goto("/admin/pools/kubeconfigobject/")
+    page.goto("/admin/clusters/kubeconfigobject/")
     expect(page.locator("#result_list")).to_have_count(0)  # nothing left to look at
 
 

@@ -220,7 +220,7 @@ def test_kueue_config_unreachable_cluster_keeps_the_last_outcome(portal, cluster
 
 def test_kueue_config_checked_by_the_admins_check_now_button(portal, cluster, emulator, admin_client):
     emulator.put(kueue_config_map(V1BETA2_BOTH))
-    response = admin_client.post(reverse("admin:pools_kubeconfigobject_check"), follow=True)
+    response = admin_client.post(reverse("admin:clusters_kubeconfigobject_check"), follow=True)
     page = response.content.decode()
     assert "Cluster gpu-east: 5 created" in page
     assert "Cluster gpu-east: Kueue&#x27;s configuration has fair sharing on" in page
@@ -230,14 +230,14 @@ def test_kueue_config_checked_by_the_admins_check_now_button(portal, cluster, em
 
 # --- what admins see --------------------------------------------------------------------------------------------------
 
-CHANGELIST = "admin:pools_kubeconfigobject_changelist"
+CHANGELIST = "admin:clusters_kubeconfigobject_changelist"
 
 
 def test_kueue_config_mismatch_on_the_drift_page_is_highlighted_with_how_to_fix(
     portal, cluster, emulator, admin_client
 ):
     emulator.put(kueue_config_map(V1BETA2_BOTH))
-    admin_client.post(reverse("admin:pools_kubeconfigobject_check"))
+    admin_client.post(reverse("admin:clusters_kubeconfigobject_check"))
     page = admin_client.get(reverse(CHANGELIST)).content.decode()
     assert f'<tr id="pools-kueue-config-{cluster.pk}" class="kube-attention">' in page
     assert "<strong>Does not match the switch</strong>" in page
@@ -250,7 +250,7 @@ def test_kueue_config_mismatch_on_the_drift_page_is_highlighted_with_how_to_fix(
 
 def test_kueue_config_match_on_the_drift_page_is_quiet(portal, cluster, emulator, admin_client):
     emulator.put(kueue_config_map(V1BETA2_OFF))
-    admin_client.post(reverse("admin:pools_kubeconfigobject_check"))
+    admin_client.post(reverse("admin:clusters_kubeconfigobject_check"))
     page = admin_client.get(reverse(CHANGELIST)).content.decode()
     assert f'<tr id="pools-kueue-config-{cluster.pk}" class="kube-ok">' in page
     assert "Matches the switch" in page
@@ -258,7 +258,7 @@ def test_kueue_config_match_on_the_drift_page_is_quiet(portal, cluster, emulator
 
 
 def test_kueue_config_missing_on_the_drift_page_needs_attention(portal, cluster, emulator, admin_client):
-    admin_client.post(reverse("admin:pools_kubeconfigobject_check"))
+    admin_client.post(reverse("admin:clusters_kubeconfigobject_check"))
     page = admin_client.get(reverse(CHANGELIST)).content.decode()
     assert f'<tr id="pools-kueue-config-{cluster.pk}" class="kube-attention">' in page
     assert "<strong>ConfigMap not found</strong>" in page

@@ -120,10 +120,10 @@ def test_dry_run_repairs_nothing_and_the_report_is_shown_to_admins(world, kube, 
     assert report.reported >= 1
     assert report.repaired == 0
     client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
-    listing = client.get(reverse("admin:pools_reconcilereport_changelist"))
+    listing = client.get(reverse("admin:clusters_reconcilereport_changelist"))
     assert listing.status_code == 200
     assert b"orphaned_allocation" in listing.content
-    page = client.get(reverse("admin:pools_reconcilereport_change", args=[report.pk]))
+    page = client.get(reverse("admin:clusters_reconcilereport_change", args=[report.pk]))
     assert page.status_code == 200
     assert f"job {job.pk} (failed) still holds 8 device(s)".encode() in page.content
 
