@@ -1,4 +1,4 @@
-"""The XID catalogue (``xid.yaml``, a copy of shared/reference/dcgm/xid.yaml) and XID chain correlation.
+"""The XID catalogue (``xid.yaml``, a copy of the reference dcgm/xid.yaml: SOURCE.md) and XID chain correlation.
 
 One XID event is not one state: a GPU often logs a chain (48 → 45 → 63, or 94/95 + 154). Events of one GPU
 closer than a window form a chain; the chain's recommended action is the worst of its events' actions. XID 45

@@ -1,6 +1,6 @@
 """Parse dcgm-exporter Prometheus scrapes into per-GPU samples (no Django).
 
-What the parser guarantees (see shared/reference/dcgm/SOURCE.md):
+What the parser guarantees (samples: tests/fixtures/reference/dcgm, SOURCE.md):
 
 * text is read with ``prometheus_client.parser.text_string_to_metric_families`` (with or without HELP/TYPE lines);
 * the host label is ``Hostname`` (every release up to 4.5.x) or ``hostname`` (master); the UUID label is ``UUID``

@@ -1,4 +1,4 @@
-"""Kueue's exact message texts (see shared/reference/kueue/messages.yaml) and plain-language helpers."""
+"""Kueue's exact message texts (catalogue: tests/fixtures/reference/kueue/messages.yaml) and plain-language helpers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The DCGM parser on the real dcgm-exporter scrapes in shared/reference/dcgm/samples, and on injected variants."""
+"""The DCGM parser on the real dcgm-exporter scrapes in tests/fixtures/reference/dcgm/samples, and on injected variants."""
 
 from __future__ import annotations
 
