@@ -43,30 +43,50 @@ def configure() -> bool:
     return throwaway
 
 
+#: flavor: (nodes, cards per node, units per card, resource name, product, vendor, memory per unit)
+KINDS = {
+    "h100": (700, 8, 0, "nvidia.com/gpu", "NVIDIA H100 80GB HBM3", "nvidia", 80 * GiB),
+    "mi300x": (300, 8, 0, "amd.com/gpu", "AMD Instinct MI300X", "amd", 192 * GiB),
+    "a100-mig": (125, 1, 7, "nvidia.com/mig-1g.10gb", "NVIDIA A100-SXM4-80GB", "nvidia", 10 * GiB),
+    "l4-shared": (125, 2, 4, "nvidia.com/gpu.shared", "NVIDIA L4", "nvidia", 24 * GiB),
+}
+
+
 def populate(*, seed: int = 7) -> dict[str, int]:
     """Two clusters, four flavors, ~1,250 nodes and ~10,000 schedulable units with a mix of states and jobs."""
-    from django.contrib.auth import get_user_model
     from django.utils import timezone
 
-    from pools.models import Allocation, Cluster, Device, Node, ResourceClass, ResourceClassFlavor, ResourceFlavor
-    from queues.models import Job, QuotaLine, Team, TeamQuota
+    from pools.models import Device
 
     rng = random.Random(seed)
     now = timezone.now()
-    clusters = [Cluster.objects.create(name=f"bench-{n}") for n in ("east", "west")]
-    kinds = {
-        # flavor: (nodes, cards per node, units per card, resource name, product, vendor, memory per unit)
-        "h100": (700, 8, 0, "nvidia.com/gpu", "NVIDIA H100 80GB HBM3", "nvidia", 80 * GiB),
-        "mi300x": (300, 8, 0, "amd.com/gpu", "AMD Instinct MI300X", "amd", 192 * GiB),
-        "a100-mig": (125, 1, 7, "nvidia.com/mig-1g.10gb", "NVIDIA A100-SXM4-80GB", "nvidia", 10 * GiB),
-        "l4-shared": (125, 2, 4, "nvidia.com/gpu.shared", "NVIDIA L4", "nvidia", 24 * GiB),
+    clusters, flavors, classes, owner, teams = populate_catalogue()
+    nodes = populate_nodes(rng, now, clusters, flavors)
+    populate_devices(rng, now, nodes)
+    jobs, allocations = populate_jobs(rng, now, teams=teams, owner=owner, classes=classes)
+    return {
+        "nodes": len(nodes),
+        "devices": Device.objects.count(),
+        "schedulable units": Device.objects.exclude(resource_name="").count(),
+        "jobs": len(jobs),
+        "open allocations": len(allocations),
     }
+
+
+def populate_catalogue() -> tuple[list, dict, dict, object, list]:
+    """Clusters, one flavor and one class per kind, the owner, eight teams with a quota of 64 per flavor."""
+    from django.contrib.auth import get_user_model
+
+    from pools.models import Cluster, ResourceClass, ResourceClassFlavor, ResourceFlavor
+    from queues.models import QuotaLine, Team, TeamQuota
+
+    clusters = [Cluster.objects.create(name=f"bench-{n}") for n in ("east", "west")]
     flavors = {
         name: ResourceFlavor.objects.create(name=name, display_name=name.upper(), node_labels={"pool/flavor": name})
-        for name in kinds
+        for name in KINDS
     }
     classes = {}
-    for order, (name, spec) in enumerate(kinds.items()):
+    for order, (name, spec) in enumerate(KINDS.items()):
         rc = ResourceClass.objects.create(
             slug=f"{name}-class", name=f"{name.upper()} class", resource_name=spec[3], display_order=order
         )
@@ -79,11 +99,17 @@ def populate(*, seed: int = 7) -> dict[str, int]:
             quota = TeamQuota.objects.create(
                 team=team, cluster=cluster, cluster_queue_name=f"{team.slug}-{cluster.name}"
             )
-            for name, spec in kinds.items():
+            for name, spec in KINDS.items():
                 QuotaLine.objects.create(team_quota=quota, flavor=flavors[name], resource_name=spec[3], nominal="64")
+    return clusters, flavors, classes, owner, teams
+
+
+def populate_nodes(rng: random.Random, now, clusters: list, flavors: dict) -> list:
+    """The nodes of every kind, alternating clusters; about 1 % not ready and 3 % cordoned."""
+    from pools.models import Node
 
     nodes = []
-    for name, (count, *_rest) in kinds.items():
+    for name, (count, *_rest) in KINDS.items():
         for i in range(count):
             roll = rng.random()
             nodes.append(
@@ -99,27 +125,34 @@ def populate(*, seed: int = 7) -> dict[str, int]:
                 )
             )
     Node.objects.bulk_create(nodes, batch_size=500)
-    nodes = list(Node.objects.select_related("flavor").order_by("id"))
+    return list(Node.objects.select_related("flavor").order_by("id"))
 
-    def health() -> tuple[str, str]:
-        roll = rng.random()
-        if roll < 0.015:
-            return "unhealthy", "XID 79: GPU has fallen off the bus"
-        if roll < 0.03:
-            return "degraded", "ECC single-bit errors above threshold"
-        if roll < 0.035:
-            return "quarantined", "Repair ticket open"
-        if roll < 0.038:
-            return "validating", "Burn-in running"
-        if roll < 0.04:
-            return "retired", "RMA"
-        return "healthy", ""
+
+def health(rng: random.Random) -> tuple[str, str]:
+    """A random health state and its reason: mostly healthy, a few percent of each other state."""
+    roll = rng.random()
+    if roll < 0.015:
+        return "unhealthy", "XID 79: GPU has fallen off the bus"
+    if roll < 0.03:
+        return "degraded", "ECC single-bit errors above threshold"
+    if roll < 0.035:
+        return "quarantined", "Repair ticket open"
+    if roll < 0.038:
+        return "validating", "Burn-in running"
+    if roll < 0.04:
+        return "retired", "RMA"
+    return "healthy", ""
+
+
+def populate_devices(rng: random.Random, now, nodes: list) -> None:
+    """The cards of every node, then the MIG instances or time-shared replicas of the partitioned ones."""
+    from pools.models import Device
 
     cards, units_of = [], {}
     for node in nodes:
-        _count, per_node, per_card, resource, product, vendor, memory = kinds[node.flavor.name]
+        _count, per_node, per_card, resource, product, vendor, memory = KINDS[node.flavor.name]
         for index in range(per_node):
-            state, reason = health()
+            state, reason = health(rng)
             partitioned = per_card > 0
             card = Device(
                 node=node,
@@ -147,7 +180,7 @@ def populate(*, seed: int = 7) -> dict[str, int]:
         parent = parents[key]
         shared = resource.endswith(".shared")
         for u in range(per_card):
-            state, reason = health()
+            state, reason = health(rng)
             units.append(
                 Device(
                     node=node,
@@ -170,7 +203,12 @@ def populate(*, seed: int = 7) -> dict[str, int]:
             )
     Device.objects.bulk_create(units, batch_size=1000)
 
-    # Jobs: about 60 % of the usable units are held, one job per node's worth of held units.
+
+def populate_jobs(rng: random.Random, now, *, teams: list, owner, classes: dict) -> tuple[list, list]:
+    """About 60 % of the usable units held, one running job per node's worth of held units; (jobs, allocations)."""
+    from pools.models import Allocation, Device
+    from queues.models import Job
+
     schedulable = (
         Device.objects.exclude(resource_name="")
         .filter(health__in=["healthy", "degraded"], node__ready=True, node__unschedulable=False)
@@ -210,13 +248,7 @@ def populate(*, seed: int = 7) -> dict[str, int]:
         for device in devices
     ]
     Allocation.objects.bulk_create(allocations, batch_size=1000)
-    return {
-        "nodes": len(nodes),
-        "devices": Device.objects.count(),
-        "schedulable units": Device.objects.exclude(resource_name="").count(),
-        "jobs": len(jobs),
-        "open allocations": len(allocations),
-    }
+    return jobs, allocations
 
 
 def percentile(values: list[float], fraction: float) -> float:

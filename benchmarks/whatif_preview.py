@@ -151,6 +151,24 @@ def main() -> None:
     recorded = Job.objects.filter(cluster=cluster).count()
     print(f"pool: {ARGS.nodes * 8} GPUs on {ARGS.nodes} nodes; {recorded} recorded jobs")
     now = timezone.now()
+    config, outcome = time_replay(cluster, now)
+    quota = TeamQuota.objects.get(cluster_queue_name="t1")
+    line = quota.lines.get()
+    result = time_compare(cluster, config, quota, line, now)
+    time_admin_preview(cluster, quota, line)
+    print(f"replayed {result.jobs} jobs (+{result.carried_in} carried in); per team under the current policy:")
+    for t in outcome.teams:
+        p50 = (t.wait_p50_seconds or 0) / 60
+        p90 = (t.wait_p90_seconds or 0) / 60
+        util = (t.utilisation or 0) * 100
+        print(
+            f"  {t.cluster_queue}: jobs {t.jobs}, wait p50 {p50:.1f} min p90 {p90:.1f} min, utilisation {util:.0f}%, "
+            f"borrowed {t.borrowed_device_hours:.0f} GPU-h, preemptions {t.preemptions}"
+        )
+
+
+def time_replay(cluster: Cluster, now):
+    """Time loading the last 14 days of recorded jobs, reading the policy and one replay; (config, outcome)."""
     start, end = now - timedelta(days=14), now
     jobs, _ = timed("load recorded jobs (14 days)", lambda: recorded_jobs(cluster=cluster, start=start, end=end))
     config = timed("read the policy (policy_configuration)", lambda: policy_configuration(cluster=cluster))
@@ -159,8 +177,11 @@ def main() -> None:
         "one replay through the engine",
         lambda: replay_policy(config=config, jobs=jobs, start=start.timestamp(), end=end.timestamp(), teams=teams),
     )
-    quota = TeamQuota.objects.get(cluster_queue_name="t1")
-    line = quota.lines.get()
+    return config, outcome
+
+
+def time_compare(cluster: Cluster, config, quota: TeamQuota, line: QuotaLine, now):
+    """Time ``whatif_compare`` for t1's doubled quota (returned) and for t1 reclaiming within its cohort."""
     with transaction.atomic():
         QuotaLine.objects.filter(pk=line.pk).update(nominal=str(int(line.nominal) * 2))
         proposed = policy_configuration(cluster=cluster)
@@ -189,12 +210,12 @@ def main() -> None:
             f"instants where the engine did not settle within {MAX_CYCLES_PER_INSTANT} cycles: "
             f"{len(reclaim.proposed.unsettled)}"
         )
-    admin, _ = get_user_model().objects.get_or_create(
-        username="bench-admin", defaults={"is_staff": True, "is_superuser": True}
-    )
-    client = Client()
-    client.force_login(admin)
-    data = {
+    return result
+
+
+def teamquota_form_data(cluster: Cluster, quota: TeamQuota, line: QuotaLine) -> dict:
+    """The admin change form of t1's TeamQuota, reclaiming within its cohort with its GPU quota doubled."""
+    return {
         "team": quota.team_id,
         "cluster": cluster.pk,
         "cluster_queue_name": "t1",
@@ -221,6 +242,16 @@ def main() -> None:
         "lines-0-lending_limit": "",
         "_save": "Save",
     }
+
+
+def time_admin_preview(cluster: Cluster, quota: TeamQuota, line: QuotaLine) -> None:
+    """Time the admin preview end to end: the POST that starts it, the worker's replay, the poll of the result."""
+    admin, _ = get_user_model().objects.get_or_create(
+        username="bench-admin", defaults={"is_staff": True, "is_superuser": True}
+    )
+    client = Client()
+    client.force_login(admin)
+    data = teamquota_form_data(cluster, quota, line)
 
     enqueued: list[int] = []
     # As with a broker: the request records the preview and enqueues its replay; this script plays the worker.
@@ -251,15 +282,6 @@ def main() -> None:
 
     timed("poll of the finished preview (htmx fragment: chart + table)", poll, repeat=5)
     PolicyPreview.objects.all().delete()
-    print(f"replayed {result.jobs} jobs (+{result.carried_in} carried in); per team under the current policy:")
-    for t in outcome.teams:
-        p50 = (t.wait_p50_seconds or 0) / 60
-        p90 = (t.wait_p90_seconds or 0) / 60
-        util = (t.utilisation or 0) * 100
-        print(
-            f"  {t.cluster_queue}: jobs {t.jobs}, wait p50 {p50:.1f} min p90 {p90:.1f} min, utilisation {util:.0f}%, "
-            f"borrowed {t.borrowed_device_hours:.0f} GPU-h, preemptions {t.preemptions}"
-        )
 
 
 if __name__ == "__main__":
