@@ -23,7 +23,10 @@ def test_task_names_are_explicit():
 
 def test_tasks_run_the_services(world):
     now = timezone.now()
-    run_job(world, devices=1, start=now - timedelta(hours=2), end=now - timedelta(hours=1))
+    # An hour yesterday at midday: one usage record whatever the time the test runs (a run across midnight
+    # is two records, one per billing day).
+    noon = (now - timedelta(days=1)).replace(hour=12, minute=0, second=0, microsecond=0)
+    run_job(world, devices=1, start=noon - timedelta(hours=2), end=noon - timedelta(hours=1))
     tasks.metering_sync.delay()
     assert UsageRecord.objects.count() == 1
     tasks.usage_rollup_pending.delay()
