@@ -16,7 +16,7 @@ from kernel.errors import ValidationFailed
 from pools.models import ResourceClass
 from queues import selectors as sel
 from queues.models import Job, PriorityClass, Team
-from queues.services import JobSpec
+from queues.services import MAX_NAME, JobSpec
 
 _DURATION = re.compile(r"^(?:(?P<d>\d+)\s*d)?\s*(?:(?P<h>\d+)\s*h)?\s*(?:(?P<m>\d+)\s*m)?\s*(?:(?P<s>\d+)\s*s)?$")
 
@@ -108,7 +108,9 @@ SERVICE_FIELDS = {
 class JobSubmitForm(forms.Form):
     """A submission; ``spec()`` turns it into the JobSpec ``job_submit`` takes."""
 
-    name = forms.CharField(max_length=63, help_text="Lower-case letters, digits and '-' (a DNS-1123 label).")
+    name = forms.CharField(
+        max_length=MAX_NAME, help_text=f"Lower-case letters, digits and '-', at most {MAX_NAME} characters."
+    )
     image = forms.CharField(max_length=500, help_text="e.g. registry.example.org/team/train:1.4")
     command = ShellWordsField(required=False, help_text="The container's command, e.g. python train.py")
     args = ShellWordsField(required=False, help_text="Arguments, e.g. --epochs 10 --lr 3e-4")

@@ -7,14 +7,14 @@ from rest_framework import serializers
 from pools.models import ResourceClass
 from queues import selectors as sel
 from queues.models import ApiToken, Job, PriorityClass
-from queues.services import JobSpec
+from queues.services import MAX_NAME, JobSpec
 
 
 class JobSubmitSerializer(serializers.Serializer):
     """A submission, as the submit form takes it (seconds for durations, lists for command lines)."""
 
     team = serializers.SlugField(required=False, help_text="Team slug; defaults to the token's team.")
-    name = serializers.CharField(max_length=63)
+    name = serializers.CharField(max_length=MAX_NAME)
     image = serializers.CharField(max_length=500)
     command = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False, default=list)
     args = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False, default=list)
