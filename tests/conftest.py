@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from django.db import connection
+from hypothesis import settings as hypothesis_settings
 
 from tests.fixtures import REFERENCE
+
+# Property tests draw the same examples on every run ("repeatable", the default: the README's test command and CI
+# give the same answer on any machine); HYPOTHESIS_PROFILE=explore draws new ones each run, to hunt for bugs.
+hypothesis_settings.register_profile("repeatable", derandomize=True, database=None)
+hypothesis_settings.register_profile("explore")
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
 @pytest.fixture
