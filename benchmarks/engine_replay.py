@@ -6,6 +6,14 @@ nodes (8 GPUs each, in racks; ``--nodes``). Prints wall time, workloads decided 
 utilisation per ClusterQueue and mean time to admission per size.
 
     python benchmarks/engine_replay.py [--workloads 15000] [--nodes] [--load 1.05] [--seed 7] [--fair-sharing]
+    python benchmarks/engine_replay.py --node-count 2000 [--workloads 15000]
+    python benchmarks/engine_replay.py --scaling [--fair-sharing]
+
+``--node-count N`` uses N nodes of 8 GPUs in NVLink domains (4 nodes, label ``nvidia.com/gpu.clique``), racks
+(16 nodes) and blocks (128 nodes), and gives a third of the workloads a topology rule (8 GPUs as 2 pods of 4 in
+one NVLink domain, required; 4 GPUs as 4 pods of 1, rack preferred; 1 GPU, block preferred). ``--scaling``
+prints decisions per CPU second for 1,500 / 15,000 / 60,000 workloads, quota only and on 75 / 2,000 / 8,000
+such nodes.
 
 ``--fair-sharing`` turns on Kueue's fair sharing (default preemption strategies; the queues do not preempt,
 so it changes the admission order only: the tournament through each cohort).
@@ -35,17 +43,48 @@ from queues.engine.model import (
     ResourceGroup,
     ResourceQuota,
     Topology,
+    TopologyRequest,
     Workload,
 )
 from queues.engine.scenario import Scenario, run_scenario
 
 GPU = "nvidia.com/gpu"
 SIZES = (1, 4, 8)
+CLIQUE = "nvidia.com/gpu.clique"
+LEVELS = ("block", "rack", CLIQUE, "kubernetes.io/hostname")
+#: With ``node_count``: how a workload of each size is shaped when it carries a topology rule.
+TOPOLOGY_SHAPES = {
+    8: (2, 4, TopologyRequest(required=CLIQUE)),
+    4: (4, 1, TopologyRequest(preferred="rack")),
+    1: (1, 1, TopologyRequest(preferred="block")),
+}
 
 
-def build(n_workloads: int, *, nodes: bool, load: float, seed: int, fair: bool = False) -> Scenario:
+def topology_nodes(count: int) -> list[Node]:
+    """``count`` nodes of 8 GPUs: NVLink domains of 4 nodes, racks of 16, blocks of 128."""
+    return [
+        Node(
+            name=f"gpu-{i:05d}",
+            labels={
+                "pool": "gpu",
+                "block": f"b{i // 128}",
+                "rack": f"r{i // 16}",
+                CLIQUE: f"c{i // 4}",
+                "kubernetes.io/hostname": f"gpu-{i:05d}",
+            },
+            capacity={GPU: 8},
+            allocatable={GPU: 8},
+        )
+        for i in range(count)
+    ]
+
+
+def build(
+    n_workloads: int, *, nodes: bool, load: float, seed: int, fair: bool = False, node_count: int = 0
+) -> Scenario:
     """A synthetic cluster and a workload stream offered at ``load`` times the total nominal capacity."""
     rng = random.Random(seed)
+    nodes = nodes or node_count > 0
     flavor = ResourceFlavor("gpu", node_labels={"pool": "gpu"}, topology_name="dc" if nodes else None)
     cqs = []
     lqs = []
@@ -65,7 +104,9 @@ def build(n_workloads: int, *, nodes: bool, load: float, seed: int, fair: bool =
             lqs.append(LocalQueue(name, "main", name))
             namespaces.append(Namespace(name))
     node_list = []
-    if nodes:
+    if node_count:
+        node_list = topology_nodes(node_count)
+    elif nodes:
         # 600 GPUs: 75 nodes of 8 GPUs in 5 blocks x 3 racks x 5 nodes.
         for i in range(75):
             node_list.append(
@@ -93,11 +134,15 @@ def build(n_workloads: int, *, nodes: bool, load: float, seed: int, fair: bool =
         cq = rng.randrange(30)
         ns = f"team-{cq // 6}-{cq % 6}"
         runtime = rng.uniform(600, 2 * mean_runtime - 600)
+        pod_set = PodSet("main", 1, {GPU: size})
+        if node_count and rng.random() < 1 / 3:
+            pods, per_pod, rule = TOPOLOGY_SHAPES[size]
+            pod_set = PodSet("main", pods, {GPU: per_pod}, topology=rule)
         wl = Workload(
             namespace=ns,
             name=f"job-{i:05d}",
             queue_name="main",
-            pod_sets=(PodSet("main", 1, {GPU: size}),),
+            pod_sets=(pod_set,),
             priority=rng.choice((0, 0, 0, 100)),
             created_at=t,
             runtime=runtime,
@@ -106,7 +151,9 @@ def build(n_workloads: int, *, nodes: bool, load: float, seed: int, fair: bool =
         submissions.append((t, wl))
     state = ClusterState(
         flavors=(flavor,),
-        topologies=(Topology("dc", ("block", "rack", "kubernetes.io/hostname")),) if nodes else (),
+        topologies=(
+            (Topology("dc", LEVELS if node_count else ("block", "rack", "kubernetes.io/hostname")),) if nodes else ()
+        ),
         cluster_queues=tuple(cqs),
         local_queues=tuple(lqs),
         namespaces=tuple(namespaces),
@@ -139,7 +186,8 @@ def report(label: str, scenario: Scenario) -> None:
     for w in rows:
         if w["admittedAt"] is None:
             continue
-        size = next(iter(by_name[w["name"]].pod_sets[0].requests.values()))
+        ps = by_name[w["name"]].pod_sets[0]
+        size = ps.count * next(iter(ps.requests.values()))
         sizes[size].append(w["admittedAt"] - w["submittedAt"])
     for size, waits in sizes.items():
         if waits:
@@ -160,6 +208,29 @@ def report(label: str, scenario: Scenario) -> None:
             line = []
 
 
+def measure(scenario: Scenario) -> tuple[int, float]:
+    """(workloads decided, CPU seconds) of one replay."""
+    cpu_started = time.process_time()
+    doc = run_scenario(scenario, mode="replay", until=None)
+    cpu = time.process_time() - cpu_started
+    decided = sum(1 for w in doc["workloads"] if w["admittedAt"] is not None or w["state"] == "finished")
+    return decided, cpu
+
+
+def scaling(fair: bool, load: float, seed: int, workloads: tuple[int, ...], node_counts: tuple[int, ...]) -> None:
+    """Print decisions per CPU second for each workload count, quota only and on each node count."""
+    print(f"== scaling{' (fair sharing on)' if fair else ''}: decisions per CPU second (CPU seconds)")
+    header = ["workloads", "quota only", *(f"{n:,} nodes" for n in node_counts)]
+    print(" | ".join(f"{h:>20}" for h in header))
+    for n in workloads:
+        cells = [f"{n:,}"]
+        for count in (0, *node_counts):
+            scenario = build(n, nodes=False, load=load, seed=seed, fair=fair, node_count=count)
+            decided, cpu = measure(scenario)
+            cells.append(f"{decided / cpu:,.0f} ({cpu:.2f} s)")
+        print(" | ".join(f"{c:>20}" for c in cells), flush=True)
+
+
 def main() -> None:
     """Parse arguments and run the variants."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -169,9 +240,28 @@ def main() -> None:
     parser.add_argument("--nodes", action="store_true", help="also run the variant with 75 nodes (TAS racks)")
     parser.add_argument("--nodes-only", action="store_true")
     parser.add_argument("--fair-sharing", action="store_true", help="Kueue fair sharing on (admission tournament)")
+    parser.add_argument("--node-count", type=int, default=0, help="N nodes in NVLink domains/racks/blocks")
+    parser.add_argument("--scaling", action="store_true", help="the scaling table (workloads x nodes)")
+    parser.add_argument("--scaling-workloads", default="1500,15000,60000")
+    parser.add_argument("--scaling-nodes", default="75,2000,8000")
     args = parser.parse_args()
     fair = args.fair_sharing
+    if args.scaling:
+        scaling(
+            fair,
+            args.load,
+            args.seed,
+            tuple(int(x) for x in args.scaling_workloads.split(",")),
+            tuple(int(x) for x in args.scaling_nodes.split(",")),
+        )
+        return
     suffix = ", fair sharing on" if fair else ""
+    if args.node_count:
+        report(
+            f"with {args.node_count:,} nodes x 8 GPUs (NVLink domain/rack/block, a third with a topology rule){suffix}",
+            build(args.workloads, nodes=True, load=args.load, seed=args.seed, fair=fair, node_count=args.node_count),
+        )
+        return
     if not args.nodes_only:
         report(
             f"quota only (no nodes){suffix}",

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from kernel.quantity import is_device_resource
 
+from .capacity_view import CapacityView, FreeSummary
 from .labels import HOSTNAME_LABEL, first_untolerated, node_affinity_matches, taint_to_string
 from .model import HEALTH_TAINT_KEYS, Node, NodeSelectorTerm, Taint, Toleration
 
@@ -126,18 +127,6 @@ class PlacementResult:
         return f". Total nodes: {self.total_nodes}; excluded: {', '.join(parts)}"
 
 
-class _Domain:
-    __slots__ = ("cap", "children", "degraded", "key", "node")
-
-    def __init__(self, key: tuple[str, ...], node: NodeState | None = None) -> None:
-        self.key = key
-        self.node = node
-        self.cap = 0
-        self.children: list[_Domain] = []
-        # Only nodes are marked: the preference never changes which topology domain is chosen.
-        self.degraded = node is not None and node.degraded
-
-
 class NodePool:
     """All nodes, with the capacity admitted workloads use on each."""
 
@@ -146,8 +135,12 @@ class NodePool:
         self.enabled = bool(self.nodes)
         self._flavor_cache: dict[tuple[tuple[str, str], ...], list[NodeState]] = {}
         self._static_cache: dict[tuple, _Static] = {}
-        self._summary_cache: dict[tuple, tuple[int, dict[str, tuple[int, int]]]] = {}
+        self._summaries: dict[tuple, FreeSummary] = {}
+        self._views: dict[tuple, CapacityView] = {}
         self._place_cache: dict[tuple, PlacementResult] = {}
+        # Names of the nodes whose usage changed, in order; ``version`` counts every change ever made.
+        self._log: list[str] = []
+        self._log_base = 0
         self.version = 0
 
     # ------------------------------------------------------------------ membership
@@ -167,9 +160,12 @@ class NodePool:
         # Every cache assumes a fixed node set.
         self._flavor_cache.clear()
         self._static_cache.clear()
-        self._summary_cache.clear()
+        self._summaries.clear()
+        self._views.clear()
         self._place_cache.clear()
         self.version += 1
+        self._log = []
+        self._log_base = self.version
 
     # ------------------------------------------------------------------ usage
 
@@ -179,7 +175,7 @@ class NodePool:
             node = self.nodes.get(name)
             if node is None:
                 continue
-            self.version += 1
+            self._changed(name)
             used = node.used
             for res, val in per_pod.items():
                 used[res] = used.get(res, 0) + val
@@ -190,10 +186,24 @@ class NodePool:
             node = self.nodes.get(name)
             if node is None:
                 continue
-            self.version += 1
+            self._changed(name)
             used = node.used
             for res, val in per_pod.items():
                 used[res] = used.get(res, 0) - val
+
+    def _changed(self, name: str) -> None:
+        self.version += 1
+        self._log.append(name)
+        if len(self._log) > 4 * len(self.nodes) + 4096:
+            # Views that have not caught up by now rebuild from scratch (see ``_changes_since``).
+            self._log = []
+            self._log_base = self.version
+
+    def _changes_since(self, seen: int) -> list[str] | None:
+        """The nodes changed after version ``seen`` (None when the log no longer reaches back that far)."""
+        if seen < self._log_base:
+            return None
+        return self._log[seen - self._log_base :]
 
     # ------------------------------------------------------------------ placement
 
@@ -209,26 +219,15 @@ class NodePool:
     def free_summary(self, node_labels: Mapping[str, str], resources: Iterable[str]) -> dict[str, tuple[int, int]]:
         """Per resource (total free, largest free on one node) over schedulable nodes matching the labels."""
         key = (tuple(sorted(node_labels.items())), tuple(resources))
-        cached = self._summary_cache.get(key)
-        if cached is not None and cached[0] == self.version:
-            return cached[1]
-        out: dict[str, tuple[int, int]] = {}
-        nodes = [n for n in self.flavor_nodes(node_labels) if n.ready and not n.unschedulable]
-        for res in resources:
-            total = 0
-            largest = 0
-            optional = res in _OPTIONAL_NODE_RESOURCES
-            for n in nodes:
-                if optional and res not in n.allocatable:
-                    total = largest = 1 << 60
-                    break
-                free = n.allocatable.get(res, 0) - n.used.get(res, 0)
-                if free > 0:
-                    total += free
-                    largest = max(largest, free)
-            out[res] = (total, largest)
-        self._summary_cache[key] = (self.version, out)
-        return out
+        summary = self._summaries.get(key)
+        if summary is None:
+            nodes = [n for n in self.flavor_nodes(node_labels) if n.ready and not n.unschedulable]
+            summary = FreeSummary(nodes, key[1], _OPTIONAL_NODE_RESOURCES)
+            self._summaries[key] = summary
+        elif summary.seen != self.version:
+            summary.catch_up(self._changes_since(summary.seen), self.version)
+        summary.seen = self.version
+        return summary.figures()
 
     def _static(self, req: PodSetRequest, healthy: bool, levels: tuple[str, ...]) -> _Static:
         """The usage-independent part of a placement (node filters and the domain tree), cached."""
@@ -266,7 +265,7 @@ class NodePool:
                 static.exclusions[label] = static.exclusions.get(label, 0) + 1
                 continue
             static.nodes.append(node)
-        static.root, static.leaves, static.internal = _build_tree(static.nodes, levels)
+        static.leaves = _leaf_skeleton(static.nodes, levels)
         self._static_cache[key] = static
         return static
 
@@ -303,40 +302,27 @@ class NodePool:
         self._place_cache[memo] = result
         return result
 
+    def _view(self, req: PodSetRequest, static: _Static, levels: tuple[str, ...], healthy: bool, empty: bool):
+        """The capacity view for this filter and per-pod request, caught up with the pool's changes."""
+        wanted = tuple((r, v) for r, v in sorted(req.per_pod.items()) if v > 0)
+        key = (id(static), wanted, empty, healthy)
+        view = self._views.get(key)
+        if view is None or view.static is not static:
+            if len(self._views) > 1024:
+                self._views.clear()
+            columns = [static.column(res, healthy) for res, _ in wanted]
+            view = CapacityView(static, wanted, columns, empty)
+            view.seen = self.version
+            self._views[key] = view
+        elif view.seen != self.version:
+            view.catch_up(self._changes_since(view.seen), self.version)
+        return view
+
     def _place(self, req: PodSetRequest, *, empty: bool, healthy: bool, ignore_topology: bool) -> PlacementResult:
         levels = () if ignore_topology else req.levels
         static = self._static(req, healthy, levels)
-        exclusions = dict(static.exclusions)
-        wanted = [(r, v) for r, v in sorted(req.per_pod.items()) if v > 0]
-        columns = [static.column(res, healthy) for res, _ in wanted]
-        sums = [0] * len(wanted)
-        nodes = static.nodes
-        for i, leaf in enumerate(static.leaves):
-            used = nodes[i].used
-            fit = 1 << 20
-            blocking = ""
-            for j, (res, need) in enumerate(wanted):
-                total = columns[j][i]
-                if total is None:
-                    continue
-                free = total if empty else total - used.get(res, 0)
-                if free < 0:
-                    free = 0
-                sums[j] += free
-                pods = free // need
-                if pods < fit:
-                    fit = pods
-                    if pods == 0 and not blocking:
-                        blocking = res
-            if fit <= 0:
-                label = f'resource "{blocking}"'
-                exclusions[label] = exclusions.get(label, 0) + 1
-                fit = 0
-            leaf.cap = fit
-        free_units = {res: sums[j] for j, (res, _) in enumerate(wanted) if any(c is not None for c in columns[j])}
-        for dom in static.internal:
-            dom.cap = sum(c.cap for c in dom.children)
-        root = static.root
+        view = self._view(req, static, levels, healthy, empty)
+        root = view.root
         count = req.count
         candidates_levels: list[int] = []
         if levels and (req.required or req.preferred):
@@ -349,23 +335,24 @@ class NodePool:
         used_level = None
         best_key: tuple[str, ...] = ()
         if req.required and candidates_levels:
-            domains = _domains_at(root, candidates_levels[0])
-            fit = min(count, max((d.cap for d in domains), default=0))
-            best = _best_fit(domains, count)
+            depth = view.depth_of(candidates_levels[0])
+            largest = view.largest_at(depth)
+            fit = min(count, largest.cap if largest is not None else 0)
+            best = view.best_fit_at(depth, count)
             if best is not None:
-                result_nodes = _fill(best, count)
+                result_nodes = view.fill(best, count)
                 used_level = req.required
-            elif domains:
-                best_key = min(domains, key=lambda d: (-d.cap, d.key)).key
+            elif largest is not None:
+                best_key = largest.key
         else:
             for idx in candidates_levels:
-                best = _best_fit(_domains_at(root, idx), count)
+                best = view.best_fit_at(view.depth_of(idx), count)
                 if best is not None:
-                    result_nodes = _fill(best, count)
+                    result_nodes = view.fill(best, count)
                     used_level = levels[idx]
                     break
             if result_nodes is None and root.cap >= count:
-                result_nodes = _fill(root, count)
+                result_nodes = view.fill(root, count)
             fit = min(count, root.cap)
         if result_nodes is not None:
             fit = count
@@ -374,24 +361,22 @@ class NodePool:
             nodes=sorted(result_nodes) if result_nodes is not None else [],
             fit=fit,
             total_nodes=static.total,
-            exclusions=exclusions,
+            exclusions=view.exclusions(),
             level=used_level,
-            free_units=free_units,
+            free_units=view.free_units(),
             best_domain=best_key,
         )
 
 
 class _Static:
-    __slots__ = ("_columns", "exclusions", "internal", "leaves", "nodes", "root", "total")
+    __slots__ = ("_columns", "exclusions", "leaves", "nodes", "total")
 
     def __init__(self) -> None:
         self._columns: dict[tuple[str, bool], list[int | None]] = {}
         self.total = 0
         self.exclusions: dict[str, int] = {}
         self.nodes: list[NodeState] = []
-        self.root = _Domain(())
-        self.leaves: list[_Domain] = []
-        self.internal: list[_Domain] = []
+        self.leaves: list[LeafSkeleton] = []
 
     def column(self, res: str, healthy: bool) -> list[int | None]:
         """Per node, the amount of ``res`` usable at all (None: the node does not report an optional resource)."""
@@ -413,84 +398,20 @@ class _Static:
         return col
 
 
-def _build_tree(nodes: list[NodeState], levels: tuple[str, ...]) -> tuple[_Domain, list[_Domain], list[_Domain]]:
-    """The domain tree over ``nodes`` (leaves = nodes) and its internal domains deepest first."""
-    root = _Domain(())
-    index: dict[tuple[str, ...], _Domain] = {(): root}
-    depth: dict[int, list[_Domain]] = {0: [root]}
+class LeafSkeleton:
+    """A node's place in the domain tree: its key (domain values along the levels, then its name)."""
+
+    __slots__ = ("degraded", "key")
+
+    def __init__(self, key: tuple[str, ...], degraded: bool) -> None:
+        self.key = key
+        # Only nodes are marked: the preference never changes which topology domain is chosen.
+        self.degraded = degraded
+
+
+def _leaf_skeleton(nodes: list[NodeState], levels: tuple[str, ...]) -> list[LeafSkeleton]:
+    """Each node's key in the domain tree over ``levels`` (the hostname level is the node itself)."""
     domain_levels = [lvl for lvl in levels if lvl != HOSTNAME_LABEL]
-    leaves = []
-    for node in nodes:
-        parent = root
-        key: tuple[str, ...] = ()
-        for i, lvl in enumerate(domain_levels):
-            key = (*key, node.labels.get(lvl, ""))
-            dom = index.get(key)
-            if dom is None:
-                dom = _Domain(key)
-                index[key] = dom
-                parent.children.append(dom)
-                depth.setdefault(i + 1, []).append(dom)
-            parent = dom
-        leaf = _Domain((*key, node.name), node)
-        parent.children.append(leaf)
-        leaves.append(leaf)
-    internal = [d for level in sorted(depth, reverse=True) for d in depth[level]]
-    return root, leaves, internal
-
-
-def _domains_at(root: _Domain, level_idx: int) -> list[_Domain]:
-    """Domains at depth ``level_idx + 1`` of the tree (the node leaves for the hostname level)."""
-    current = [root]
-    for _ in range(level_idx + 1):
-        nxt: list[_Domain] = []
-        for dom in current:
-            if dom.node is not None:
-                nxt.append(dom)
-            else:
-                nxt.extend(dom.children)
-        current = nxt
-    return current
-
-
-def _best_fit(domains: list[_Domain], count: int) -> _Domain | None:
-    """The fitting domain with the least room (a node without degraded devices first)."""
-    fitting = [d for d in domains if d.cap >= count]
-    if not fitting:
-        return None
-    return min(fitting, key=lambda d: (d.degraded, d.cap, d.key))
-
-
-def _fill(domain: _Domain, count: int) -> list[str]:
-    """Assign ``count`` pods inside ``domain`` (which has room for them).
-
-    Nodes with degraded devices are used last: they take only the pods the other nodes cannot hold. Each group is
-    filled on as few sub-domains as possible (best-fit on the last one).
-    """
-    if domain.node is not None:
-        return [domain.node.name] * count
-    children = [d for d in domain.children if d.cap > 0]
-    preferred = [d for d in children if not d.degraded]
-    if len(preferred) == len(children):
-        return _fill_children(children, count)
-    first = _fill_children(preferred, min(count, sum(d.cap for d in preferred)))
-    return first + _fill_children([d for d in children if d.degraded], count - len(first))
-
-
-def _fill_children(children: list[_Domain], count: int) -> list[str]:
-    """Assign ``count`` pods over ``children``, fewest first, best-fit on the last one."""
-    remaining = count
-    out: list[str] = []
-    unused = sorted(children, key=lambda d: (-d.cap, d.key))
-    while remaining > 0 and unused:
-        fitting = [d for d in unused if d.cap >= remaining]
-        if fitting:
-            best = min(fitting, key=lambda d: (d.cap, d.key))
-            out.extend(_fill(best, remaining))
-            return out
-        biggest = unused.pop(0)
-        if biggest.cap <= 0:
-            break
-        out.extend(_fill(biggest, biggest.cap))
-        remaining -= biggest.cap
-    return out
+    return [
+        LeafSkeleton((*(node.labels.get(lvl, "") for lvl in domain_levels), node.name), node.degraded) for node in nodes
+    ]

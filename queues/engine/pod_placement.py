@@ -75,7 +75,11 @@ def place_all(
     placed: list[tuple[str, dict[str, int]]] = []
     out: list[list[str]] = []
     ok = True
-    for ps, psa in zip(wl.pod_sets, psas, strict=False):
+    pairs = list(zip(wl.pod_sets, psas, strict=False))
+    # Only a later pod set needs the earlier ones' pods accounted: the last one adds nothing (no spurious
+    # change of the pool's version, which would invalidate every cached placement).
+    last = max((i for i, (ps, _) in enumerate(pairs) if ps.per_pod and ps.count), default=-1)
+    for i, (ps, psa) in enumerate(pairs):
         if not ps.per_pod or ps.count == 0:
             out.append([])
             continue
@@ -85,8 +89,8 @@ def place_all(
         if not res.ok:
             ok = False
             break
-        pods = [(n, ps.per_pod) for n in res.nodes]
-        if not empty:
+        if not empty and i < last:
+            pods = [(n, ps.per_pod) for n in res.nodes]
             engine.pool.add(pods)
             placed.extend(pods)
         out.append(res.nodes)

@@ -54,6 +54,7 @@ def push_group(engine: Engine, group: ShapeGroup) -> None:
 def activate(engine: Engine, group: ShapeGroup) -> None:
     """Make a parked group eligible again."""
     group.active = True
+    group.quota_blocked = False
     if group.items:
         push_group(engine, group)
 
@@ -63,12 +64,17 @@ def park(group: ShapeGroup) -> None:
     if not group.active:
         return
     group.active = False
+    group.quota_blocked = False  # parked by a full evaluation: the reason is not known here
     group.version += 1
     group.cq.parked.append(group)
 
 
-def reactivate_cq(engine: Engine, cq: ClusterQueueInfo) -> None:
-    """Wake a ClusterQueue: unblock it and activate its parked groups (without preemption, only those that may fit)."""
+def reactivate_cq(engine: Engine, cq: ClusterQueueInfo, quota_changed: bool = True) -> None:
+    """Wake a ClusterQueue: unblock it and activate its parked groups (without preemption, only those that may fit).
+
+    ``quota_changed`` False says only node capacity was freed (a release in another cohort): a group whose last
+    check failed on quota stays parked without a new check, since its cohort's quota did not change.
+    """
     cq.blocked = False
     if cq.parked:
         parked, cq.parked = cq.parked, []
@@ -76,10 +82,39 @@ def reactivate_cq(engine: Engine, cq: ClusterQueueInfo) -> None:
         for group in parked:
             if group.active:
                 continue
+            if quick and not quota_changed and group.quota_blocked:
+                cq.parked.append(group)
+                continue
             if quick and not may_fit(engine, cq, group):
                 cq.parked.append(group)
                 continue
             activate(engine, group)
+
+
+def _fit_plan(engine: Engine, cq: ClusterQueueInfo, wl: WorkloadInfo) -> tuple | None:
+    """What ``may_fit`` checks for a shape: (requests, [(flavor, its node labels)], per-pod requests, count).
+
+    None when the pre-check cannot decide (several pod sets, or requests spread over resource groups): the
+    group is then always woken. An empty flavor list means the shape never fits this ClusterQueue.
+    """
+    if len(wl.pod_sets) != 1:
+        return None
+    ps = wl.pod_sets[0]
+    requests = dict(ps.total)
+    if "pods" in cq.rg_of:
+        requests["pods"] = ps.count
+    groups = {cq.rg_of.get(r) for r, v in requests.items() if v > 0}
+    if len(groups) != 1:
+        return None
+    (idx,) = groups
+    wanted = tuple((r, v) for r, v in requests.items() if v > 0)
+    if idx is None:
+        return (wanted, (), ps.per_pod, ps.count)
+    flavors = []
+    for fname in cq.rgs[idx].flavors:
+        flavor = engine.flavors.get(fname)
+        flavors.append((fname, flavor.node_labels if flavor is not None else None))
+    return (wanted, tuple(flavors), ps.per_pod, ps.count)
 
 
 def may_fit(engine: Engine, cq: ClusterQueueInfo, group: ShapeGroup) -> bool:
@@ -87,37 +122,35 @@ def may_fit(engine: Engine, cq: ClusterQueueInfo, group: ShapeGroup) -> bool:
 
     Without preemption and placement a pod set's outcome depends only on whether some flavor has
     ``request <= available`` for every resource, so a parked group that fails this stays parked without
-    a full evaluation (Kueue would evaluate and park it again with the same result).
+    a full evaluation (Kueue would evaluate and park it again with the same result). The check depends only
+    on the group's shape, so it is prepared once per group.
     """
     items = group.prune()
+    group.quota_blocked = False
     if not items:
         return False
-    wl = items[0][3]
-    if len(wl.pod_sets) != 1:
+    plan = group.fit_plan
+    if plan is None:
+        plan = _fit_plan(engine, cq, items[0][3]) or (None,)
+        group.fit_plan = plan
+    if plan[0] is None:
         return True
-    ps = wl.pod_sets[0]
-    requests = ps.total
-    if "pods" in cq.rg_of:
-        requests = {**requests, "pods": ps.count}
-    groups = {cq.rg_of.get(r) for r, v in requests.items() if v > 0}
-    if len(groups) != 1:
-        return True
-    (idx,) = groups
-    if idx is None:
-        return False
+    wanted, flavors, per_pod, count = plan
     node = cq.node
     available = QuotaTree.available
-    for fname in cq.rgs[idx].flavors:
-        if all(v <= available(node, (fname, r)) for r, v in requests.items() if v > 0):
-            if not engine.pool.enabled or not ps.per_pod:
+    quota_ok = False
+    for fname, labels in flavors:
+        if all(v <= available(node, (fname, r)) for r, v in wanted):
+            quota_ok = True
+            if not engine.pool.enabled or not per_pod:
                 return True
-            flavor = engine.flavors.get(fname)
-            if flavor is None:
+            if labels is None:
                 continue
             # Placement needs, at least, enough free capacity in total and one node big enough for a pod.
-            summary = engine.pool.free_summary(flavor.node_labels, ps.per_pod)
-            if all(summary[r][0] >= v * ps.count and summary[r][1] >= v for r, v in ps.per_pod.items()):
+            summary = engine.pool.free_summary(labels, per_pod)
+            if all(summary[r][0] >= v * count and summary[r][1] >= v for r, v in per_pod.items()):
                 return True
+    group.quota_blocked = not quota_ok
     return False
 
 
@@ -128,15 +161,19 @@ def on_release(engine: Engine, cq_name: str | None, nodes: Iterable[str] = ()) -
             reactivate_cq(engine, cq)
         return
     targets = {c.name: c for c in engine.cqs[cq_name].cohort_cqs}
+    node_only: dict[str, ClusterQueueInfo] = {}
     if engine.pool.enabled:
         freed = set(nodes)
         if freed:
             # Node capacity is shared across cohorts: wake every queue with a flavor on the freed nodes.
             for cq in engine.cqs.values():
                 if cq.name not in targets and cq_nodes(engine, cq) & freed:
-                    targets[cq.name] = cq
-    for name in sorted(targets):
-        reactivate_cq(engine, targets[name])
+                    node_only[cq.name] = cq
+    for name in sorted((*targets, *node_only)):
+        if name in targets:
+            reactivate_cq(engine, targets[name])
+        else:
+            reactivate_cq(engine, node_only[name], quota_changed=False)
 
 
 def cq_nodes(engine: Engine, cq: ClusterQueueInfo) -> set[str]:

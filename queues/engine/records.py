@@ -174,7 +174,7 @@ class WorkloadInfo:
 class ShapeGroup:
     """Pending workloads of one ClusterQueue with the same shape (requests, priority, constraints)."""
 
-    __slots__ = ("active", "cq", "items", "shape", "version")
+    __slots__ = ("active", "cq", "fit_plan", "items", "quota_blocked", "shape", "version")
 
     def __init__(self, cq: ClusterQueueInfo, shape: tuple) -> None:
         self.cq = cq
@@ -182,6 +182,9 @@ class ShapeGroup:
         self.items: list[tuple[int, float, str, WorkloadInfo]] = []
         self.active = True
         self.version = 0
+        # ``queueing.may_fit``'s precomputed check for this shape, and whether it last failed on quota.
+        self.fit_plan: tuple | None = None
+        self.quota_blocked = False
 
     def prune(self) -> list[tuple[int, float, str, WorkloadInfo]]:
         """Drop, from the top of the heap, workloads no longer pending in this group; returns the heap."""
