@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from .decisions import CycleResult, Explanation, QueueStopEviction, WaitReason
+from .gc_pacing import fewer_collections
 from .model import Admission, ClusterState, Eviction, PodSetAdmission, Workload
 from .reasons import explain_wl
 from .scheduler import PENDING, RESERVED, CycleOutcome, Engine
@@ -108,6 +109,7 @@ class SettleResult:
     evictions: tuple[QueueStopEviction, ...] = ()
 
 
+@fewer_collections()
 def settle(state: ClusterState, now: float, *, max_cycles: int = 1000, complete_evictions: bool = True) -> SettleResult:
     """Run scheduling cycles at ``now`` until nothing changes, as Kueue runs them back to back.
 

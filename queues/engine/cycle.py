@@ -12,7 +12,7 @@ from .flavor_assignment import assign
 from .model import Eviction, FlavorResource
 from .pod_placement import placement_ok
 from .preemption import preemption_targets
-from .queueing import may_fit, next_head, on_admission, park, push_group
+from .queueing import may_fit, next_head, node_root, on_admission, park, push_group
 from .quota import QuotaTree
 from .records import (
     ADMITTED,
@@ -89,7 +89,7 @@ def run_cycle(
     for e in ordered:
         wl, cq, assignment = e.wl, e.cq, e.assignment
         if not e.nominated:
-            _inadmissible(e.wl, e.cq, outcome)
+            _inadmissible(engine, e.wl, e.cq, outcome)
             if engine.preemptors.get(cq.name) is wl:
                 del engine.preemptors[cq.name]
             continue
@@ -139,9 +139,9 @@ def _nominate(
         wl.note = None
         if engine.fair is None and not cq.preempts and wl.group is not None and not may_fit(engine, cq, wl.group):
             # Exact shortcut: without preemption a head that fails this check is inadmissible.
-            _inadmissible(wl, cq, outcome)
+            _inadmissible(engine, wl, cq, outcome)
             continue
-        assignment = assign(engine, wl, cq)
+        assignment = _assign(engine, wl, cq)
         targets: list[tuple[WorkloadInfo, str]] = []
         mode = assignment.mode
         nominated = False
@@ -152,6 +152,25 @@ def _nominate(
             nominated = bool(targets)
         entries.append(CycleEntry(wl, cq, assignment, targets, nominated))
     return entries
+
+
+def _assign(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> FlavorAssignment:
+    """The head's flavor assignment, reusing its group's last one that did not fit when nothing changed since.
+
+    For a queue that does not preempt, the assignment depends only on the shape, the quota usage of its tree
+    and the nodes' usage (their versions); one that needs preemption looks at other workloads: not reused.
+    """
+    group = wl.group
+    if cq.preempts or group is None:
+        return assign(engine, wl, cq)
+    root = node_root(cq.node)
+    memo = group.assign_memo
+    if memo is not None and memo[0] == root.usage_version and memo[1] == engine.pool.version:
+        return memo[2]
+    result = assign(engine, wl, cq)
+    # Read the versions after: assign tries placements and undoes them, which counts as changes.
+    group.assign_memo = (root.usage_version, engine.pool.version, result) if result.mode != PS_FIT else None
+    return result
 
 
 def _fits_now(engine: Engine, e: CycleEntry, victims: list[WorkloadInfo], changed: bool) -> list[list[str]] | None:
@@ -169,13 +188,13 @@ def _fits_now(engine: Engine, e: CycleEntry, victims: list[WorkloadInfo], change
     return nodes if fits else None
 
 
-def _inadmissible(wl: WorkloadInfo, cq: ClusterQueueInfo, outcome: CycleOutcome) -> None:
+def _inadmissible(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, outcome: CycleOutcome) -> None:
     wl.note = {"kind": "inadmissible"}
     outcome.parked.append(wl.key)
     if cq.strict:
         cq.blocked = True
     elif wl.group is not None:
-        park(wl.group)
+        park(engine, wl.group)
 
 
 def _issue_preemptions(

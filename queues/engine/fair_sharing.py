@@ -61,10 +61,18 @@ def tournament(
         by_tree.setdefault(id(root), {})[e.cq.name] = e
         roots[id(root)] = root
     winners: dict[int, CycleEntry] = {}
+    # Per tree: the shares of its entries and the tree's usage version they hold for (the processed entry
+    # may not have changed any quota: an inadmissible head, or one that no longer fits).
+    shares: dict[int, tuple[int, dict[tuple[str, str], Share]]] = {}
     while by_tree:
         for tree, remaining in by_tree.items():
             if tree not in winners:
-                winners[tree] = _winner(roots[tree], remaining, fifo_key)
+                root = roots[tree]
+                cached = shares.get(tree)
+                if cached is None or cached[0] != root.usage_version:
+                    computed = _shares(remaining)  # changes usage and undoes it: read the version after
+                    cached = shares[tree] = (root.usage_version, computed)
+                winners[tree] = _winner(root, remaining, fifo_key, cached[1])
         tree = min(winners, key=lambda t: classic_key(winners[t]))
         best = winners.pop(tree)
         remaining = by_tree[tree]
@@ -74,15 +82,13 @@ def tournament(
         yield best
 
 
-def _winner(
-    root: QuotaNode, remaining: Mapping[str, CycleEntry], fifo_key: Callable[[CycleEntry], tuple]
-) -> CycleEntry:
-    """The tournament winner of one tree (a queue without a cohort is its own tree)."""
-    if root.is_cq:
-        return remaining[root.name]
+def _shares(remaining: Mapping[str, CycleEntry]) -> dict[tuple[str, str], Share]:
+    """Per (Cohort, workload): the share of the Cohort's child on the workload's path, were it admitted."""
     shares: dict[tuple[str, str], Share] = {}
     for e in remaining.values():
         node = e.cq.node
+        if node.parent is None:
+            continue
         usage = e.assignment.usage
         QuotaTree.add_usage(node, usage)
         value = share(node)
@@ -90,6 +96,18 @@ def _winner(
             shares[(ancestor.name, e.wl.key)] = value
             value = share(ancestor)
         QuotaTree.remove_usage(node, usage)
+    return shares
+
+
+def _winner(
+    root: QuotaNode,
+    remaining: Mapping[str, CycleEntry],
+    fifo_key: Callable[[CycleEntry], tuple],
+    shares: Mapping[tuple[str, str], Share],
+) -> CycleEntry:
+    """The tournament winner of one tree (a queue without a cohort is its own tree)."""
+    if root.is_cq:
+        return remaining[root.name]
 
     def less(a: CycleEntry, b: CycleEntry, cohort: str) -> bool:
         sa, sb = shares[(cohort, a.wl.key)], shares[(cohort, b.wl.key)]

@@ -104,6 +104,23 @@ class PodSetRequest:
     topology_name: str | None = None
     required: str | None = None
     preferred: str | None = None
+    #: The node filter part of the request and the whole request as hashable keys (for the pool's caches).
+    filter_key: tuple = field(init=False, compare=False, repr=False)
+    key: tuple = field(init=False, compare=False, repr=False)
+    #: The positive per-pod requests, by resource name.
+    wanted: tuple[tuple[str, int], ...] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        filter_key = (
+            tuple(sorted(self.node_labels.items())),
+            tuple(sorted(self.node_selector.items())),
+            self.node_affinity,
+            self.tolerations,
+        )
+        object.__setattr__(self, "filter_key", filter_key)
+        object.__setattr__(self, "wanted", tuple((r, v) for r, v in sorted(self.per_pod.items()) if v > 0))
+        key = (filter_key, self.levels, tuple(sorted(self.per_pod.items())), self.count, self.required, self.preferred)
+        object.__setattr__(self, "key", key)
 
 
 @dataclass(slots=True)
@@ -231,14 +248,7 @@ class NodePool:
 
     def _static(self, req: PodSetRequest, healthy: bool, levels: tuple[str, ...]) -> _Static:
         """The usage-independent part of a placement (node filters and the domain tree), cached."""
-        key = (
-            tuple(sorted(req.node_labels.items())),
-            tuple(sorted(req.node_selector.items())),
-            req.node_affinity,
-            req.tolerations,
-            levels,
-            healthy,
-        )
+        key = (req.filter_key, levels, healthy)
         cached = self._static_cache.get(key)
         if cached is not None:
             return cached
@@ -278,21 +288,7 @@ class NodePool:
         ignore_topology: bool = False,
     ) -> PlacementResult:
         """Place ``req.count`` pods; ``empty`` ignores current usage, ``healthy`` lifts health exclusions."""
-        memo = (
-            tuple(sorted(req.node_labels.items())),
-            tuple(sorted(req.node_selector.items())),
-            req.node_affinity,
-            req.tolerations,
-            req.levels,
-            tuple(sorted(req.per_pod.items())),
-            req.count,
-            req.required,
-            req.preferred,
-            empty,
-            healthy,
-            ignore_topology,
-            None if empty else self.version,
-        )
+        memo = (req.key, empty, healthy, ignore_topology, None if empty else self.version)
         cached = self._place_cache.get(memo)
         if cached is not None:
             return cached
@@ -304,7 +300,7 @@ class NodePool:
 
     def _view(self, req: PodSetRequest, static: _Static, levels: tuple[str, ...], healthy: bool, empty: bool):
         """The capacity view for this filter and per-pod request, caught up with the pool's changes."""
-        wanted = tuple((r, v) for r, v in sorted(req.per_pod.items()) if v > 0)
+        wanted = req.wanted
         key = (id(static), wanted, empty, healthy)
         view = self._views.get(key)
         if view is None or view.static is not static:

@@ -26,10 +26,18 @@ def podset_request(
     engine: Engine, cq: ClusterQueueInfo, ps: PodSetInfo, flavors: Mapping[str, str]
 ) -> tuple[PodSetRequest, str | None]:
     """The node request for a pod set under its flavors, and the name of its topology (None without TAS)."""
+    names = tuple(sorted(set(flavors.values())))
+    cached = ps.requests.get(names)
+    if cached is None:
+        cached = ps.requests[names] = _podset_request(engine, ps, names)
+    return cached
+
+
+def _podset_request(engine: Engine, ps: PodSetInfo, names: tuple[str, ...]) -> tuple[PodSetRequest, str | None]:
     labels: dict[str, str] = {}
     tolerations = list(ps.spec.tolerations)
     tas_flavor = None
-    for fname in sorted(set(flavors.values())):
+    for fname in names:
         flavor = engine.flavors.get(fname)
         if flavor is None:
             continue

@@ -55,16 +55,23 @@ def activate(engine: Engine, group: ShapeGroup) -> None:
     """Make a parked group eligible again."""
     group.active = True
     group.quota_blocked = False
+    group.quota_wait = None
     if group.items:
         push_group(engine, group)
 
 
-def park(group: ShapeGroup) -> None:
+def park(engine: Engine, group: ShapeGroup) -> None:
     """Take a group out of its queue until something that could change its outcome happens."""
     if not group.active:
         return
     group.active = False
-    group.quota_blocked = False  # parked by a full evaluation: the reason is not known here
+    memo = group.fit_memo
+    if memo is not None and memo[0] == node_root(group.cq.node).usage_version and memo[1] == engine.pool.version:
+        # ``may_fit`` just judged it at this very state: keep what it found blocks the group.
+        group.quota_blocked, group.quota_wait = memo[3], memo[4]
+    else:
+        group.quota_blocked = False  # parked by a full evaluation: the reason is not known here
+        group.quota_wait = None
     group.version += 1
     group.cq.parked.append(group)
 
@@ -82,7 +89,7 @@ def reactivate_cq(engine: Engine, cq: ClusterQueueInfo, quota_changed: bool = Tr
         for group in parked:
             if group.active:
                 continue
-            if quick and not quota_changed and group.quota_blocked:
+            if quick and group.quota_blocked and (not quota_changed or _still_short(cq, group)):
                 cq.parked.append(group)
                 continue
             if quick and not may_fit(engine, cq, group):
@@ -126,12 +133,26 @@ def may_fit(engine: Engine, cq: ClusterQueueInfo, group: ShapeGroup) -> bool:
     on the group's shape, so it is prepared once per group.
     """
     items = group.prune()
-    group.quota_blocked = False
     if not items:
+        group.quota_blocked = False
         return False
+    root = node_root(cq.node)
+    memo = group.fit_memo
+    if memo is not None and memo[0] == root.usage_version and memo[1] == engine.pool.version:
+        # Same quota usage in its tree and same node usage: the same answer (it depends on the shape only).
+        group.quota_blocked, group.quota_wait = memo[3], memo[4]
+        return memo[2]
+    fits = _may_fit(engine, cq, group, items[0][3])
+    group.fit_memo = (root.usage_version, engine.pool.version, fits, group.quota_blocked, group.quota_wait)
+    return fits
+
+
+def _may_fit(engine: Engine, cq: ClusterQueueInfo, group: ShapeGroup, head: WorkloadInfo) -> bool:
+    group.quota_blocked = False
+    group.quota_wait = None
     plan = group.fit_plan
     if plan is None:
-        plan = _fit_plan(engine, cq, items[0][3]) or (None,)
+        plan = _fit_plan(engine, cq, head) or (None,)
         group.fit_plan = plan
     if plan[0] is None:
         return True
@@ -139,8 +160,13 @@ def may_fit(engine: Engine, cq: ClusterQueueInfo, group: ShapeGroup) -> bool:
     node = cq.node
     available = QuotaTree.available
     quota_ok = False
+    waits = []
     for fname, labels in flavors:
-        if all(v <= available(node, (fname, r)) for r, v in wanted):
+        short = next(((r, v - a) for r, v in wanted if v > (a := available(node, (fname, r)))), None)
+        if short is not None:
+            fr = (fname, short[0])
+            waits.append((fr, node_root(node).released.get(fr, 0) + short[1]))
+        else:
             quota_ok = True
             if not engine.pool.enabled or not per_pod:
                 return True
@@ -151,7 +177,26 @@ def may_fit(engine: Engine, cq: ClusterQueueInfo, group: ShapeGroup) -> bool:
             if all(summary[r][0] >= v * count and summary[r][1] >= v for r, v in per_pod.items()):
                 return True
     group.quota_blocked = not quota_ok
+    group.quota_wait = tuple(waits) if not quota_ok else None
     return False
+
+
+def node_root(node) -> object:
+    """The root of a quota node's tree (where usage versions and released totals are kept)."""
+    return node.chain[0] if node.chain else node
+
+
+def _still_short(cq: ClusterQueueInfo, group: ShapeGroup) -> bool:
+    """True when no flavor's quota can have grown enough since the group's last check to fit its head.
+
+    A ClusterQueue's available quota grows by at most what is released in its tree (``QuotaTree``), so a
+    flavor that was short by ``s`` cannot fit before ``s`` more has been released there.
+    """
+    wait = group.quota_wait
+    if not group.quota_blocked or wait is None:
+        return False
+    released = node_root(cq.node).released
+    return all(released.get(fr, 0) < threshold for fr, threshold in wait)
 
 
 def on_release(engine: Engine, cq_name: str | None, nodes: Iterable[str] = ()) -> None:
@@ -167,13 +212,21 @@ def on_release(engine: Engine, cq_name: str | None, nodes: Iterable[str] = ()) -
         if freed:
             # Node capacity is shared across cohorts: wake every queue with a flavor on the freed nodes.
             for cq in engine.cqs.values():
-                if cq.name not in targets and cq_nodes(engine, cq) & freed:
+                if cq.name not in targets and _may_wake(cq) and cq_nodes(engine, cq) & freed:
                     node_only[cq.name] = cq
     for name in sorted((*targets, *node_only)):
         if name in targets:
             reactivate_cq(engine, targets[name])
         else:
             reactivate_cq(engine, node_only[name], quota_changed=False)
+
+
+def _may_wake(cq: ClusterQueueInfo) -> bool:
+    """False when freed node capacity alone cannot change anything for ``cq``: it is not blocked and every
+    parked group of it waits for quota (so ``reactivate_cq(..., quota_changed=False)`` would be a no-op)."""
+    if cq.blocked or cq.preempts:
+        return True
+    return any(not g.active and not g.quota_blocked for g in cq.parked)
 
 
 def cq_nodes(engine: Engine, cq: ClusterQueueInfo) -> set[str]:

@@ -22,6 +22,7 @@ class QuotaNode:
     """A ClusterQueue or Cohort in the quota tree."""
 
     __slots__ = (
+        "available_cache",
         "borrowing_limit",
         "chain",
         "child_cohorts",
@@ -36,8 +37,10 @@ class QuotaNode:
         "nominal",
         "parent",
         "potential",
+        "released",
         "subtree",
         "usage",
+        "usage_version",
     )
 
     def __init__(self, name: str, is_cq: bool) -> None:
@@ -57,6 +60,13 @@ class QuotaNode:
         self.potential: dict[FlavorResource, int] = {}
         self.fair_weight = 1.0
         self.lendable: dict[str, int] | None = None
+        # On a root: bumped by every usage change in its tree. On a ClusterQueue: ``available`` per
+        # (flavor, resource) with the root's version it was computed at.
+        self.usage_version = 0
+        self.available_cache: dict[FlavorResource, tuple[int, int]] = {}
+        # On a root: all usage ever released in its tree, per (flavor, resource). No ClusterQueue's available
+        # quota can grow by more than what is released (see ``queueing.may_fit``).
+        self.released: dict[FlavorResource, int] = {}
 
     def path_to_root(self) -> list[QuotaNode]:
         """Ancestors from the parent up to the root."""
@@ -193,6 +203,7 @@ class QuotaTree:
     @staticmethod
     def add_usage(node: QuotaNode, usage: Mapping[FlavorResource, int]) -> None:
         """Account ``usage`` to a ClusterQueue and, beyond its guaranteed part, to its ancestors."""
+        (node.chain[0] if node.chain else node).usage_version += 1
         for fr, val in usage.items():
             cur: QuotaNode | None = node
             while cur is not None and val > 0:
@@ -207,7 +218,12 @@ class QuotaTree:
     @staticmethod
     def remove_usage(node: QuotaNode, usage: Mapping[FlavorResource, int]) -> None:
         """Undo ``add_usage``."""
+        root = node.chain[0] if node.chain else node
+        root.usage_version += 1
+        released = root.released
         for fr, val in usage.items():
+            if val > 0:
+                released[fr] = released.get(fr, 0) + val
             cur: QuotaNode | None = node
             while cur is not None and val > 0:
                 used = cur.usage.get(fr, 0)
@@ -222,9 +238,15 @@ class QuotaTree:
 
     @staticmethod
     def available(node: QuotaNode, fr: FlavorResource) -> int:
-        """Quota a ClusterQueue can use now for ``fr``: unused guaranteed + what its ancestors can lend."""
+        """Quota a ClusterQueue can use now for ``fr``: unused guaranteed + what its ancestors can lend.
+
+        Cached per node until a usage change anywhere in its tree (the root's ``usage_version``).
+        """
         chain = node.chain or (node,)
         root = chain[0]
+        cached = node.available_cache.get(fr)
+        if cached is not None and cached[0] == root.usage_version:
+            return cached[1]
         value = root.subtree.get(fr, 0) - root.usage.get(fr, 0)
         for cur in chain[1:]:
             usage = cur.usage.get(fr, 0)
@@ -238,6 +260,7 @@ class QuotaTree:
                     value = capped
             if guaranteed > usage:
                 value += guaranteed - usage
+        node.available_cache[fr] = (root.usage_version, value)
         return value
 
     @staticmethod

@@ -43,10 +43,12 @@ PENDING, RESERVED, ADMITTED, EVICTING, FINISHED = "pending", "reserved", "admitt
 class PodSetInfo:
     """A pod set's requests, per pod and in total (zero requests dropped, resources sorted)."""
 
-    __slots__ = ("count", "name", "per_pod", "spec", "total")
+    __slots__ = ("count", "name", "per_pod", "requests", "spec", "total")
 
     def __init__(self, spec: PodSet) -> None:
         self.spec = spec
+        # ``pod_placement.podset_request``'s node requests, by the set of flavors assigned.
+        self.requests: dict[tuple[str, ...], tuple] = {}
         self.name = spec.name
         self.count = spec.count
         self.per_pod = {r: v for r, v in sorted(spec.requests.items()) if v > 0}
@@ -174,7 +176,18 @@ class WorkloadInfo:
 class ShapeGroup:
     """Pending workloads of one ClusterQueue with the same shape (requests, priority, constraints)."""
 
-    __slots__ = ("active", "cq", "fit_plan", "items", "quota_blocked", "shape", "version")
+    __slots__ = (
+        "active",
+        "assign_memo",
+        "cq",
+        "fit_memo",
+        "fit_plan",
+        "items",
+        "quota_blocked",
+        "quota_wait",
+        "shape",
+        "version",
+    )
 
     def __init__(self, cq: ClusterQueueInfo, shape: tuple) -> None:
         self.cq = cq
@@ -185,6 +198,12 @@ class ShapeGroup:
         # ``queueing.may_fit``'s precomputed check for this shape, and whether it last failed on quota.
         self.fit_plan: tuple | None = None
         self.quota_blocked = False
+        # When blocked on quota: per flavor, the (flavor, resource) short and the released total it needs.
+        self.quota_wait: tuple[tuple[tuple[str, str], int], ...] | None = None
+        # The last ``may_fit`` answer with the quota and node versions it was given at.
+        self.fit_memo: tuple | None = None
+        # ``cycle``'s last flavor assignment for this shape that did not fit, with the versions it holds for.
+        self.assign_memo: tuple | None = None
 
     def prune(self) -> list[tuple[int, float, str, WorkloadInfo]]:
         """Drop, from the top of the heap, workloads no longer pending in this group; returns the heap."""

@@ -16,6 +16,7 @@ from itertools import count
 from kernel.quantity import is_device_resource
 
 from .decisions import QueueStopEviction
+from .gc_pacing import fewer_collections
 from .model import Node, Workload
 from .scheduler import ADMITTED, EVICTING, FINISHED, PENDING, RESERVED, CycleOutcome, Engine
 
@@ -292,10 +293,11 @@ class Replay:
 
     def run(self, until: float | None = None) -> ReplayResult:
         """Replay from the start until ``until`` (None = until no event is left)."""
-        self._settle(self.now)
-        self._integrate(self.now)
-        while self.step(until):
-            pass
+        with fewer_collections():
+            self._settle(self.now)
+            self._integrate(self.now)
+            while self.step(until):
+                pass
         end = self.now if until is None else max(until, self.now)
         self._flush(end)
         self.now = end
@@ -309,20 +311,21 @@ class Replay:
             wl = engine.workloads.get(k)
             return wl is not None and wl.state in (ADMITTED, RESERVED)
 
-        self._settle(self.now)
-        if holds(key):
-            return self.now
-        while self._events:
-            when = self._events[0][0]
-            if horizon is not None and when > horizon:
-                return None
-            self._advance(when)
+        with fewer_collections():
+            self._settle(self.now)
             if holds(key):
-                return when
-            wl = engine.workloads.get(key)
-            if wl is None or wl.state == FINISHED:
-                return None
-        return None
+                return self.now
+            while self._events:
+                when = self._events[0][0]
+                if horizon is not None and when > horizon:
+                    return None
+                self._advance(when)
+                if holds(key):
+                    return when
+                wl = engine.workloads.get(key)
+                if wl is None or wl.state == FINISHED:
+                    return None
+            return None
 
 
 __all__ = ["PENDING", "QueueStats", "Replay", "ReplayResult", "WorkloadRecord", "primary_resource"]
