@@ -7,6 +7,9 @@ own transaction commits, so a slow or unreachable cluster never holds a request.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
 from typing import Protocol
 
 from django.core.exceptions import ImproperlyConfigured
@@ -39,3 +42,40 @@ def cluster_port() -> ClusterPort:
     if _port is None:
         raise ImproperlyConfigured("no cluster integration registered: add 'clusters' to INSTALLED_APPS")
     return _port
+
+
+# --------------------------------------------------------------------------- job cost (billing, above queues)
+
+
+@dataclass(frozen=True)
+class JobCost:
+    """What metering recorded for one job: device-hours (all, and borrowed), cost per currency, up to when."""
+
+    device_hours: Decimal
+    borrowed_hours: Decimal
+    cost: dict[str, Decimal]
+    #: End of the latest metered interval (None: nothing metered yet).
+    metered_until: datetime | None
+    #: Whether some allocation is still open (the figures grow at each metering run).
+    still_open: bool
+
+
+class JobCostPort(Protocol):
+    """Billing, as the job page sees it."""
+
+    def job_cost(self, *, job_id: int) -> JobCost:
+        """Device-hours and cost of the job so far (running) or in all (finished)."""
+
+
+_job_cost_port: JobCostPort | None = None
+
+
+def job_cost_port_register(port: JobCostPort) -> None:
+    """Install billing's implementation (``BillingConfig.ready``)."""
+    global _job_cost_port
+    _job_cost_port = port
+
+
+def job_cost_port() -> JobCostPort | None:
+    """The registered billing implementation, or None where billing is not installed (the page omits cost)."""
+    return _job_cost_port

@@ -25,6 +25,7 @@ from queues import diagnosis, services
 from queues import selectors as sel
 from queues.forms import JobFilterForm, JobSubmitForm, job_initial
 from queues.models import Job, Team
+from queues.ports import job_cost_port
 
 #: Session key of the team the researcher is working as.
 SESSION_TEAM = "queues.current_team"
@@ -234,10 +235,14 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = _visible_job(request, pk)
     now = timezone.now()
     context = _base_context(request)
+    cost_port = job_cost_port()
     context.update(
         job=job,
         diagnosis=diagnosis.job_diagnosis(job, now=now),
         timeline=sel.job_timeline(job, now=now),
+        # GPU-hours and cost as metered (billing, above queues, answers through its port; absent without it).
+        cost=cost_port.job_cost(job_id=job.pk) if cost_port is not None and job.started_at else None,
+        billing=cost_port is not None,
         rendered_at=now,
     )
     if wants_fragment(request):
