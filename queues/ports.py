@@ -15,8 +15,44 @@ from typing import Protocol
 from django.core.exceptions import ImproperlyConfigured
 
 
+@dataclass(frozen=True)
+class PodLog:
+    """The last lines one pod of a job wrote (``note`` says why there are none, e.g. a container never started)."""
+
+    pod: str
+    lines: list[str]
+    node: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """One Kubernetes event about a job, its workload or its pods (``type`` is Normal or Warning)."""
+
+    at: datetime | None
+    type: str
+    reason: str
+    involved: str
+    message: str
+    count: int = 1
+
+
+class ClusterUnreachable(Exception):
+    """The cluster did not answer a read (logs, events) in time; ``message`` says what failed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 class ClusterPort(Protocol):
     """The cluster integration, as queues sees it."""
+
+    def job_logs(self, *, job_id: int, tail_lines: int) -> list[PodLog]:
+        """The last ``tail_lines`` lines of each of the job's pods, now (raises ClusterUnreachable)."""
+
+    def job_events(self, *, job_id: int) -> list[RunEvent]:
+        """The cluster's events about the job, oldest first, now (raises ClusterUnreachable)."""
 
     def job_submitted(self, *, job_id: int) -> None:
         """A job was recorded as pending: hand it to its cluster's scheduler."""
