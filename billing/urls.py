@@ -8,4 +8,5 @@ app_name = "billing"
 urlpatterns = [
     path("", views.cost, name="cost"),
     path("export.csv", views.cost_csv, name="cost_csv"),
+    path("mine/", views.usage_mine, name="usage_mine"),
 ]

@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from billing import charts, reporting, selectors
+from billing import charts, my_usage, reporting, selectors
 from billing.forms import ALL_TEAMS, DEFAULT_DAYS, CostFilterForm, CostQuery
 from billing.pricing import local_day
 from billing.services.common import billing_tz, default_currency
@@ -133,3 +133,20 @@ def cost_csv(request: HttpRequest) -> HttpResponse:
     response = HttpResponse(reporting.report_csv(report), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="cost-{name}-{query.start}-{query.end}.csv"'
     return response
+
+
+@require_GET
+@htmx_login_required
+def usage_mine(request: HttpRequest) -> HttpResponse:
+    """The signed-in researcher's own GPU-hours, cost and lost hours per month and per class (any member)."""
+    months, error = my_usage.months_param(request.GET.get("months"))
+    today = local_day(timezone.now(), billing_tz())
+    usage = my_usage.researcher_usage(user=request.user, today=today, months=months)
+    context = {
+        "usage": usage,
+        "report": usage.report,
+        "months_error": error,
+        "month_choices": (1, 3, 6, 12, my_usage.MAX_MONTHS),
+        "is_lead": my_usage.leads_or_staff(request.user),
+    }
+    return render(request, "billing/usage_mine.html", context, status=400 if error else 200)

@@ -751,3 +751,7 @@ class NodeHealthDirective(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node.name} {self.kind} {self.key}"
+
+
+# The DCGM utilisation samples live in their own module (this one is long); importing registers the model.
+from pools.gpu_usage import GpuUtilSample  # noqa: E402, F401

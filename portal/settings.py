@@ -236,6 +236,13 @@ KUBE_JOB_TTL_SECONDS_AFTER_FINISHED = env.int("KUBE_JOB_TTL_SECONDS_AFTER_FINISH
 KUBE_TERMINATION_GRACE_SECONDS = env.int("KUBE_TERMINATION_GRACE_SECONDS", default=30)
 KUBE_CHECKPOINT_GRACE_SECONDS = env.int("KUBE_CHECKPOINT_GRACE_SECONDS", default=300)
 KUBE_RESUBMIT_AFTER_SECONDS = env.int("KUBE_RESUBMIT_AFTER_SECONDS", default=120)
+# The job page's log and events (read while a person waits): one attempt each, this read timeout, this many lines
+# per pod and at most this many pods.
+KUBE_RUN_READ_TIMEOUT = env.float("KUBE_RUN_READ_TIMEOUT", default=5.0)
+JOB_LOG_TAIL_LINES = env.int("JOB_LOG_TAIL_LINES", default=50)
+JOB_LOG_MAX_PODS = env.int("JOB_LOG_MAX_PODS", default=8)
+# DCGM GPU utilisation samples (one per card and scrape) are kept this long for the job page.
+GPU_UTIL_RETENTION_DAYS = env.int("GPU_UTIL_RETENTION_DAYS", default=35)
 # Kueue's manager ConfigMap ("namespace/name", key controller_manager_config.yaml), read at each push to check the
 # clusters' fair-sharing switch (deploy/base/rbac.yaml grants read access to this one only).
 KUEUE_CONFIG_MAP = env.str("KUEUE_CONFIG_MAP", default="kueue-system/kueue-manager-config")

@@ -7,13 +7,52 @@ own transaction commits, so a slow or unreachable cluster never holds a request.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
 from typing import Protocol
 
 from django.core.exceptions import ImproperlyConfigured
 
 
+@dataclass(frozen=True)
+class PodLog:
+    """The last lines one pod of a job wrote (``note`` says why there are none, e.g. a container never started)."""
+
+    pod: str
+    lines: list[str]
+    node: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """One Kubernetes event about a job, its workload or its pods (``type`` is Normal or Warning)."""
+
+    at: datetime | None
+    type: str
+    reason: str
+    involved: str
+    message: str
+    count: int = 1
+
+
+class ClusterUnreachable(Exception):
+    """The cluster did not answer a read (logs, events) in time; ``message`` says what failed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 class ClusterPort(Protocol):
     """The cluster integration, as queues sees it."""
+
+    def job_logs(self, *, job_id: int, tail_lines: int) -> list[PodLog]:
+        """The last ``tail_lines`` lines of each of the job's pods, now (raises ClusterUnreachable)."""
+
+    def job_events(self, *, job_id: int) -> list[RunEvent]:
+        """The cluster's events about the job, oldest first, now (raises ClusterUnreachable)."""
 
     def job_submitted(self, *, job_id: int) -> None:
         """A job was recorded as pending: hand it to its cluster's scheduler."""
@@ -39,3 +78,40 @@ def cluster_port() -> ClusterPort:
     if _port is None:
         raise ImproperlyConfigured("no cluster integration registered: add 'clusters' to INSTALLED_APPS")
     return _port
+
+
+# --------------------------------------------------------------------------- job cost (billing, above queues)
+
+
+@dataclass(frozen=True)
+class JobCost:
+    """What metering recorded for one job: device-hours (all, and borrowed), cost per currency, up to when."""
+
+    device_hours: Decimal
+    borrowed_hours: Decimal
+    cost: dict[str, Decimal]
+    #: End of the latest metered interval (None: nothing metered yet).
+    metered_until: datetime | None
+    #: Whether some allocation is still open (the figures grow at each metering run).
+    still_open: bool
+
+
+class JobCostPort(Protocol):
+    """Billing, as the job page sees it."""
+
+    def job_cost(self, *, job_id: int) -> JobCost:
+        """Device-hours and cost of the job so far (running) or in all (finished)."""
+
+
+_job_cost_port: JobCostPort | None = None
+
+
+def job_cost_port_register(port: JobCostPort) -> None:
+    """Install billing's implementation (``BillingConfig.ready``)."""
+    global _job_cost_port
+    _job_cost_port = port
+
+
+def job_cost_port() -> JobCostPort | None:
+    """The registered billing implementation, or None where billing is not installed (the page omits cost)."""
+    return _job_cost_port

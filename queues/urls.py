@@ -12,5 +12,6 @@ urlpatterns = [
     path("submit/check/", views.job_feasibility, name="job_feasibility"),
     path("jobs/<int:pk>/", views.job_detail, name="job_detail"),
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job_cancel"),
+    path("jobs/<int:pk>/run/", views.job_run, name="job_run"),
     path("team/", views.team_switch, name="team_switch"),
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
@@ -22,9 +23,11 @@ from kernel.errors import Conflict, ValidationFailed
 from kernel.htmx import STOP_POLLING, htmx_login_required, wants_fragment
 from pools.models import Cluster
 from queues import diagnosis, services
+from queues import job_run as job_run_util
 from queues import selectors as sel
 from queues.forms import JobFilterForm, JobSubmitForm, job_initial
 from queues.models import Job, Team
+from queues.ports import ClusterUnreachable, cluster_port, job_cost_port
 
 #: Session key of the team the researcher is working as.
 SESSION_TEAM = "queues.current_team"
@@ -234,10 +237,14 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = _visible_job(request, pk)
     now = timezone.now()
     context = _base_context(request)
+    cost_port = job_cost_port()
     context.update(
         job=job,
         diagnosis=diagnosis.job_diagnosis(job, now=now),
         timeline=sel.job_timeline(job, now=now),
+        # GPU-hours and cost as metered (billing, above queues, answers through its port; absent without it).
+        cost=cost_port.job_cost(job_id=job.pk) if cost_port is not None and job.started_at else None,
+        billing=cost_port is not None,
         rendered_at=now,
     )
     if wants_fragment(request):
@@ -246,6 +253,29 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
             response.status_code = STOP_POLLING
         return response
     return render(request, "queues/job_detail.html", context)
+
+
+@require_GET
+@htmx_login_required
+def job_run(request: HttpRequest, pk: int) -> HttpResponse:
+    """The job's run as the cluster saw it: last log lines per pod, Kubernetes events, GPU utilisation.
+
+    Loaded by htmx when the job page opens (and on "Refresh"), never by the page's 5-second poll: it asks the
+    cluster now. A cluster that does not answer in time gives a message in place of the logs or the events.
+    """
+    job = _visible_job(request, pk)
+    port = cluster_port()
+    context: dict = {"job": job, "tail_lines": settings.JOB_LOG_TAIL_LINES, "fetched_at": timezone.now()}
+    try:
+        context["logs"] = port.job_logs(job_id=job.pk, tail_lines=settings.JOB_LOG_TAIL_LINES)
+    except ClusterUnreachable as exc:
+        context["logs_error"] = exc.message
+    try:
+        context["events"] = port.job_events(job_id=job.pk)
+    except ClusterUnreachable as exc:
+        context["events_error"] = exc.message
+    context["utilisation"] = job_run_util.job_utilisation(job, now=context["fetched_at"])
+    return render(request, "queues/partials/job_run.html", context)
 
 
 @require_http_methods(["GET", "POST"])

@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from pools.models import Cluster
+from queues.models import Job
+from queues.ports import PodLog, RunEvent
 
 
 class ClusterBackend(Protocol):
@@ -22,6 +24,12 @@ class ClusterBackend(Protocol):
 
     def job_delete(self, *, job_id: int) -> None:
         """A job was cancelled in the portal: stop it in the cluster and release what it held there."""
+
+    def job_logs(self, *, job: Job, tail_lines: int) -> list[PodLog]:
+        """The last ``tail_lines`` lines of each pod of the job (raises ClusterUnavailable when unreachable)."""
+
+    def job_events(self, *, job: Job) -> list[RunEvent]:
+        """Events about the job, its workload and its pods, oldest first (raises ClusterUnavailable)."""
 
     def push_policy(self, *, now=None) -> str:
         """Make the cluster follow the portal's queue policy now; a one-line report (raises ClusterError)."""

@@ -13,12 +13,14 @@ from clusters.backends.k8s.client import KubeClient
 from clusters.backends.k8s.health import health_directives_sync
 from clusters.kube_sync.api import KubeRejected
 from clusters.kube_sync.config import PushReport, kube_config_adopt, kube_config_push, kube_config_reapply
+from clusters.kube_sync.job_run import kube_job_events, kube_job_logs
 from clusters.kube_sync.jobs import kube_job_create, kube_job_delete
 from clusters.kube_sync.reconcile import kube_reconcile
 from clusters.kube_sync.sync import kube_sync_run
 from clusters.models import KubeConfigObject, ReconcileReport
 from pools.models import Cluster
 from queues.models import Job
+from queues.ports import PodLog, RunEvent
 
 
 class KubernetesBackend:
@@ -41,6 +43,14 @@ class KubernetesBackend:
         """Delete the job's batch Job with propagation; its Pods go with it."""
         if Job.objects.filter(pk=job_id, cluster=self.cluster).exists():
             kube_job_delete(job_id=job_id, api=self.api)
+
+    def job_logs(self, *, job: Job, tail_lines: int) -> list[PodLog]:
+        """The last lines of each pod's log (read_namespaced_pod_log; one attempt, short timeout)."""
+        return kube_job_logs(job, api=self.api, tail_lines=tail_lines)
+
+    def job_events(self, *, job: Job) -> list[RunEvent]:
+        """Events about the Job, its Workload and its pods (by involvedObject.name), oldest first."""
+        return kube_job_events(job, api=self.api)
 
     def push_policy(self, *, now: datetime | None = None) -> str:
         """Apply the portal's Kueue objects (server-side apply); a field conflict or refusal raises KubeRejected."""

@@ -20,6 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from clusters import health_hooks
+from clusters.backends.simulated_run import simulated_job_events, simulated_job_logs
 from kernel.errors import DomainError
 from pools.models import Allocation, Cluster
 from pools.selectors import SHARING_KIND
@@ -28,6 +29,7 @@ from queues import services as job_services
 from queues.engine import settle
 from queues.engine_input import HOLDING_STATES, cluster_engine_input, ts
 from queues.models import Job
+from queues.ports import PodLog, RunEvent
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,14 @@ class SimulatedBackend:
     def job_delete(self, *, job_id: int) -> None:
         """The portal already released the devices; a tick lets waiting jobs use them."""
         simulated_cluster_tick_run(cluster_id=self.cluster.pk)
+
+    def job_logs(self, *, job: Job, tail_lines: int, now: datetime | None = None) -> list[PodLog]:
+        """Simulated pod logs: what the simulation did to the job (starts, checkpoints, its end), up to now."""
+        return simulated_job_logs(job, tail_lines=tail_lines, now=now or timezone.now())
+
+    def job_events(self, *, job: Job) -> list[RunEvent]:
+        """The events a cluster would have recorded for the job, from its timeline."""
+        return simulated_job_events(job)
 
     def push_policy(self, *, now: datetime | None = None) -> str:
         """The engine reads the policy from the database: one tick reschedules under it."""

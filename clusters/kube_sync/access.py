@@ -41,6 +41,8 @@ SYNC = ("list", "watch")  # list + watch with resourceVersion
 #: Where deploy/base's Role lets the portal read Kueue's configuration (KUEUE_CONFIG_MAP's default in settings.py;
 #: a test checks that the two agree).
 KUEUE_NAMESPACE, KUEUE_CONFIG_MAP_NAME = "kueue-system", "kueue-manager-config"
+#: The pods' ``log`` subresource (authorised on its own); only read, one pod at a time, so not a synced resource.
+POD_LOGS = Resource("pods/log", "", "v1", "pods/log", "Pod", True)
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,8 @@ PORTAL_ACCESS: tuple[Access, ...] = (
         "cordon and degraded-devices label",
     ),
     Access(PODS, SYNC, "pods of portal jobs (label selector): phase, node, restarts"),
-    Access(EVENTS, SYNC, "events for the job timeline"),
+    Access(EVENTS, SYNC, "events for the job timeline and the job page"),
+    Access(POD_LOGS, ("get",), "the job page's last log lines of a job's pods (read when the page opens)"),
     Access(JOBS, ("create", "delete", "get", *SYNC), "submit (suspended Job), cancel (delete), sync"),
     Access(RESOURCE_SLICES, SYNC, "DRA inventory (where resource.k8s.io/v1 is served)"),
     Access(DEVICE_TAINT_RULES, ("create", "delete"), "health: one per DRA device in repair (DRADeviceTaints gate)"),

@@ -176,8 +176,10 @@ class KubeApi(Protocol):
         field_selector: str = "",
         limit: int = 500,
         continue_token: str = "",
+        read_timeout: float | None = None,
+        attempts: int | None = None,
     ) -> Page:
-        """One page of a list (raises KubeGone when the continue token expired)."""
+        """One page of a list (raises KubeGone when the continue token expired); ``attempts`` 1: no retries."""
 
     def watch(
         self,
@@ -218,6 +220,9 @@ class KubeApi(Protocol):
 
     def serves(self, group_version: str) -> bool:
         """Whether the cluster serves an API group/version (e.g. ``jobset.x-k8s.io/v1alpha2``)."""
+
+    def pod_log(self, *, namespace: str, name: str, container: str, tail_lines: int, read_timeout: float) -> str:
+        """The last lines of a pod's log, timestamped; one attempt (KubeUnavailable when it does not answer)."""
 
 
 def list_all(

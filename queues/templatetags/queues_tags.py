@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 from django import template
 from django.utils import timezone
@@ -118,3 +119,16 @@ def counts_label(rc) -> str:
     counts = sorted(rc.allowed_counts or [1])
     unit = sel.unit_noun(rc.resource_name, 2 if counts != [1] else 1).split(" ", 1)[1]
     return f"{', '.join(map(str, counts))} {unit}"
+
+
+@register.filter
+def hours1(value: Decimal | float | None) -> str:
+    """Device-hours with two decimals for a job's small numbers: Decimal("0.0833") → "0.08 h"."""
+    return f"{Decimal(value or 0):,.2f} h"
+
+
+@register.filter
+def amounts(money: dict | None) -> str:
+    """Money per currency (``{"EUR": Decimal("3.5")}`` → "3.50 EUR"); "0.00" when none."""
+    parts = [f"{Decimal(v):,.2f} {c}" for c, v in sorted((money or {}).items()) if v]
+    return " · ".join(parts) or "0.00"

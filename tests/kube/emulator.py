@@ -14,6 +14,9 @@ It serves what the portal uses, the way the API server does:
   fields a manager stops applying; ``metadata.managedFields`` is rendered;
 * delete with ``propagationPolicy`` and ``preconditions.uid``; deleting a Job deletes its Pods (finalizers turn a
   delete into a ``deletionTimestamp``).
+* a pod's log (``GET .../pods/<name>/log`` with ``container``, ``tailLines`` and ``timestamps``): the lines a test
+  gave with :meth:`Emulator.set_pod_log`; 400 for a container that is not the pod's or has not started, 404 for no
+  pod, as the API server answers.
 
 Plain HTTP by default; with an ``ssl_context`` it serves HTTPS (the in-cluster connection's test). Each recorded
 request keeps its ``Authorization`` header.
@@ -314,6 +317,7 @@ class Emulator:
         self.rejected: list[str] = []
         self.deletes: list[dict] = []
         self.extra_group_versions: set[str] = set()
+        self.pod_logs: dict[Key, list[tuple[str, str]]] = {}
         self.record_requests = True
         self._runner: web.AppRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -470,6 +474,40 @@ class Emulator:
         resource = self._res(kind)
         with self.lock:
             return [copy.deepcopy(s.obj) for s in self._store(resource).values()]
+
+    def set_pod_log(self, namespace: str, name: str, lines: Iterable[tuple[str, str]]) -> None:
+        """What the pod's container wrote: ``(RFC 3339 time, text)`` lines, oldest first (the kubelet's part)."""
+        with self.lock:
+            self.pod_logs[(namespace, name)] = list(lines)
+
+    def pod_log(self, namespace: str, name: str, query: dict[str, str]) -> str:
+        """The ``/log`` subresource of a pod, as the API server answers it."""
+        with self.lock:
+            stored = self._store(self._res("Pod")).get((namespace, name))
+            if stored is None:
+                raise HTTPStatusError(404, "NotFound", f'pods "{name}" not found')
+            pod = stored.obj
+            lines = list(self.pod_logs.get((namespace, name), []))
+        containers = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
+        container = query.get("container") or (containers[0] if len(containers) == 1 else "")
+        if not container:
+            raise HTTPStatusError(
+                400, "BadRequest", f"a container name must be specified for pod {name}, choose one of: {containers}"
+            )
+        if container not in containers:
+            raise HTTPStatusError(400, "BadRequest", f"container {container} is not valid for pod {name}")
+        statuses = {c.get("name"): c for c in (pod.get("status") or {}).get("containerStatuses") or []}
+        state = (statuses.get(container) or {}).get("state") or {}
+        if "running" not in state and "terminated" not in state:
+            waiting = (state.get("waiting") or {}).get("reason") or "ContainerCreating"
+            raise HTTPStatusError(
+                400, "BadRequest", f'container "{container}" in pod "{name}" is waiting to start: {waiting}'
+            )
+        if "tailLines" in query:
+            tail = int(query["tailLines"])
+            lines = lines[-tail:] if tail > 0 else []
+        stamped = query.get("timestamps", "").lower() in ("true", "1")  # Go's ParseBool: the client sends "True"
+        return "".join(f"{t} {text}\n" if stamped else f"{text}\n" for t, text in lines)
 
     def compact(self) -> None:
         """Forget the event history (etcd compaction): older resourceVersions now answer 410 Gone."""
@@ -846,9 +884,11 @@ class Emulator:
                 return await self._control(request)
             if request.method == "GET" and (path in ("/version", "/api", "/apis") or self._is_discovery(path)):
                 return web.json_response(self._discovery(path))
-            resource, namespace, name, _sub = self._route(path)
+            resource, namespace, name, sub = self._route(path)
             if resource is None:
                 raise HTTPStatusError(404, "NotFound", f"the server could not find the requested resource ({path})")
+            if sub == "log" and resource.plural == "pods" and request.method == "GET":
+                return web.Response(text=self.pod_log(namespace, name, query), content_type="text/plain")
             body_bytes = await request.read() if request.can_read_body else b""
             body = json.loads(body_bytes) if body_bytes else {}
             manager = query.get("fieldManager", "unknown")

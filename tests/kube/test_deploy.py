@@ -25,6 +25,7 @@ from clusters.backends.k8s.health import health_directives_sync
 from clusters.kube_sync.access import PORTAL_ACCESS, rbac_rules, request_object, request_verb, role_rules
 from clusters.kube_sync.api import DEVICE_TAINT_RULES
 from clusters.kube_sync.config import kube_config_adopt, kube_config_push, kube_config_reapply
+from clusters.kube_sync.job_run import kube_job_events, kube_job_logs
 from clusters.kube_sync.jobs import kube_job_create, kube_job_delete
 from clusters.kube_sync.sync import kube_sync_run
 from clusters.models import KubeConfigObject
@@ -436,6 +437,14 @@ def test_deploy_rbac_covers_every_request_the_portal_makes(
         job = job_submit(owner=portal.user, team=portal.team, spec=spec, now=at(0))
     Job.objects.filter(pk=job.pk).update(k8s_uid="")
     kube_job_create(job_id=job.pk, api=api)
+    # the job page: its pods' logs and its events (reads, on demand)
+    kube_job_logs(Job.objects.get(pk=job.pk), api=api, tail_lines=5)
+    kube_job_events(Job.objects.get(pk=job.pk), api=api)
+    emulator.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-0", "namespace": "team-vision",
+                  "labels": {"batch.kubernetes.io/job-name": Job.objects.get(pk=job.pk).k8s_name}},
+                  "spec": {"containers": [{"name": "main", "image": "x"}]},
+                  "status": {"containerStatuses": [{"name": "main", "state": {"running": {}}}]}})  # fmt: skip
+    kube_job_logs(Job.objects.get(pk=job.pk), api=api, tail_lines=5)
     # cancel (delete the Job)
     kube_job_delete(job_id=job.pk, api=api)
     Job.objects.filter(pk=job.pk).delete()

@@ -73,7 +73,7 @@ def test_catalogue_page_and_fragment(alice, pool):
 
 
 def test_catalogue_query_count_is_bounded(alice, pool, django_assert_max_num_queries):
-    with django_assert_max_num_queries(32):
+    with django_assert_max_num_queries(33):  # 33rd: the navigation asks whether the Cost link has content
         alice.get(reverse("queues:classes"))
 
 

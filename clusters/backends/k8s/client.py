@@ -159,9 +159,10 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
         read_timeout: float | None = None,
+        attempts: int | None = None,
     ) -> urllib3.HTTPResponse:
-        """One request, retried on transient failures; returns the unread response."""
-        attempts = int(kube_setting("KUBE_API_RETRIES")) + 1
+        """One request, retried on transient failures (``attempts`` in all); returns the unread response."""
+        attempts = attempts or int(kube_setting("KUBE_API_RETRIES")) + 1
         base, cap = float(kube_setting("KUBE_API_BACKOFF_BASE")), float(kube_setting("KUBE_API_BACKOFF_MAX"))
         what = f"{method} {path}"
         last: KubeError = KubeUnavailable(what)
@@ -218,8 +219,10 @@ class KubeClient:
         field_selector: str = "",
         limit: int = 500,
         continue_token: str = "",
+        read_timeout: float | None = None,
+        attempts: int | None = None,
     ) -> Page:
-        """One page of a list, items carrying their kind and apiVersion."""
+        """One page of a list, items carrying their kind and apiVersion (``attempts``: 1 when a person waits)."""
         query: list[tuple[str, Any]] = [("limit", limit)]
         if continue_token:
             query.append(("continue", continue_token))
@@ -227,7 +230,9 @@ class KubeClient:
             query.append(("labelSelector", label_selector))
         if field_selector:
             query.append(("fieldSelector", field_selector))
-        data = self._json("GET", resource.path(namespace=namespace), query=query)
+        data = self._json(
+            "GET", resource.path(namespace=namespace), query=query, read_timeout=read_timeout, attempts=attempts
+        )
         items = data.get("items") or []
         for item in items:
             item.setdefault("kind", resource.kind)
@@ -366,6 +371,30 @@ class KubeClient:
             self._json("DELETE", resource.path(namespace=namespace, name=name), body=body)
         except KubeNotFound:
             return
+
+    def pod_log(self, *, namespace: str, name: str, container: str, tail_lines: int, read_timeout: float) -> str:
+        """The last ``tail_lines`` lines of a pod's container (``CoreV1Api.read_namespaced_pod_log``), with their
+        timestamps; one attempt, as a person is waiting (KubeUnavailable on a timeout or refused connection)."""
+        what = f"GET log of pod {namespace}/{name}"
+        core = kubernetes.client.CoreV1Api(self.api_client)
+        try:
+            response = core.read_namespaced_pod_log(
+                name,
+                namespace,
+                container=container or None,
+                tail_lines=tail_lines,
+                timestamps=True,
+                _preload_content=False,
+                _request_timeout=self._timeout(read_timeout),
+            )
+        except ApiException as exc:
+            raise _error(exc, what) from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise KubeUnavailable(f"{what}: {type(exc).__name__}: {exc}") from None
+        try:
+            return response.data.decode("utf-8", "replace")
+        finally:
+            response.release_conn()
 
     def serves(self, group_version: str) -> bool:
         """Whether ``/apis/<group>/<version>`` exists (cached per client)."""
