@@ -223,7 +223,7 @@ def time_legacy(cluster, pending: int) -> None:
     if not sample:
         return
     now = timezone.now()
-    ctx = diagnosis._context(cluster, now=now)
+    ctx = diagnosis.engine_context(cluster, now=now)
     keys = sorted(k for k, j in ctx.inp.jobs_by_key.items() if j.state == Job.State.PENDING)
     step = max(len(keys) // sample, 1)
     chosen = keys[::step][:sample]
