@@ -114,7 +114,8 @@ def test_a_state_change_triggers_a_recompute(engines):
     after = diagnosis.job_diagnosis(Job.objects.get(pk=jobs[0].pk), now=now)
     assert engines["n"] > built
     assert ClusterDiagnosis.objects.get(cluster=pool.cluster).state_version > version
-    assert before.eta is not None and after.eta is not None
+    assert before.eta is not None
+    assert after.eta is not None
 
 
 def test_stored_rows_older_than_the_max_age_are_recomputed(engines):
