@@ -7,8 +7,8 @@ jobs (1/2/4/8 GPUs, runtimes 10 min to 8 h). Then, per size, prints CPU seconds 
 * the tick's wait reasons (``engine.settle`` and its ``pending`` reasons, the engine input given);
 * the diagnosis of a state change: reasons and ETAs (p50/p90) of every pending job, from one forward replay,
   stored with the cluster's state version (``diagnosis.cluster_diagnosis_refresh``);
-* 100 job-page polls (the live fragment, through Django's test client) with no state change in between, after a
-  first poll that computes what a change invalidated: engine constructions counted and CPU seconds;
+* the job page's first view after the refresh (it computes that job's suggestions, bounded), then 100 polls of
+  the live fragment (Django's test client) with no state change in between: engine constructions and CPU;
 * ``--legacy-sample K``: K ETAs the way they were made before (one engine and one replay per job), with the
   per-job cost and what all pending jobs would take (extrapolated, as the old way is O(pending²)).
 
@@ -48,7 +48,7 @@ from pools.models import Cluster, Device, Node, ResourceClass, ResourceClassFlav
 from queues import diagnosis  # noqa: E402
 from queues import engine as eng  # noqa: E402
 from queues.engine import scheduler  # noqa: E402
-from queues.engine_input import cluster_engine_input, ts, workload_key  # noqa: E402
+from queues.engine_input import cluster_engine_input, ts  # noqa: E402
 from queues.models import Cohort, Job, Membership, QuotaLine, Team, TeamQuota  # noqa: E402
 
 GPU = "nvidia.com/gpu"
@@ -199,7 +199,7 @@ def time_refresh(cluster) -> None:
 
 
 def time_polls(user, job) -> None:
-    """The first poll after a change, then ``--polls`` more with no change: engine constructions and CPU."""
+    """The first view after the refresh (it computes the job's suggestions), then ``--polls`` polls, no change."""
     client = Client()
     client.force_login(user)
     url = f"/jobs/{job.pk}/"
@@ -207,7 +207,7 @@ def time_polls(user, job) -> None:
     with EngineCounter() as engines:
         response, seconds = cpu(lambda: client.get(url, headers=headers))
     assert response.status_code == 200, response.status_code
-    print(f"  first job-page poll after a change: {engines.count} engines {seconds:8.2f} CPU-s")
+    print(f"  first job-page view after the refresh (its suggestions): {engines.count} engines {seconds:8.2f} CPU-s")
     polls = ARGS.polls
     with EngineCounter() as engines:
         _, seconds = cpu(lambda: [client.get(url, headers=headers) for _ in range(polls)])
@@ -252,7 +252,6 @@ def main() -> None:
         time_refresh(cluster)
         time_polls(user, watched)
         time_legacy(cluster, pending)
-        _ = workload_key
 
 
 if __name__ == "__main__":

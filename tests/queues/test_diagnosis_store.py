@@ -47,7 +47,9 @@ def busy_pool():
     """Every GPU taken by the other team (ending at different times), so that submissions wait."""
     pool = research_pool()
     for i, node in enumerate(pool.nodes):
-        occupy(pool, node=node, count=node.devices.count(), name=f"busy-{i}", team=pool.other_team, runtime=600 * (i + 1))
+        occupy(
+            pool, node=node, count=node.devices.count(), name=f"busy-{i}", team=pool.other_team, runtime=600 * (i + 1)
+        )
     return pool
 
 
