@@ -8,3 +8,9 @@ class PoolsConfig(AppConfig):
 
     name = "pools"
     verbose_name = "Pools"
+
+    def ready(self) -> None:
+        """Count changes of what the admission engine reads (``pools.state_version``)."""
+        from pools import state_version
+
+        state_version.connect()

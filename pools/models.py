@@ -753,5 +753,23 @@ class NodeHealthDirective(models.Model):
         return f"{self.node.name} {self.kind} {self.key}"
 
 
+class EngineStateVersion(models.Model):
+    """A counter of changes to what the admission engine reads (``queues.engine_input``): one per cluster, one global.
+
+    A cluster's state version is its counter plus the global one (``pools.state_version.state_version``): it only
+    grows, and it grows with every change of its jobs, quotas, nodes and devices, and of the shared configuration
+    (cohorts, flavors, topologies, classes, priority classes, teams). Diagnoses computed from the engine (ETAs,
+    suggestions) are stored with the version they were computed from and recomputed when it moved.
+    """
+
+    GLOBAL = "global"
+
+    scope = models.CharField(max_length=40, primary_key=True, help_text='"global" or "cluster:<id>".')
+    version = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.scope}: {self.version}"
+
+
 # The DCGM utilisation samples live in their own module (this one is long); importing registers the model.
 from pools.gpu_usage import GpuUtilSample  # noqa: E402, F401

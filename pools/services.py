@@ -11,6 +11,7 @@ from django.db import transaction
 
 from kernel.errors import ValidationFailed
 from kernel.quantity import parse_quantity
+from pools import state_version
 from pools.inventory.versions import version_tuple
 from pools.models import Device, ResourceClass, ResourceClassFlavor, ResourceFlavor
 from pools.selectors import SHARING_KIND
@@ -214,3 +215,4 @@ def resource_class_set_flavors(*, resource_class: ResourceClass, flavors: Sequen
     ResourceClassFlavor.objects.bulk_create(
         ResourceClassFlavor(resource_class=resource_class, flavor=f, order=i) for i, f in enumerate(flavors)
     )
+    state_version.bump()  # bulk_create sends no signal

@@ -465,3 +465,64 @@ class PolicyPreview(models.Model):
     def is_finished(self) -> bool:
         """Whether the replay ended (done or failed): nothing on the page changes any more."""
         return self.status in (self.Status.DONE, self.Status.FAILED)
+
+
+class ClusterDiagnosis(models.Model):
+    """When the stored diagnoses of a cluster's pending jobs (``JobDiagnosis``) were computed, and from what state.
+
+    One row per cluster, written by ``queues.diagnosis_store.cluster_diagnosis_refresh``: the engine state version
+    (``pools.state_version``) read before the engine input was, and the cost of the computation.
+    """
+
+    cluster = models.OneToOneField(Cluster, primary_key=True, on_delete=models.CASCADE, related_name="diagnosis")
+    state_version = models.PositiveBigIntegerField()
+    computed_at = models.DateTimeField()
+    jobs = models.PositiveIntegerField(default=0, help_text="Pending jobs diagnosed.")
+    compute_seconds = models.FloatField(default=0.0, help_text="CPU seconds of the engine input, reasons and ETAs.")
+
+    def __str__(self) -> str:
+        return f"diagnosis of {self.cluster_id} at version {self.state_version}"
+
+
+class JobDiagnosis(models.Model):
+    """The engine's verdict and ETA of one pending job at one state version, and its suggestions once computed.
+
+    Read by the job page and the API instead of rebuilding the engine on every poll; valid while the cluster's
+    state version equals ``state_version``. ``suggestions`` is null until the job page's first view after the
+    change computes them (bounded: ``queues.diagnosis_suggestions``).
+    """
+
+    job = models.OneToOneField(Job, primary_key=True, on_delete=models.CASCADE, related_name="stored_diagnosis")
+    state_version = models.PositiveBigIntegerField()
+    computed_at = models.DateTimeField()
+    admissible = models.BooleanField(default=False, help_text="The engine would admit it now.")
+    preempting = models.BooleanField(default=False, help_text="It can start by preempting (or is making room).")
+    code = models.CharField(max_length=30, blank=True)
+    message = models.TextField(blank=True)
+    kueue_message = models.TextField(blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    eta_starts_now = models.BooleanField(default=False)
+    eta_p50 = models.DateTimeField(null=True, blank=True)
+    eta_p90 = models.DateTimeField(null=True, blank=True)
+    eta_method = models.TextField(blank=True)
+    eta_samples = models.PositiveIntegerField(default=0)
+    suggestions = models.JSONField(null=True, blank=True, help_text="Null: not computed at this version yet.")
+
+    def __str__(self) -> str:
+        return f"diagnosis of job {self.job_id} at version {self.state_version}"
+
+
+class CatalogueEstimate(models.Model):
+    """The catalogue card's expected wait of a typical job (one team, one class) at one state version."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="catalogue_estimates")
+    key = models.CharField(max_length=200, help_text="team, class, count and priority of the typical job.")
+    state_version = models.PositiveBigIntegerField()
+    computed_at = models.DateTimeField()
+    eta = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cluster", "key"], name="catalogueestimate_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.key} at version {self.state_version}"

@@ -20,6 +20,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from kernel.errors import Conflict, ValidationFailed
+from pools import state_version
 from pools.models import USABLE_HEALTH, Allocation, Cluster, Device, ResourceClass, ResourceFlavor
 from queues import selectors
 from queues.models import Job, JobEvent, Membership, PriorityClass, Team, WaitReason
@@ -182,6 +183,7 @@ def team_priority_override_set(*, team: Team, priority_class: PriorityClass | No
     """
     Team.objects.filter(pk=team.pk).update(priority_override=priority_class)
     team.priority_override = priority_class
+    state_version.bump()  # update() sends no signal; the typical job of the catalogue changes priority
 
 
 def job_build(

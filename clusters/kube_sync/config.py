@@ -30,6 +30,7 @@ from clusters.kube_sync.kueue_config import KueueConfigCheck, kueue_config_check
 from clusters.kube_sync.manifests import MANAGED_BY, PORTAL, desired_config, desired_hash, diff, live_view, object_key
 from clusters.models import KubeConfigObject
 from kernel.errors import Conflict, DomainError
+from pools import state_version
 from pools.models import Cluster, ResourceFlavor, Topology
 from queues.models import Cohort, PriorityClass, QuotaLine, TeamQuota
 
@@ -388,12 +389,14 @@ def _adopt_flavor(row: KubeConfigObject, live: dict, spec: dict) -> None:
 
 def _adopt_topology(row: KubeConfigObject, live: dict, spec: dict) -> None:
     Topology.objects.filter(name=row.name).update(levels=[lv["nodeLabel"] for lv in spec.get("levels") or []])
+    state_version.bump()  # update() sends no signal
 
 
 def _adopt_priority_class(row: KubeConfigObject, live: dict, spec: dict) -> None:
     PriorityClass.objects.filter(name=row.name).update(
         value=int(live["value"]), description=live.get("description", "")
     )
+    state_version.bump()  # update() sends no signal
 
 
 def _adopt_namespace(row: KubeConfigObject, live: dict, spec: dict) -> None:

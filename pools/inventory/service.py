@@ -11,6 +11,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from pools import state_version
 from pools.inventory.parse import load_file, parse_inventory
 from pools.inventory.records import (
     HEALTHY,
@@ -219,6 +220,8 @@ def _sync_nodes(
     if to_update:
         fields = sorted(f.removesuffix("_id") for f in changed_fields)
         Node.objects.bulk_update(to_update, fields, batch_size=BATCH)
+    if to_create or to_update:  # bulk writes send no signal: count the change of the engine's view
+        state_version.bump_for_nodes(n.pk for n in [*to_create, *to_update])
     return out
 
 
@@ -339,6 +342,8 @@ def _sync_devices(
     if to_update or vanished:
         fields = sorted(f.removesuffix("_id") for f in changed_fields)
         Device.objects.bulk_update(to_update + vanished, fields, batch_size=BATCH)
+    if to_create or to_update or vanished:  # bulk writes send no signal: count the change of the engine's view
+        state_version.bump_for_nodes(d.node_id for d in [*to_create, *to_update, *vanished])
     return {node_pk for (node_pk, key), d in existing.items() if (node_pk, key) in seen and d.last_seen_at < now}
 
 

@@ -2,7 +2,17 @@
 
 from kernel.quantity import format_quantity, is_device_resource, parse_decimal, parse_quantity
 
-from .api import SettleResult, apply_cycle, estimate_admission, explain, schedule, settle, weighted_shares
+from .api import (
+    SettleResult,
+    apply_cycle,
+    estimate_admission,
+    estimate_admissions,
+    explain,
+    explain_many,
+    schedule,
+    settle,
+    weighted_shares,
+)
 from .decisions import (
     WAIT_CODE_ORDER,
     AdmissionDecision,
@@ -92,7 +102,9 @@ __all__ = [
     "WorkloadPriorityClass",
     "apply_cycle",
     "estimate_admission",
+    "estimate_admissions",
     "explain",
+    "explain_many",
     "format_quantity",
     "is_device_resource",
     "parse_decimal",

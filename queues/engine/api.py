@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from .decisions import CycleResult, Explanation, QueueStopEviction, WaitReason
 from .gc_pacing import fewer_collections
 from .model import Admission, ClusterState, Eviction, PodSetAdmission, Workload
-from .reasons import explain_wl
+from .reasons import explain_all, explain_wl, reason_index
 from .scheduler import PENDING, RESERVED, CycleOutcome, Engine
 from .simulation import Replay
 
 
 def _pending_reasons(engine: Engine) -> dict[str, WaitReason]:
     out: dict[str, WaitReason] = {}
+    index = reason_index(engine)  # one scan of the workloads for the whole pass (O(pending + running))
     for key in sorted(engine.workloads):
         wl = engine.workloads[key]
         if wl.state not in (PENDING, RESERVED):
             continue
-        reason = explain_wl(engine, wl).reason
+        reason = explain_wl(engine, wl, index=index).reason
         if reason is None:
             reason = WaitReason(
                 code="higher_priority_ahead",
@@ -147,6 +148,18 @@ def explain(state: ClusterState, workload: str | Workload, now: float) -> Explan
     return explain_wl(engine, engine.workloads[key])
 
 
+def explain_many(state: ClusterState, keys: Iterable[str], now: float) -> dict[str, Explanation]:
+    """``explain`` of many workloads of ``state`` on one engine and one index: O(pending + running) in all."""
+    engine = Engine(state, now)
+    targets = []
+    for key in keys:
+        wl = engine.workloads.get(key)
+        if wl is None:
+            raise KeyError(f"workload {key} is not in the state")
+        targets.append(wl)
+    return explain_all(engine, targets)
+
+
 def weighted_shares(state: ClusterState) -> tuple[dict[str, int], dict[str, int]]:
     """Kueue's ``status.fairSharing.weightedShare`` of every (ClusterQueue, Cohort) in ``state``, by name."""
     return Engine(state).weighted_shares()
@@ -174,3 +187,27 @@ def estimate_admission(
         engine.submit(replace(target, admission=None, eviction=None))
     replay = Replay(engine, start=now, end_times=end_times, default_runtime=default_runtime)
     return replay.run_until_admitted(key, horizon)
+
+
+def estimate_admissions(
+    state: ClusterState,
+    targets: Iterable[str],
+    now: float,
+    end_times: Mapping[str, float],
+    *,
+    horizon: float | None = None,
+    default_runtime: float | None = None,
+) -> dict[str, float | None]:
+    """``estimate_admission`` of many workloads of ``state`` (keys) from ONE forward replay.
+
+    The replay is the same whichever workload is watched, so each answer equals the one-workload estimate; the
+    replay stops once every target holds quota or at ``horizon``.
+    """
+    engine = Engine(state, now)
+    keys = list(targets)
+    for key in keys:
+        if key not in engine.workloads:
+            raise KeyError(f"workload {key} is not in the state")
+    replay = Replay(engine, start=now, end_times=end_times, default_runtime=default_runtime)
+    found = replay.run_until_all_admitted(keys, horizon)
+    return {key: found.get(key) for key in keys}

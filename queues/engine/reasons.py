@@ -7,6 +7,8 @@ higher_priority_ahead) → placement (health_blocked | topology_fragmented | cla
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from kernel.quantity import is_device_resource
 
 from . import messages as msg
@@ -14,7 +16,6 @@ from .decisions import AdmissionDecision, Explanation, PodSetAssignment, WaitRea
 from .flavor_assignment import assign
 from .pod_placement import placement_ok, podset_request
 from .preemption import preemption_targets
-from .queueing import queue_head
 from .quota import QuotaTree
 from .records import (
     ADMITTED,
@@ -77,11 +78,59 @@ def _preview(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment:
     )
 
 
+# ------------------------------------------------------------------------------------------ per-pass indexes
+
+
+@dataclass(slots=True)
+class ReasonIndex:
+    """What explaining needs from *all* workloads, gathered in one scan of ``engine.workloads``.
+
+    Valid while the engine does not change: explain every pending workload of one engine state with the same
+    index (``explain_all``) and the pass costs O(pending + running) instead of O(pending x workloads).
+    """
+
+    #: preemptor key -> keys of the workloads being evicted for it (sorted)
+    victims: dict[str, list[str]]
+    #: ClusterQueue -> keys of the preemptors its evicting workloads make room for
+    preemptors_by_cq: dict[str, set[str]]
+    #: ClusterQueue -> its first pending, queued workload in queue order (what ``queue_head`` returns)
+    heads: dict[str, WorkloadInfo]
+    #: ClusterQueue -> the pending preemptors earmarking capacity in its cohort tree, in queue order (lazily)
+    earmarks: dict[str, list[WorkloadInfo]] = field(default_factory=dict)
+
+
+def reason_index(engine: Engine) -> ReasonIndex:
+    """Scan ``engine.workloads`` once for the evicting workloads' preemptors and each queue's head."""
+    victims: dict[str, list[str]] = {}
+    by_cq: dict[str, set[str]] = {}
+    heads: dict[str, WorkloadInfo] = {}
+    for w in engine.workloads.values():
+        if w.state == EVICTING and w.preempted_by:
+            victims.setdefault(w.preempted_by, []).append(w.key)
+            by_cq.setdefault(w.cq or "", set()).add(w.preempted_by)
+        elif w.state == PENDING and w.cq is not None and w.group is not None:
+            best = heads.get(w.cq)
+            if best is None or w.sort_key() < best.sort_key():
+                heads[w.cq] = w
+    for keys in victims.values():
+        keys.sort()
+    return ReasonIndex(victims=victims, preemptors_by_cq=by_cq, heads=heads)
+
+
+def explain_all(engine: Engine, workloads: list[WorkloadInfo]) -> dict[str, Explanation]:
+    """Explain many workloads of one unchanged engine with one shared index (same answers as one by one)."""
+    index = reason_index(engine)
+    return {wl.key: explain_wl(engine, wl, index=index) for wl in workloads}
+
+
 # ------------------------------------------------------------------------------------------ entry point
 
 
-def explain_wl(engine: Engine, wl: WorkloadInfo) -> Explanation:
-    """Explain one workload of ``engine`` (see module docstring for the decision order)."""
+def explain_wl(engine: Engine, wl: WorkloadInfo, *, index: ReasonIndex | None = None) -> Explanation:
+    """Explain one workload of ``engine`` (see module docstring for the decision order).
+
+    ``index``: a ``reason_index`` of the engine as it is now (built here when not given).
+    """
     key = wl.key
     if wl.state == ADMITTED:
         return Explanation(key, admissible=True, assignment=_decision(wl))
@@ -98,7 +147,9 @@ def explain_wl(engine: Engine, wl: WorkloadInfo) -> Explanation:
     never = _never(engine, wl, cq, assignment)
     if never is not None:
         return Explanation(key, admissible=False, reason=never)
-    victims = sorted(w.key for w in engine.workloads.values() if w.state == EVICTING and w.preempted_by == key)
+    if index is None:
+        index = reason_index(engine)
+    victims = list(index.victims.get(key, ()))
     if victims:
         base = assignment.message() or (wl.note or {}).get("message", "")
         reason = WaitReason(
@@ -113,7 +164,7 @@ def explain_wl(engine: Engine, wl: WorkloadInfo) -> Explanation:
         )
         return Explanation(key, admissible=False, reason=reason, preemption_targets=tuple(victims))
     if cq.strict:
-        head = queue_head(engine, cq.name)
+        head = index.heads.get(cq.name)
         if head is not None and head is not wl:
             return Explanation(key, admissible=False, reason=_strict_behind(engine, wl, cq, head, assignment))
     note = wl.note or {}
@@ -122,7 +173,7 @@ def explain_wl(engine: Engine, wl: WorkloadInfo) -> Explanation:
         return Explanation(key, admissible=False, reason=_taken_in_cycle(engine, wl, cq, note))
     mode = assignment.mode
     if mode == PS_FIT:
-        earmarked = _earmarked(engine, wl, cq)
+        earmarked = _earmarked(engine, wl, cq, index)
         if earmarked is not None:
             return Explanation(key, admissible=False, reason=earmarked)
         return Explanation(key, admissible=True, assignment=_preview(engine, wl, cq, assignment))
@@ -449,19 +500,24 @@ def _taken_in_cycle(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, note
     )
 
 
-def _earmarked(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> WaitReason | None:
-    cohort = {c.name for c in cq.cohort_cqs}
-    preemptors = sorted(
-        {
-            w.preempted_by
-            for w in engine.workloads.values()
-            if w.state == EVICTING and w.preempted_by and w.preempted_by != wl.key and w.cq in cohort
-        }
-    )
-    ahead = [engine.workloads[k] for k in preemptors if k in engine.workloads and engine.workloads[k].state == PENDING]
-    if not ahead:
+def _earmarks(engine: Engine, cq: ClusterQueueInfo, index: ReasonIndex) -> list[WorkloadInfo]:
+    """The pending preemptors of evicting workloads anywhere in ``cq``'s cohort tree, in queue order."""
+    cached = index.earmarks.get(cq.name)
+    if cached is not None:
+        return cached
+    keys: set[str] = set()
+    for member in cq.cohort_cqs:
+        keys |= index.preemptors_by_cq.get(member.name, set())
+    ahead = [w for k in keys if (w := engine.workloads.get(k)) is not None and w.state == PENDING]
+    ahead.sort(key=lambda w: w.sort_key())
+    index.earmarks[cq.name] = ahead
+    return ahead
+
+
+def _earmarked(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, index: ReasonIndex) -> WaitReason | None:
+    first = next((w for w in _earmarks(engine, cq, index) if w.key != wl.key), None)
+    if first is None:
         return None
-    first = min(ahead, key=lambda w: w.sort_key())
     return WaitReason(
         code="higher_priority_ahead",
         message=(

@@ -9,7 +9,7 @@ leaves loses its pods and queues again, to restart from the beginning (``Workloa
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import count
 
@@ -106,6 +106,8 @@ class Replay:
         self.cycles = 0
         self.outcomes: list[CycleOutcome] = []
         self.on_admit: Callable[[str, float], None] | None = None
+        #: keys given quota (admitted or reserved) by the cycles since it was last reset (None: not collected)
+        self.granted: list[str] | None = None
         for name in engine.cqs:
             resource, nominal = primary_resource(engine, name)
             stats = QueueStats(resource=resource, nominal=nominal, last_time=start)
@@ -205,6 +207,8 @@ class Replay:
             for decision in outcome.admitted:
                 key = decision.workload
                 touched.add(decision.cluster_queue)
+                if self.granted is not None:
+                    self.granted.append(key)
                 if decision.pending_checks:
                     # Quota reserved: it runs (and its runtime starts) once its admission checks are Ready.
                     self.records.setdefault(key, WorkloadRecord(submitted_at=now))
@@ -326,6 +330,39 @@ class Replay:
                 if wl is None or wl.state == FINISHED:
                     return None
             return None
+
+    def run_until_all_admitted(self, keys: Iterable[str], horizon: float | None) -> dict[str, float]:
+        """Advance until every key holds quota (or ``horizon``); when each first held it at the end of an instant.
+
+        One replay for many workloads: each time equals what ``run_until_admitted`` returns for that key alone
+        (the replay does not depend on which workload is watched); keys missing from the answer never held
+        quota before ``horizon``.
+        """
+        engine = self.engine
+
+        def holds(k: str) -> bool:
+            wl = engine.workloads.get(k)
+            return wl is not None and wl.state in (ADMITTED, RESERVED)
+
+        waiting = set(keys)
+        found: dict[str, float] = {}
+        self._settle(self.now)
+        for key in [k for k in waiting if holds(k)]:
+            found[key] = self.now
+            waiting.discard(key)
+        while self._events and waiting:
+            when = self._events[0][0]
+            if horizon is not None and when > horizon:
+                break
+            self.granted = []
+            self._advance(when)
+            # Only a workload given quota during this instant can newly hold it at its end.
+            for key in self.granted:
+                if key in waiting and holds(key):
+                    found[key] = when
+                    waiting.discard(key)
+        self.granted = None
+        return found
 
 
 __all__ = ["PENDING", "QueueStats", "Replay", "ReplayResult", "WorkloadRecord", "primary_resource"]

@@ -1,0 +1,276 @@
+"""Diagnoses stored per engine state version: computed once per change of a cluster, read by every poll.
+
+* ``cluster_diagnosis_refresh``: the verdict (would it start now, else the primary reason) of every pending job
+  of a cluster from one engine and one index (``engine.explain_many``), and all their ETAs (p50 and p90) from ONE
+  forward replay (``engine.estimate_admissions``), stored as ``JobDiagnosis`` rows with the cluster's state
+  version (``pools.state_version``), read *before* the engine input so that a result is never stored under a
+  version newer than its data.
+* ``job_stored_diagnosis``: the row of one job at the current version, refreshing the cluster's rows first when
+  the version moved (or the rows are older than ``DIAGNOSIS_MAX_AGE``): between changes a poll costs two indexed
+  reads and no engine run.
+* ``stored_suggestions``: the job page's suggestions, computed on its first view after a change (bounded, see
+  ``queues.diagnosis_suggestions``) and kept on the row.
+* ``catalogue_estimates``: the catalogue cards' typical-job ETAs, cached per (team, class, count, priority).
+
+``DIAGNOSIS_MAX_AGE`` bounds what a missed change could leave stale, and refreshes the ETAs of kubernetes-mode
+clusters whose overdue jobs are assumed to end "within a minute from now".
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from pools.models import Cluster
+from pools.state_version import state_version
+from queues import engine
+from queues.diagnosis_context import (
+    ETA_HORIZON,
+    EngineContext,
+    Eta,
+    Suggestion,
+    Verdict,
+    context_levels,
+    engine_context,
+    eta_at,
+    eta_without_replay,
+    flavor_labels,
+    verdict_of,
+)
+from queues.diagnosis_suggestions import suggestions_for
+from queues.engine_input import ts, workload_key
+from queues.models import CatalogueEstimate, ClusterDiagnosis, Job, JobDiagnosis
+
+#: Stored diagnoses older than this are recomputed even when no change was counted.
+DIAGNOSIS_MAX_AGE = timedelta(minutes=10)
+_ROW_FIELDS = [
+    "state_version",
+    "computed_at",
+    "admissible",
+    "preempting",
+    "code",
+    "message",
+    "kueue_message",
+    "details",
+    "eta_starts_now",
+    "eta_p50",
+    "eta_p90",
+    "eta_method",
+    "eta_samples",
+    "suggestions",
+]
+
+
+@dataclass
+class RefreshResult:
+    """What one refresh computed: the version, how many pending jobs, its cost, and the context it built."""
+
+    version: int
+    jobs: int
+    compute_seconds: float
+    store_seconds: float
+    ctx: EngineContext | None = field(default=None, repr=False)
+
+
+def cluster_diagnosis_refresh(
+    cluster: Cluster, *, now: datetime | None = None, version: int | None = None
+) -> RefreshResult:
+    """Verdicts and ETAs of every pending job of ``cluster`` (one engine, one replay), stored with the version."""
+    now = now or timezone.now()
+    version = state_version(cluster) if version is None else version  # before the state is read
+    started = time.process_time()
+    ctx = engine_context(cluster, now=now)
+    pending = sorted(key for key, job in ctx.inp.jobs_by_key.items() if job.state == Job.State.PENDING)
+    explanations = engine.explain_many(ctx.state, pending, ts(now))
+    labels, levels = flavor_labels(ctx), context_levels(ctx)
+    verdicts = {key: verdict_of(explanations[key], labels, levels) for key in pending}
+    etas: dict[str, Eta] = {}
+    replay = []
+    for key in pending:
+        early = eta_without_replay(verdicts[key], now=now)
+        if early is None:
+            replay.append(key)
+        else:
+            etas[key] = early
+    admitted_at = engine.estimate_admissions(
+        ctx.state,
+        replay,
+        ts(now),
+        ctx.end_times,
+        horizon=ts(now + ETA_HORIZON),
+        default_runtime=ctx.default_runtime,
+    )
+    for key in replay:
+        etas[key] = eta_at(ctx, admitted_at[key], team=ctx.inp.jobs_by_key[key].team)
+    compute = time.process_time() - started
+    started = time.process_time()
+    rows = [_row(ctx.inp.jobs_by_key[key], verdicts[key], etas[key], version=version, now=now) for key in pending]
+    with transaction.atomic():
+        JobDiagnosis.objects.bulk_create(
+            rows,
+            batch_size=500,
+            update_conflicts=True,
+            unique_fields=["job"],
+            update_fields=_ROW_FIELDS,
+        )
+        JobDiagnosis.objects.filter(job__cluster=cluster, state_version__lt=version).delete()
+        ClusterDiagnosis.objects.update_or_create(
+            cluster=cluster,
+            defaults={"state_version": version, "computed_at": now, "jobs": len(rows), "compute_seconds": compute},
+        )
+    return RefreshResult(
+        version=version,
+        jobs=len(rows),
+        compute_seconds=compute,
+        store_seconds=time.process_time() - started,
+        ctx=ctx,
+    )
+
+
+def _row(job: Job, verdict: Verdict, eta: Eta, *, version: int, now: datetime) -> JobDiagnosis:
+    return JobDiagnosis(
+        job=job,
+        state_version=version,
+        computed_at=now,
+        admissible=verdict.admissible,
+        preempting=bool(verdict.preemption_targets),
+        code=verdict.code,
+        message=verdict.message,
+        kueue_message=verdict.kueue_message,
+        details=verdict.details,
+        eta_starts_now=eta.starts_now,
+        eta_p50=eta.p50,
+        eta_p90=eta.p90,
+        eta_method=eta.method,
+        eta_samples=eta.samples,
+        suggestions=None,
+    )
+
+
+@dataclass
+class StoredJobDiagnosis:
+    """One job's stored row at the current version, and the engine context when this call had to build one."""
+
+    row: JobDiagnosis
+    version: int
+    ctx: EngineContext | None = None
+
+    @property
+    def verdict(self) -> Verdict:
+        """The stored verdict (without the assignment's flavors and nodes, which the job page does not show)."""
+        row = self.row
+        return Verdict(
+            admissible=row.admissible,
+            code=row.code,
+            message=row.message,
+            kueue_message=row.kueue_message,
+            details=dict(row.details or {}),
+            preemption_targets=list((row.details or {}).get("victims", [])) if row.preempting else [],
+        )
+
+    @property
+    def eta(self) -> Eta:
+        """The stored ETA."""
+        row = self.row
+        return Eta(
+            starts_now=row.eta_starts_now,
+            p50=row.eta_p50,
+            p90=row.eta_p90,
+            method=row.eta_method,
+            samples=row.eta_samples,
+        )
+
+
+def _current_row(job: Job, *, version: int, now: datetime) -> JobDiagnosis | None:
+    return JobDiagnosis.objects.filter(job=job, state_version=version, computed_at__gt=now - DIAGNOSIS_MAX_AGE).first()
+
+
+def job_stored_diagnosis(job: Job, *, now: datetime) -> StoredJobDiagnosis | None:
+    """The pending job's verdict and ETA at the cluster's current state version (refreshing the cluster if needed).
+
+    None when the job is not among the cluster's pending workloads even after a refresh.
+    """
+    version = state_version(job.cluster_id)
+    row = _current_row(job, version=version, now=now)
+    if row is not None:
+        return StoredJobDiagnosis(row=row, version=version)
+    result = cluster_diagnosis_refresh(job.cluster, now=now, version=version)
+    row = _current_row(job, version=version, now=now)
+    return StoredJobDiagnosis(row=row, version=version, ctx=result.ctx) if row is not None else None
+
+
+def stored_suggestions(job: Job, stored: StoredJobDiagnosis, *, now: datetime) -> list[Suggestion]:
+    """The job's verified suggestions at the stored version: computed on the first call after a change, then read."""
+    row = stored.row
+    if row.suggestions is not None:
+        return [Suggestion(**s) for s in row.suggestions]
+    ctx = stored.ctx or engine_context(job.cluster, now=now)
+    found = suggestions_for(ctx, job, team=job.team, exclude_key=workload_key(job))
+    row.suggestions = [
+        {"kind": s.kind, "title": s.title, "message": s.message, "changes": _plain(s.changes)} for s in found
+    ]
+    JobDiagnosis.objects.filter(job_id=row.job_id, state_version=row.state_version).update(suggestions=row.suggestions)
+    return found
+
+
+def _plain(changes: dict[str, object]) -> dict[str, object]:
+    """Form changes as JSON values (a class by its slug, as the form takes it)."""
+    return {k: (v if v is None or isinstance(v, str | int | float | bool) else str(v)) for k, v in changes.items()}
+
+
+# --------------------------------------------------------------------------- catalogue
+
+
+def eta_json(eta: Eta) -> dict:
+    """An Eta as stored JSON."""
+    return {
+        "starts_now": eta.starts_now,
+        "p50": eta.p50.isoformat() if eta.p50 else None,
+        "p90": eta.p90.isoformat() if eta.p90 else None,
+        "method": eta.method,
+        "samples": eta.samples,
+    }
+
+
+def eta_from_json(data: dict) -> Eta:
+    """A stored Eta back."""
+    return Eta(
+        starts_now=bool(data.get("starts_now")),
+        p50=datetime.fromisoformat(data["p50"]) if data.get("p50") else None,
+        p90=datetime.fromisoformat(data["p90"]) if data.get("p90") else None,
+        method=data.get("method", ""),
+        samples=int(data.get("samples", 0)),
+    )
+
+
+def catalogue_estimates(cluster: Cluster, keys: Iterable[str], compute, *, now: datetime) -> dict[str, Eta]:
+    """The stored ETA of each key at the current version; ``compute(ctx, missing_keys)`` makes the missing ones.
+
+    ``compute`` gets one engine context for all the missing keys and returns {key: Eta}.
+    """
+    keys = list(keys)
+    version = state_version(cluster)
+    rows = CatalogueEstimate.objects.filter(
+        cluster=cluster, key__in=keys, state_version=version, computed_at__gt=now - DIAGNOSIS_MAX_AGE
+    )
+    out = {row.key: eta_from_json(row.eta) for row in rows}
+    missing = [k for k in keys if k not in out]
+    if not missing:
+        return out
+    made = compute(engine_context(cluster, now=now), missing)
+    CatalogueEstimate.objects.bulk_create(
+        [
+            CatalogueEstimate(cluster=cluster, key=k, state_version=version, computed_at=now, eta=eta_json(eta))
+            for k, eta in made.items()
+        ],
+        update_conflicts=True,
+        unique_fields=["cluster", "key"],
+        update_fields=["state_version", "computed_at", "eta"],
+    )
+    out.update(made)
+    return out

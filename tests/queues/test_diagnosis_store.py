@@ -1,0 +1,241 @@
+"""Diagnosis once per state change: the state version, stored verdicts and ETAs, lazy and bounded suggestions."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from pools.models import Node
+from pools.state_version import state_version
+from queues import diagnosis, engine, services
+from queues import diagnosis_suggestions as ds
+from queues.diagnosis_context import context_eta, context_explain, engine_context
+from queues.engine import scheduler
+from queues.engine_input import workload_key
+from queues.models import ClusterDiagnosis, Job, JobDiagnosis
+from queues.services import JobSpec
+from tests.browser.scenarios import RACK, occupy, research_pool
+from tests.factories import PriorityClassFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def engines(monkeypatch):
+    """Counts Engine constructions (every explain, settle and replay builds one)."""
+    counter = {"n": 0}
+    original = scheduler.Engine.__init__
+
+    def counting(self, *args, **kwargs):
+        counter["n"] += 1
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(scheduler.Engine, "__init__", counting)
+    return counter
+
+
+def spec(pool, **kw) -> JobSpec:
+    values = {"name": "train", "image": "registry.example.org/ml/train:1.0", "resource_class": pool.rc}
+    values.update(kw)
+    return JobSpec(**values)
+
+
+def busy_pool():
+    """Every GPU taken by the other team (ending at different times), so that submissions wait."""
+    pool = research_pool()
+    for i, node in enumerate(pool.nodes):
+        occupy(
+            pool, node=node, count=node.devices.count(), name=f"busy-{i}", team=pool.other_team, runtime=600 * (i + 1)
+        )
+    return pool
+
+
+def waiting(pool, n: int, **kw) -> list[Job]:
+    sizes = [1, 2, 4, 2]
+    return [
+        services.job_submit(
+            owner=pool.user, team=pool.team, spec=spec(pool, name=f"w{i}", devices_per_pod=sizes[i % 4], **kw)
+        )
+        for i in range(n)
+    ]
+
+
+# --------------------------------------------------------------------------- the state version
+
+
+def test_state_version_counts_engine_changes_and_ignores_bookkeeping():
+    pool = busy_pool()
+    job = waiting(pool, 1)[0]
+    v0 = state_version(pool.cluster)
+    services.job_set_wait_reason(job, code="quota_exhausted", message="m", now=timezone.now())
+    assert state_version(pool.cluster) == v0  # the stored wait reason is not engine input
+    job.priority = 5
+    job.save()
+    v1 = state_version(pool.cluster)
+    assert v1 > v0
+    Node.objects.filter(pk=pool.nodes[0].pk).get().save()
+    v2 = state_version(pool.cluster)
+    assert v2 > v1
+    PriorityClassFactory(name="urgent", value=1000)  # shared configuration: every cluster's version moves
+    assert state_version(pool.cluster) > v2
+
+
+# --------------------------------------------------------------------------- polls between changes
+
+
+def test_job_page_polls_between_changes_run_no_engine(client, engines):
+    pool = busy_pool()
+    job = waiting(pool, 3)[1]
+    client.force_login(pool.user)
+    url = reverse("queues:job_detail", args=[job.pk])
+    headers = {"HX-Request": "true"}
+    assert client.get(url, headers=headers).status_code == 200
+    first = engines["n"]
+    assert first > 0  # the first poll after the change computes the cluster's diagnoses (and the suggestions)
+    for _ in range(10):
+        assert client.get(url, headers=headers).status_code == 200
+    assert engines["n"] == first  # ten more polls, no change: no engine built
+    stored = JobDiagnosis.objects.get(job=job)
+    assert stored.state_version == state_version(pool.cluster)
+    assert stored.suggestions is not None
+
+
+def test_a_state_change_triggers_a_recompute(engines):
+    pool = busy_pool()
+    jobs = waiting(pool, 3)
+    now = timezone.now()
+    before = diagnosis.job_diagnosis(jobs[0], now=now)
+    built = engines["n"]
+    diagnosis.job_diagnosis(jobs[0], now=now)
+    assert engines["n"] == built
+    version = ClusterDiagnosis.objects.get(cluster=pool.cluster).state_version
+    services.job_cancel(job=jobs[1], user=pool.user)  # one job ahead leaves: the version moves
+    after = diagnosis.job_diagnosis(Job.objects.get(pk=jobs[0].pk), now=now)
+    assert engines["n"] > built
+    assert ClusterDiagnosis.objects.get(cluster=pool.cluster).state_version > version
+    assert before.eta is not None
+    assert after.eta is not None
+
+
+def test_stored_rows_older_than_the_max_age_are_recomputed(engines):
+    pool = busy_pool()
+    job = waiting(pool, 1)[0]
+    now = timezone.now()
+    diagnosis.job_diagnosis(job, now=now, with_suggestions=False)
+    built = engines["n"]
+    diagnosis.job_diagnosis(job, now=now + diagnosis.DIAGNOSIS_MAX_AGE / 2, with_suggestions=False)
+    assert engines["n"] == built
+    diagnosis.job_diagnosis(job, now=now + diagnosis.DIAGNOSIS_MAX_AGE + timedelta(seconds=1), with_suggestions=False)
+    assert engines["n"] > built
+
+
+def test_catalogue_estimates_are_computed_once_per_change(client, engines):
+    pool = busy_pool()
+    client.force_login(pool.user)
+    client.get(reverse("queues:classes"))
+    built = engines["n"]
+    assert built > 0
+    html = client.get(reverse("queues:classes")).content.decode()
+    assert engines["n"] == built
+    assert "card" in html
+    waiting(pool, 1)
+    client.get(reverse("queues:classes"))
+    assert engines["n"] > built
+
+
+# --------------------------------------------------------------------------- one replay = the per-job replays
+
+
+def test_one_replay_etas_equal_the_per_job_etas():
+    pool = busy_pool()
+    jobs = waiting(pool, 6)
+    jobs += waiting(pool, 2, pod_count=2, topology_mode="required", topology_level=RACK)
+    now = timezone.now()
+    result = diagnosis.cluster_diagnosis_refresh(pool.cluster, now=now)
+    assert result.jobs == len(jobs)
+    ctx = engine_context(pool.cluster, now=now)
+    estimated = 0
+    for job in jobs:
+        key = workload_key(job)
+        verdict = context_explain(ctx, key)
+        old = context_eta(ctx, key, team=job.team, verdict=verdict)  # one engine and one replay for this job
+        row = JobDiagnosis.objects.get(job=job)
+        assert (row.admissible, row.code, row.message) == (verdict.admissible, verdict.code, verdict.message)
+        assert (row.eta_starts_now, row.eta_p50, row.eta_p90) == (old.starts_now, old.p50, old.p90), job.name
+        assert row.eta_method == old.method
+        estimated += row.eta_p50 is not None and not row.eta_starts_now
+    assert estimated >= 4  # most wait for a running job to end
+
+
+def test_explain_many_equals_explain_one_by_one():
+    pool = busy_pool()
+    waiting(pool, 5)
+    waiting(pool, 2, pod_count=2, topology_mode="required", topology_level=RACK)
+    ctx = engine_context(pool.cluster, now=timezone.now())
+    keys = sorted(k for k, j in ctx.inp.jobs_by_key.items() if j.state == Job.State.PENDING)
+    now = ctx.now.timestamp()
+    many = engine.explain_many(ctx.state, keys, now)
+    for key in keys:
+        assert many[key] == engine.explain(ctx.state, key, now), key
+
+
+def test_estimate_admissions_equals_estimate_admission():
+    pool = busy_pool()
+    waiting(pool, 8)
+    ctx = engine_context(pool.cluster, now=timezone.now())
+    keys = sorted(k for k, j in ctx.inp.jobs_by_key.items() if j.state == Job.State.PENDING)
+    now = ctx.now.timestamp()
+    horizon = now + 14 * 86400
+    together = engine.estimate_admissions(ctx.state, keys, now, ctx.end_times, horizon=horizon, default_runtime=60)
+    for key in keys:
+        alone = engine.estimate_admission(ctx.state, key, now, ctx.end_times, horizon=horizon, default_runtime=60)
+        assert together[key] == alone, key
+    assert any(v is not None for v in together.values())
+
+
+# --------------------------------------------------------------------------- suggestions
+
+
+def _fragmented_job(pool) -> Job:
+    """A required-rack job that cannot start while each rack has only part of its GPUs free."""
+    occupy(pool, node=pool.nodes[0], count=4, name="a", runtime=1800)
+    occupy(pool, node=pool.nodes[2], count=4, name="b", team=pool.other_team, runtime=3600)
+    return services.job_submit(
+        owner=pool.user,
+        team=pool.team,
+        spec=spec(pool, devices_per_pod=4, pod_count=2, topology_mode="required", topology_level=RACK),
+    )
+
+
+def test_suggestions_are_computed_once_per_version(engines):
+    pool = research_pool()
+    job = _fragmented_job(pool)
+    now = timezone.now()
+    first = diagnosis.job_diagnosis(job, now=now)
+    assert first.suggestions
+    built = engines["n"]
+    again = diagnosis.job_diagnosis(job, now=now)
+    assert engines["n"] == built
+    assert [(s.kind, s.title, s.changes) for s in again.suggestions] == [
+        (s.kind, s.title, s.changes) for s in first.suggestions
+    ]
+
+
+def test_suggestions_are_bounded_in_variants_and_time(engines, monkeypatch):
+    pool = research_pool()
+    job = _fragmented_job(pool)
+    ctx = engine_context(pool.cluster, now=timezone.now())
+    key = workload_key(job)
+    engines["n"] = 0
+    ds.suggestions_for(ctx, job, team=job.team, exclude_key=key, budget=0)
+    assert engines["n"] == 1  # no time left after the first variant: the search stops
+    monkeypatch.setattr(ds, "MAX_VARIANTS", 2)
+    monkeypatch.setattr(ds, "MAX_SUGGESTIONS", 10)
+    engines["n"] = 0
+    ds.suggestions_for(ctx, job, team=job.team, exclude_key=key, budget=60)
+    assert engines["n"] == 2
+    variants = sum(1 for _ in ds._variants(job, team=job.team))
+    assert variants > 2  # the cap, not the list, stopped it
