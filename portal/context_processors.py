@@ -6,11 +6,26 @@ from django.conf import settings
 from django.http import HttpRequest
 
 from portal.demo import demo_logins
+from queues.selectors import teams_of
 
 
 def site(request: HttpRequest) -> dict:
-    """Expose the site name, the mode and, on a demo installation, the demo logins."""
+    """Expose the site name, the mode, whether the user is in a team (the Submit link), and the demo logins."""
     logins = []
     if settings.SHOW_DEMO_LOGINS:
         logins = demo_logins()
-    return {"PORTAL_NAME": "GPU Pool Portal", "PORTAL_MODE": settings.PORTAL_MODE, "DEMO_LOGINS": logins}
+    user = getattr(request, "user", None)
+
+    def has_team() -> bool:
+        teams = getattr(request, "user_teams", None)  # the queues pages have read them already
+        if teams is not None:
+            return bool(teams)
+        return user is not None and teams_of(user).exists()
+
+    return {
+        "PORTAL_NAME": "GPU Pool Portal",
+        "PORTAL_MODE": settings.PORTAL_MODE,
+        "DEMO_LOGINS": logins,
+        # called by the template only where the navigation is drawn: one query, on pages that show it
+        "NAV_HAS_TEAM": has_team,
+    }

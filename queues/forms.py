@@ -244,6 +244,9 @@ def job_initial(job: Job) -> dict:
 class JobFilterForm(forms.Form):
     """Filters of the job list, shared by the page and the API (unknown values are reported and ignored)."""
 
+    team = forms.ModelChoiceField(
+        queryset=Team.objects.order_by("name"), to_field_name="slug", required=False, empty_label="Every team"
+    )
     scope = forms.ChoiceField(choices=[("team", "Team's jobs"), ("mine", "My jobs")], required=False, label="Show")
     state = forms.ChoiceField(choices=[("", "Any state"), *Job.State.choices], required=False)
     resource_class = forms.ModelChoiceField(
@@ -265,14 +268,31 @@ class JobFilterForm(forms.Form):
 
     def __init__(self, *args, team: Team | None, user=None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        #: Platform admins and operators pick any team (or every team); the others see their team's jobs.
+        self.every_team = user is not None and sel.sees_every_team(user)
+        if self.every_team:
+            team = self.chosen_team()
+        else:
+            del self.fields["team"]
         users = get_user_model().objects.order_by("username")
         if team is not None:
             users = users.filter(memberships__team=team)
+        elif self.every_team:
+            users = users.filter(memberships__isnull=False).distinct()
         elif user is not None:
             users = users.filter(memberships__team__in=sel.teams_of(user)).distinct()
         else:
             users = users.none()
         self.fields["owner"].queryset = users
+        if user is not None:
+            self.fields["resource_class"].queryset = sel.filter_classes(user, team)
+
+    def chosen_team(self) -> Team | None:
+        """The team picked in the team filter (admins and operators only); ``None`` for every team or a bad slug."""
+        if "team" not in self.fields:
+            return None
+        slug = str(self.data.get("team", "") or "")
+        return Team.objects.filter(slug=slug).first() if slug else None
 
     def filters(self) -> sel.JobFilters:
         """The valid filters; invalid ones are dropped (the template says so next to the field)."""
@@ -288,7 +308,7 @@ class JobFilterForm(forms.Form):
         )
 
     #: What a model choice shows: the field of the row used as its label.
-    CHOICE_LABELS = {"resource_class": "name", "owner": "username"}
+    CHOICE_LABELS = {"team": "name", "resource_class": "name", "owner": "username"}
 
     def light_fields(self) -> list[dict]:
         """The filters for a plain template loop (name, label, kind, options or value, error).
@@ -321,4 +341,4 @@ class JobFilterForm(forms.Form):
     def filtered(self) -> bool:
         """Whether any filter other than the scope is set."""
         f = self.filters()
-        return bool(f.state or f.resource_class or f.owner or f.submitted_from or f.submitted_to)
+        return bool(f.state or f.resource_class or f.owner or f.submitted_from or f.submitted_to or self.chosen_team())

@@ -1,7 +1,9 @@
 """Reads of job scheduling for researchers: teams, visible jobs, the class catalogue, timelines, queue facts.
 
 ``jobs_visible_to`` is the one visibility rule: the pages, the REST API and anything else that lists or
-opens a job go through it, so a job of another team is simply not found (404), never "forbidden".
+opens a job go through it, so a job of another team is simply not found (404), never "forbidden". Platform
+admins (staff) and operators (the read-only ``operator`` group) see every team's jobs; acting on a job
+(``may_act_on_job``) is for its team's members and platform admins.
 """
 
 from __future__ import annotations
@@ -46,12 +48,40 @@ def team_for(user: AbstractBaseUser | AnonymousUser, *, slug: str | None = None,
     return None
 
 
+#: The permission of the read-only "operator" role (the ``operator`` group holds it): every team's jobs, no actions.
+OPERATOR_PERMISSION = "queues.view_job"
+#: The group of the read-only operator role, created by a migration with ``OPERATOR_PERMISSION``.
+OPERATOR_GROUP = "operator"
+
+
+def is_platform_admin(user: AbstractBaseUser | AnonymousUser) -> bool:
+    """Whether the user is a platform admin (staff or superuser, active)."""
+    return bool(user.is_authenticated and user.is_active and (user.is_staff or user.is_superuser))
+
+
+def sees_every_team(user: AbstractBaseUser | AnonymousUser) -> bool:
+    """Whether the user sees every team's jobs: a platform admin, or an operator (``OPERATOR_PERMISSION``)."""
+    if not (user.is_authenticated and user.is_active):
+        return False
+    return is_platform_admin(user) or user.has_perm(OPERATOR_PERMISSION)
+
+
+def may_act_on_job(user: AbstractBaseUser | AnonymousUser, job: Job) -> bool:
+    """Whether the user may act on a job (cancel it): a member of its team or a platform admin, not an operator."""
+    if not user.is_authenticated:
+        return False
+    return is_platform_admin(user) or Membership.objects.filter(user=user, team_id=job.team_id).exists()
+
+
 def jobs_visible_to(user: AbstractBaseUser | AnonymousUser, team: Team | None = None) -> QuerySet[Job]:
-    """Jobs the user may see: those of the teams they belong to, or of ``team`` only (none if not a member)."""
+    """Jobs the user may see: those of the teams they belong to (every team's for admins and operators), or of
+    ``team`` only (none if the user may not see that team's jobs)."""
     if not user.is_authenticated:
         return Job.objects.none()
-    member_of = Membership.objects.filter(user=user).values("team_id")
-    qs = Job.objects.filter(team_id__in=member_of)
+    if sees_every_team(user):
+        qs = Job.objects.all()
+    else:
+        qs = Job.objects.filter(team_id__in=Membership.objects.filter(user=user).values("team_id"))
     if team is not None:
         qs = qs.filter(team=team)
     return qs
@@ -241,6 +271,18 @@ def classes_for_team(team: Team | None, cluster: Cluster | None = None) -> Query
     return active_classes().filter(Exists(lines))
 
 
+def filter_classes(user: AbstractBaseUser | AnonymousUser, team: Team | None) -> QuerySet[ResourceClass]:
+    """The classes the job list's filter offers, by name: every class for those who see every team; else the
+    classes the team may submit to and those any of its jobs used (a class retired since is still findable)."""
+    if sees_every_team(user):
+        return ResourceClass.objects.order_by("name", "pk")
+    if team is None:
+        return ResourceClass.objects.none()
+    used = Job.objects.filter(team=team, resource_class=OuterRef("pk"))
+    offered = classes_for_team(team).values("pk")
+    return ResourceClass.objects.filter(Q(pk__in=offered) | Q(Exists(used))).order_by("name", "pk")
+
+
 def class_choice_error(team: Team | None, rc: ResourceClass | None = None) -> str:
     """Why a class is not one the team may pick (for the form's and the API's field error)."""
     if team is None:
@@ -320,9 +362,10 @@ def team_usage_by_flavor(team: Team) -> dict[tuple[int | None, str], int]:
     return {(r["device__node__flavor_id"], r["device__resource_name"]): r["n"] for r in rows}
 
 
-def class_catalogue(*, team: Team | None, cluster: Cluster | None = None) -> list[ClassCard]:
-    """A card per class of the team (``classes_for_team``): capacity now, hardware, the team's quota and use."""
-    classes = list(classes_for_team(team, cluster))
+def class_catalogue(*, team: Team | None, cluster: Cluster | None = None, every_class: bool = False) -> list[ClassCard]:
+    """A card per class of the team (``classes_for_team``; every active class with ``every_class``, for a platform
+    admin outside any team): capacity now, hardware, the team's quota and use."""
+    classes = list(active_classes() if every_class and team is None else classes_for_team(team, cluster))
     capacities = {c.resource_class.pk: c for c in class_capacity(cluster=cluster, classes=classes)}
     hardware = classes_hardware(classes, cluster=cluster)
     lines: list[QuotaLine] = []

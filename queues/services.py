@@ -478,10 +478,11 @@ def job_finish(job: Job, *, state: str, now: datetime, message: str) -> None:
 
 @transaction.atomic
 def job_cancel(*, job: Job, user: AbstractBaseUser, now: datetime | None = None, notify_backend: bool = True) -> Job:
-    """Cancel a job on behalf of a team member; a finished job cannot be cancelled."""
+    """Cancel a job on behalf of a team member or a platform admin; a finished job cannot be cancelled."""
     now = now or timezone.now()
     job = Job.objects.select_for_update().get(pk=job.pk)
-    _membership(user=user, team=job.team)
+    if not selectors.is_platform_admin(user):
+        _membership(user=user, team=job.team)
     if job.is_final:
         raise Conflict(f"the job already ended ({job.get_state_display().lower()})")
     job_finish(job, state=Job.State.CANCELLED, now=now, message=f"Cancelled by {user.get_username()}.")
