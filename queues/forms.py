@@ -16,7 +16,7 @@ from kernel.errors import ValidationFailed
 from pools.models import ResourceClass
 from queues import selectors as sel
 from queues.models import Job, PriorityClass, Team
-from queues.services import MAX_NAME, JobSpec
+from queues.services import MAX_NAME, JobSpec, job_spec_errors
 
 _DURATION = re.compile(r"^(?:(?P<d>\d+)\s*d)?\s*(?:(?P<h>\d+)\s*h)?\s*(?:(?P<m>\d+)\s*m)?\s*(?:(?P<s>\d+)\s*s)?$")
 
@@ -207,6 +207,41 @@ class JobSubmitForm(forms.Form):
             checkpoint_command=d["checkpoint_command"],
             checkpoint_interval_seconds=d["checkpoint_interval"],
             sim_runtime_seconds=d.get("sim_runtime"),
+        )
+
+    def add_remaining_errors(self) -> None:
+        """On a form with field errors: the service's problems with the fields that did parse, so that every
+        problem shows at once (not the field errors first and, once fixed, the service's). A field already in
+        error keeps only its own message; nothing is checked without a class to check against."""
+        if self.team is None or not self.errors:
+            return
+        d = getattr(self, "cleaned_data", {})
+        rc = d.get("resource_class")
+        if rc is None:
+            return
+        bad = set(self.errors)
+        spec = JobSpec(
+            name=d.get("name") or str(self.data.get("name", "")),
+            image=d.get("image") or str(self.data.get("image", "")),
+            resource_class=rc,
+            devices_per_pod=d.get("devices_per_pod") or min(rc.allowed_counts or [1]),
+            pod_count=d.get("pod_count") or 1,
+            command=d.get("command") or (),
+            args=d.get("args") or (),
+            env=d.get("env") or {},
+            topology_mode=d.get("topology_mode") or "",
+            topology_level=d.get("topology_level") or "",
+            priority_class=d.get("priority_class"),
+            max_runtime_seconds=d.get("max_runtime"),
+            checkpoint_path=d.get("checkpoint_path") or "",
+            checkpoint_signal=d.get("checkpoint_signal") or "",
+            checkpoint_command=d.get("checkpoint_command") or (),
+            checkpoint_interval_seconds=d.get("checkpoint_interval"),
+            sim_runtime_seconds=d.get("sim_runtime"),
+        )
+        errors = job_spec_errors(spec, team=self.team)
+        self.add_service_errors(
+            {k: v for k, v in errors.items() if SERVICE_FIELDS.get(k, k) not in bad and k not in bad}
         )
 
     def add_service_errors(self, error: ValidationFailed | dict[str, list[str]]) -> None:

@@ -20,6 +20,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from kernel.errors import Conflict, ValidationFailed
+from kernel.labels import plural
 from pools.models import USABLE_HEALTH, Allocation, Cluster, Device, ResourceClass, ResourceFlavor
 from queues import selectors
 from queues.models import Job, JobEvent, Membership, PriorityClass, Team, WaitReason
@@ -263,8 +264,10 @@ def job_submit(
     record_event(
         job,
         JobEvent.Kind.SUBMITTED,
-        f"Submitted by {owner.get_username()}: {job.pod_count} pod(s) × {job.devices_per_pod} "
-        f"{spec.resource_class.name} device(s) = {total}.",
+        f"Submitted by {owner.get_username()}: {plural(job.pod_count, 'pod')} with "
+        f"{selectors.unit_noun(spec.resource_class.resource_name, job.devices_per_pod)}"
+        f"{' each' if job.pod_count > 1 else ''} of {spec.resource_class.name}"
+        f" = {selectors.unit_noun(spec.resource_class.resource_name, total)}.",
         at=now,
     )
     if notify_backend:
@@ -448,7 +451,8 @@ def job_start(job: Job, *, now: datetime) -> None:
     if resumed:
         record_event(job, JobEvent.Kind.RESUMED, "Resumed; all pods running again.", at=now)
     else:
-        record_event(job, JobEvent.Kind.STARTED, f"All {job.pod_count} pod(s) running.", at=now)
+        running = "The pod is running." if job.pod_count == 1 else f"All {job.pod_count} pods running."
+        record_event(job, JobEvent.Kind.STARTED, running, at=now)
 
 
 def release_allocations(job: Job, *, now: datetime, reason: str) -> int:

@@ -146,6 +146,8 @@ def job_submit(request: HttpRequest) -> HttpResponse:
                 else:
                     messages.success(request, f"Submitted {job.name}.")
                     return redirect("queues:job_detail", pk=job.pk)
+        else:
+            form.add_remaining_errors()
     else:
         form = JobSubmitForm(initial=_form_initial(request), team=team, simulated=context["simulated"])
     context.update(
@@ -177,6 +179,8 @@ def job_feasibility(request: HttpRequest) -> HttpResponse:
             form.add_service_errors(errors)
         else:
             feasibility = diagnosis.spec_feasibility(owner=request.user, team=team, spec=spec)
+    else:
+        form.add_remaining_errors()
     context.update(
         form=form, feasibility=feasibility, checked=True, suggestion_links=_suggestion_links(request, feasibility)
     )

@@ -20,7 +20,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from kernel.errors import Conflict
-from kernel.labels import state_words, states_words
+from kernel.labels import plural, state_words, states_words
 from pools.health import directives
 from pools.health.ports import JobOutcome, ValidationJobRequest, repair_jobs_port
 from pools.health.services import (
@@ -433,7 +433,8 @@ def ticket_start_validation(*, ticket: RepairTicket, actor: Actor, now: datetime
     run.devices.set(units)
     ticket_note(
         ticket=ticket,
-        note=f"Validation job #{job_id} submitted ({pods} pod(s) × {per_pod} {rc.resource_name})",
+        note=f"Validation job #{job_id} submitted ({plural(pods, 'pod')} with {plural(per_pod, 'device')} of "
+        f"{rc.name})",
         actor=actor,
         now=now,
         details={"job": job_id, "image": request.image, "command": request.command},
