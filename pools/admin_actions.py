@@ -14,6 +14,7 @@ and reports in words what happened ("ticket #3 is draining", not ``draining``):
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from urllib.parse import urlencode
 
@@ -23,11 +24,11 @@ from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 
 from kernel.errors import DomainError
-from kernel.labels import state_words
+from kernel.labels import plural, state_words
 from pools.health import tickets as _tickets
 from pools.health.services import Actor, card_of
 from pools.health.settle import health_mark
-from pools.models import Device, Node, RepairTicket
+from pools.models import Device, HealthState, Node, RepairTicket
 
 T = RepairTicket.State
 
@@ -59,14 +60,14 @@ def _run(modeladmin, request: HttpRequest, what: str, step: Callable[[], str]) -
 def _cordon(cards: list[Device], actor: Actor) -> str:
     if not cards:
         return "no card to cordon"
-    changed, protected, opened = 0, set(), set()
+    protected, opened = set(), set()
     for card in cards:
         report = health_mark(device=card, level="unhealthy", note="cordoned in the admin", actor=actor)
-        changed += len(report.changes)
         protected.update(report.jobs_protected)
         opened.update(report.tickets_opened)
-    text = f"{len(cards)} card{'s' if len(cards) != 1 else ''} marked unhealthy: no new work goes there"
-    text += f"; {changed} device{'s' if changed != 1 else ''} changed state"
+    text = f"{plural(len(cards), 'card')} marked unhealthy: no new work goes there"
+    now = Counter(Device.objects.filter(pk__in=[c.pk for c in cards]).values_list("health", flat=True))
+    text += "; now " + ", ".join(f"{n} {state_words(HealthState, h)}" for h, n in sorted(now.items()))
     if protected:
         text += f"; {len(protected)} running job{'s' if len(protected) != 1 else ''} moved off"
     if opened:
