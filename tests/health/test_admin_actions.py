@@ -18,7 +18,6 @@ from tests.health.conftest import submit, tick
 
 pytestmark = pytest.mark.django_db
 
-RAW_NAMES = re.compile(r"\b(in_repair|rma|unhealthy_|quarantined_)\b")
 
 
 @pytest.fixture
