@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils import timezone as _tz
 
 from kernel.errors import DomainError
+from kernel.labels import state_words
 from pools.admin_actions import DEVICE_ACTIONS, NODE_ACTIONS
 from pools.health import policy as _health_policy
 from pools.health import services as _health
@@ -71,6 +72,7 @@ class NodeAdmin(admin.ModelAdmin):
     search_fields = ("name",)
     list_select_related = ("cluster", "flavor")
     readonly_fields = ("first_seen_at", "last_seen_at", "gone_at")
+    ordering = ("name", "pk")
 
     def get_queryset(self, request):
         """Count schedulable units in the list query."""
@@ -98,6 +100,7 @@ class DeviceAdmin(admin.ModelAdmin):
     list_select_related = ("node",)
     autocomplete_fields = ("node", "parent")
     actions = DEVICE_ACTIONS
+    ordering = ("node__name", "index", "key")
     readonly_fields = ("first_seen_at", "last_seen_at", "gone_at")
 
 
@@ -267,8 +270,18 @@ class RepairTicketEventInline(admin.TabularInline):
     model = RepairTicketEvent
     extra = 0
     can_delete = False
-    fields = ("at", "from_state", "to_state", "actor_label", "note")
+    fields = ("at", "from_words", "to_words", "actor_label", "note")
     readonly_fields = fields
+
+    @admin.display(description="from")
+    def from_words(self, obj: RepairTicketEvent) -> str:
+        """The state the ticket left, in words."""
+        return state_words(RepairTicket.State, obj.from_state) if obj.from_state else "—"
+
+    @admin.display(description="to")
+    def to_words(self, obj: RepairTicketEvent) -> str:
+        """The state the ticket went to, in words ("note" for a note)."""
+        return state_words(RepairTicket.State, obj.to_state) if obj.to_state else "note"
 
     def has_add_permission(self, request, obj=None):
         """History is written by the services only."""

@@ -657,7 +657,9 @@ class RepairTicketEvent(models.Model):
         ordering = ["at", "id"]
 
     def __str__(self) -> str:
-        return f"#{self.ticket_id} {self.from_state}→{self.to_state or 'note'} @ {self.at:%Y-%m-%d %H:%M:%S}"
+        was = state_words(RepairTicket.State, self.from_state) if self.from_state else "new"
+        to = state_words(RepairTicket.State, self.to_state) if self.to_state else "note"
+        return f"#{self.ticket_id} {was} → {to} @ {self.at:%Y-%m-%d %H:%M:%S}"
 
 
 class DeviceHealthTransition(models.Model):

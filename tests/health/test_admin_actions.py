@@ -19,7 +19,6 @@ from tests.health.conftest import submit, tick
 pytestmark = pytest.mark.django_db
 
 
-
 @pytest.fixture
 def ops(client, pool):
     client.force_login(pool.admin)
@@ -178,3 +177,6 @@ def test_ticket_pages_and_admin_show_no_internal_state_names(ops, pool):
     assert "in_repair" not in text
     assert "Quarantined (drained, ticket open)" in text
     assert str(ticket) == f"#{ticket.pk} {node.name}/whole node (in repair)"
+    change = ops.get(reverse("admin:pools_repairticket_change", args=[ticket.pk])).content.decode()
+    assert "in_repair" not in re.sub(r"<[^>]+>", " ", change)
+    assert "in repair" in change
