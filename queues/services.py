@@ -416,7 +416,7 @@ def job_admit(
 ) -> None:
     """Admit a pending job: record where each pod runs and open one allocation per device it holds."""
     if job.state != Job.State.PENDING:
-        raise Conflict(f"job {job.pk} is {job.state}, not pending")
+        raise Conflict(f"job {job.pk} is {job.get_state_display().lower()}, not pending")
     Allocation.objects.bulk_create(
         Allocation(job=job, device=device, pod_index=pod, started_at=now)
         for pod, pod_devices in enumerate(devices)
@@ -444,7 +444,7 @@ def job_admit(
 def job_start(job: Job, *, now: datetime) -> None:
     """The job's pods are running."""
     if job.state != Job.State.ADMITTED:
-        raise Conflict(f"job {job.pk} is {job.state}, not admitted")
+        raise Conflict(f"job {job.pk} is {job.get_state_display().lower()}, not admitted")
     resumed = job.started_at is not None
     job.started_at = job.started_at or now
     job_state_set(job, Job.State.RUNNING, now=now, fields=["started_at"])
