@@ -48,7 +48,7 @@ def test_admin_sees_every_teams_jobs_and_the_health_pages(page, live_server, sho
 
     nav.get_by_role("link", name="Jobs").click()
     page.wait_for_url(re.compile(r"/jobs/$"))
-    expect(page.get_by_text("Every team's jobs")).to_be_visible()
+    expect(page.locator("#queues-job-list-scope")).to_have_text("Jobs of every team.")
     table = page.locator("#queues-job-list-table")
     expect(table.get_by_role("link", name="vision-train")).to_be_visible()
     expect(table.get_by_role("link", name="asr")).to_be_visible()
@@ -57,6 +57,7 @@ def test_admin_sees_every_teams_jobs_and_the_health_pages(page, live_server, sho
     expect(table.get_by_role("link", name="vision-train")).to_have_count(0)
     expect(table.get_by_role("link", name="asr")).to_be_visible()
     expect(page).to_have_url(re.compile(r"[?&]team=speech"))
+    expect(page.locator("#queues-job-list-scope")).to_have_text("Jobs of team Speech.")
     page.screenshot(path=str(shots / "admin-jobs-team-filter.png"), full_page=True)
 
     table.get_by_role("link", name="asr").click()

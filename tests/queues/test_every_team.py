@@ -86,7 +86,8 @@ def test_every_team_list_with_team_filter(client, pool, jobs, admin_user, operat
     assert response.status_code == 200
     html = response.content.decode()
     assert job_names(html) == {"vision-train", "speech-train"}
-    assert "Every team's jobs" in html
+    assert "Every team&#x27;s jobs" in html or "Every team's jobs" in html
+    assert "Jobs of every team." in html
     assert '<select name="team" id="id_team">' in html
     assert '<option value="speech">Speech</option>' in html
     assert '<th scope="col">Team</th>' in html
