@@ -14,9 +14,12 @@ from django.urls import reverse
 from django.utils import timezone as _tz
 
 from kernel.errors import DomainError
+from kernel.labels import state_words
+from pools.admin_actions import DEVICE_ACTIONS, NODE_ACTIONS
 from pools.health import policy as _health_policy
 from pools.health import services as _health
 from pools.health import tickets as _tickets
+from pools.health.catalog import action_words
 from pools.health.settle import health_mark
 from pools.models import (
     Device,
@@ -61,13 +64,15 @@ class PresentFilter(admin.SimpleListFilter):
 
 @admin.register(Node)
 class NodeAdmin(admin.ModelAdmin):
-    """Nodes as last imported."""
+    """Nodes as last imported; the health actions (cordon, quarantine, drain, open a ticket) call the services."""
 
     list_display = ("name", "cluster", "flavor", "ready", "unschedulable", "device_count", "last_seen_at", "gone_at")
+    actions = NODE_ACTIONS
     list_filter = (PresentFilter, "cluster", "flavor", "ready", "unschedulable")
     search_fields = ("name",)
     list_select_related = ("cluster", "flavor")
     readonly_fields = ("first_seen_at", "last_seen_at", "gone_at")
+    ordering = ("name", "pk")
 
     def get_queryset(self, request):
         """Count schedulable units in the list query."""
@@ -87,13 +92,15 @@ class NodeAdmin(admin.ModelAdmin):
 
 @admin.register(Device)
 class DeviceAdmin(admin.ModelAdmin):
-    """Devices: cards, MIG instances, time-shared replicas."""
+    """Devices: cards, MIG instances, time-shared replicas; the health actions act on each one's card."""
 
     list_display = ("key", "node", "vendor", "product", "kind", "resource_name", "memory_bytes", "health", "gone_at")
     list_filter = (PresentFilter, "vendor", "kind", "health", "source", "resource_name")
     search_fields = ("key", "uuid", "node__name", "product")
     list_select_related = ("node",)
-    raw_id_fields = ("node", "parent")
+    autocomplete_fields = ("node", "parent")
+    actions = DEVICE_ACTIONS
+    ordering = ("node__name", "index", "key")
     readonly_fields = ("first_seen_at", "last_seen_at", "gone_at")
 
 
@@ -221,7 +228,7 @@ class HealthObservationAdmin(ServiceAddMixin, admin.ModelAdmin):
     list_filter = ("source", "level", "signal")
     search_fields = ("device__key", "device__uuid", "node__name", "message")
     list_select_related = ("device", "device__node", "node")
-    raw_id_fields = ("device", "node")
+    autocomplete_fields = ("device", "node")
     date_hierarchy = "observed_at"
 
     def get_form(self, request, obj=None, **kwargs):
@@ -251,7 +258,7 @@ class HealthObservationAdmin(ServiceAddMixin, admin.ModelAdmin):
             self.message_user(request, str(exc), messages.ERROR)
             return
         for change_ in report.changes:
-            self.message_user(request, f"{change_.node}/{change_.device}: {change_.before} → {change_.after}")
+            self.message_user(request, str(change_))
         latest = HealthObservation.objects.filter(device=form.cleaned_data["device"]).order_by("-id").first()
         if latest is not None:
             _adopt(obj, latest)
@@ -263,8 +270,18 @@ class RepairTicketEventInline(admin.TabularInline):
     model = RepairTicketEvent
     extra = 0
     can_delete = False
-    fields = ("at", "from_state", "to_state", "actor_label", "note")
+    fields = ("at", "from_words", "to_words", "actor_label", "note")
     readonly_fields = fields
+
+    @admin.display(description="from")
+    def from_words(self, obj: RepairTicketEvent) -> str:
+        """The state the ticket left, in words."""
+        return state_words(RepairTicket.State, obj.from_state) if obj.from_state else "—"
+
+    @admin.display(description="to")
+    def to_words(self, obj: RepairTicketEvent) -> str:
+        """The state the ticket went to, in words ("note" for a note)."""
+        return state_words(RepairTicket.State, obj.to_state) if obj.to_state else "note"
 
     def has_add_permission(self, request, obj=None):
         """History is written by the services only."""
@@ -320,17 +337,23 @@ def _ticket_action(service, description: str):
 class RepairTicketAdmin(ServiceAddMixin, admin.ModelAdmin):
     """The repair queue: open tickets by hand, start validation after repair, force a drain, send to RMA."""
 
-    list_display = ("id", "node", "device", "state", "age", "recommended_action", "validation_failures", "reason")
+    list_display = ("id", "node", "device", "state", "age", "action", "validation_failures", "reason")
     list_filter = ("state", "recommended_action", "node__cluster")
     search_fields = ("node__name", "device__key", "device__uuid", "reason")
     list_select_related = ("node", "device")
-    raw_id_fields = ("node", "device")
+    # pickers that search (node name; device key, uuid or node), not raw ids
+    autocomplete_fields = ("node", "device")
     inlines = [RepairTicketEventInline, ValidationRunInline]
     actions = [
         _ticket_action(_tickets.ticket_start_validation, "Repair done: start validation"),
         _ticket_action(_tickets.ticket_drain_now, "Drain now (evict remaining jobs)"),
         _ticket_action(_tickets.ticket_mark_rma, "Send to RMA (retire)"),
     ]
+
+    @admin.display(description="recommended action", ordering="recommended_action")
+    def action(self, obj: RepairTicket) -> str:
+        """The XID catalogue's recommended action, in words."""
+        return action_words(obj.recommended_action)
 
     @admin.display(description="age")
     def age(self, obj: RepairTicket) -> str:

@@ -315,7 +315,7 @@ def demo_health_seed(*, cluster: Cluster, now: datetime) -> list[str]:
     """The demo's health picture, through the product's own services: the card the device plugin reports
     unhealthy on ``h100-r2-03`` gets its repair ticket (drained, in repair), and one H100 runs hot for longer than
     the policy allows (degraded: used last). Idempotent: a second call changes nothing."""
-    notes = [f"{c.node}/{c.device}: {c.before} → {c.after}" for c in health_reconcile(cluster=cluster, now=now).changes]
+    notes = [str(c) for c in health_reconcile(cluster=cluster, now=now).changes]
     node, index = HOT_GPU
     if HealthSignal.objects.filter(
         device__node__cluster=cluster, device__node__name=node, signal="temperature"
@@ -328,5 +328,5 @@ def demo_health_seed(*, cluster: Cluster, now: datetime) -> list[str]:
             cluster=cluster,
             origin="demo scrape",
         )
-        notes += [f"{c.node}/{c.device}: {c.before} → {c.after}" for c in report.changes]
+        notes += [str(c) for c in report.changes]
     return notes

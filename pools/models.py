@@ -7,6 +7,7 @@ from django.db import models
 from django.db.models import Q
 
 from kernel.history import PolicyHistory
+from kernel.labels import state_words
 
 dns_label = RegexValidator(
     r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
@@ -632,7 +633,7 @@ class RepairTicket(models.Model):
 
     def __str__(self) -> str:
         what = self.device.key if self.device_id else "whole node"
-        return f"#{self.pk} {self.node.name}/{what} ({self.state})"
+        return f"#{self.pk} {self.node.name}/{what} ({self.get_state_display().lower()})"
 
     @property
     def is_open(self) -> bool:
@@ -656,7 +657,9 @@ class RepairTicketEvent(models.Model):
         ordering = ["at", "id"]
 
     def __str__(self) -> str:
-        return f"#{self.ticket_id} {self.from_state}→{self.to_state or 'note'} @ {self.at:%Y-%m-%d %H:%M:%S}"
+        was = state_words(RepairTicket.State, self.from_state) if self.from_state else "new"
+        to = state_words(RepairTicket.State, self.to_state) if self.to_state else "note"
+        return f"#{self.ticket_id} {was} → {to} @ {self.at:%Y-%m-%d %H:%M:%S}"
 
 
 class DeviceHealthTransition(models.Model):
@@ -682,7 +685,8 @@ class DeviceHealthTransition(models.Model):
         indexes = [models.Index(fields=["device", "at"], name="healthtransition_device_at")]
 
     def __str__(self) -> str:
-        return f"{self.device_id} {self.before}→{self.after} @ {self.at:%Y-%m-%d %H:%M:%S}"
+        before = state_words(HealthState, self.before) if self.before else "new"
+        return f"{self.device_id} {before} → {state_words(HealthState, self.after)} @ {self.at:%Y-%m-%d %H:%M:%S}"
 
 
 class ValidationRun(models.Model):

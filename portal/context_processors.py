@@ -8,14 +8,23 @@ from django.utils.functional import SimpleLazyObject
 
 from billing.my_usage import leads_or_staff
 from portal.demo import demo_logins
+from queues.selectors import teams_of
 
 
 def site(request: HttpRequest) -> dict:
-    """Expose the site name, the mode, whether the Cost page has something for the user, and the demo logins."""
+    """Expose the site name, the mode, whether the user is in a team (the Submit link), whether the Cost page has
+    something for the user, and the demo logins."""
     logins = []
     if settings.SHOW_DEMO_LOGINS:
         logins = demo_logins()
     user = getattr(request, "user", None)
+
+    def has_team() -> bool:
+        teams = getattr(request, "user_teams", None)  # the queues pages have read them already
+        if teams is not None:
+            return bool(teams)
+        return user is not None and teams_of(user).exists()
+
     return {
         "PORTAL_NAME": "GPU Pool Portal",
         "PORTAL_MODE": settings.PORTAL_MODE,
@@ -23,4 +32,6 @@ def site(request: HttpRequest) -> dict:
         # Leads and staff see the Cost report; every other member sees their own usage instead of a dead end.
         # Lazy: one query, and only on pages whose navigation asks (not the admin's).
         "SHOW_COST_LINK": SimpleLazyObject(lambda: user is not None and leads_or_staff(user)),
+        # called by the template only where the navigation is drawn: one query, on pages that show it
+        "NAV_HAS_TEAM": has_team,
     }

@@ -10,10 +10,28 @@ class QueuesConfig(AppConfig):
     verbose_name = "Queues"
 
     def ready(self) -> None:
-        """Register the implementations of the ports the lower layers declare; count engine state changes."""
+        """Register the implementations of the ports the lower layers declare; count engine state changes; keep
+        the operator group."""
+        from django.db.models.signals import post_migrate
+
         from pools.ports import quota_reader_register
         from queues import state_version
         from queues.quota_reader import QueuesQuotaReader
 
         quota_reader_register(QueuesQuotaReader())
         state_version.connect()
+        post_migrate.connect(operator_group_ensure, sender=self)
+
+
+def operator_group_ensure(sender, using: str = "default", **kwargs) -> None:
+    """The read-only ``operator`` group with the view-job permission (after every migrate and flush)."""
+    from django.contrib.auth.models import Group, Permission
+
+    from queues.selectors import OPERATOR_GROUP, OPERATOR_PERMISSION
+
+    app_label, codename = OPERATOR_PERMISSION.split(".")
+    permission = Permission.objects.using(using).filter(content_type__app_label=app_label, codename=codename).first()
+    if permission is None:  # the permissions are created by the same signal, earlier; absent only if disabled
+        return
+    group, _ = Group.objects.using(using).get_or_create(name=OPERATOR_GROUP)
+    group.permissions.add(permission)

@@ -16,7 +16,7 @@ from kernel.errors import ValidationFailed
 from pools.models import ResourceClass
 from queues import selectors as sel
 from queues.models import Job, PriorityClass, Team
-from queues.services import MAX_NAME, JobSpec
+from queues.services import MAX_NAME, JobSpec, job_spec_errors
 
 _DURATION = re.compile(r"^(?:(?P<d>\d+)\s*d)?\s*(?:(?P<h>\d+)\s*h)?\s*(?:(?P<m>\d+)\s*m)?\s*(?:(?P<s>\d+)\s*s)?$")
 
@@ -209,6 +209,41 @@ class JobSubmitForm(forms.Form):
             sim_runtime_seconds=d.get("sim_runtime"),
         )
 
+    def add_remaining_errors(self) -> None:
+        """On a form with field errors: the service's problems with the fields that did parse, so that every
+        problem shows at once (not the field errors first and, once fixed, the service's). A field already in
+        error keeps only its own message; nothing is checked without a class to check against."""
+        if self.team is None or not self.errors:
+            return
+        d = getattr(self, "cleaned_data", {})
+        rc = d.get("resource_class")
+        if rc is None:
+            return
+        bad = set(self.errors)
+        spec = JobSpec(
+            name=d.get("name") or str(self.data.get("name", "")),
+            image=d.get("image") or str(self.data.get("image", "")),
+            resource_class=rc,
+            devices_per_pod=d.get("devices_per_pod") or min(rc.allowed_counts or [1]),
+            pod_count=d.get("pod_count") or 1,
+            command=d.get("command") or (),
+            args=d.get("args") or (),
+            env=d.get("env") or {},
+            topology_mode=d.get("topology_mode") or "",
+            topology_level=d.get("topology_level") or "",
+            priority_class=d.get("priority_class"),
+            max_runtime_seconds=d.get("max_runtime"),
+            checkpoint_path=d.get("checkpoint_path") or "",
+            checkpoint_signal=d.get("checkpoint_signal") or "",
+            checkpoint_command=d.get("checkpoint_command") or (),
+            checkpoint_interval_seconds=d.get("checkpoint_interval"),
+            sim_runtime_seconds=d.get("sim_runtime"),
+        )
+        errors = job_spec_errors(spec, team=self.team)
+        self.add_service_errors(
+            {k: v for k, v in errors.items() if SERVICE_FIELDS.get(k, k) not in bad and k not in bad}
+        )
+
     def add_service_errors(self, error: ValidationFailed | dict[str, list[str]]) -> None:
         """Put a service's field errors on the matching fields (unknown fields become form errors)."""
         errors = error.errors if isinstance(error, ValidationFailed) else error
@@ -244,6 +279,9 @@ def job_initial(job: Job) -> dict:
 class JobFilterForm(forms.Form):
     """Filters of the job list, shared by the page and the API (unknown values are reported and ignored)."""
 
+    team = forms.ModelChoiceField(
+        queryset=Team.objects.order_by("name"), to_field_name="slug", required=False, empty_label="Every team"
+    )
     scope = forms.ChoiceField(choices=[("team", "Team's jobs"), ("mine", "My jobs")], required=False, label="Show")
     state = forms.ChoiceField(choices=[("", "Any state"), *Job.State.choices], required=False)
     resource_class = forms.ModelChoiceField(
@@ -265,14 +303,31 @@ class JobFilterForm(forms.Form):
 
     def __init__(self, *args, team: Team | None, user=None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        #: Platform admins and operators pick any team (or every team); the others see their team's jobs.
+        self.every_team = user is not None and sel.sees_every_team(user)
+        if self.every_team:
+            team = self.chosen_team()
+        else:
+            del self.fields["team"]
         users = get_user_model().objects.order_by("username")
         if team is not None:
             users = users.filter(memberships__team=team)
+        elif self.every_team:
+            users = users.filter(memberships__isnull=False).distinct()
         elif user is not None:
             users = users.filter(memberships__team__in=sel.teams_of(user)).distinct()
         else:
             users = users.none()
         self.fields["owner"].queryset = users
+        if user is not None:
+            self.fields["resource_class"].queryset = sel.filter_classes(user, team)
+
+    def chosen_team(self) -> Team | None:
+        """The team picked in the team filter (admins and operators only); ``None`` for every team or a bad slug."""
+        if "team" not in self.fields:
+            return None
+        slug = str(self.data.get("team", "") or "")
+        return Team.objects.filter(slug=slug).first() if slug else None
 
     def filters(self) -> sel.JobFilters:
         """The valid filters; invalid ones are dropped (the template says so next to the field)."""
@@ -288,7 +343,7 @@ class JobFilterForm(forms.Form):
         )
 
     #: What a model choice shows: the field of the row used as its label.
-    CHOICE_LABELS = {"resource_class": "name", "owner": "username"}
+    CHOICE_LABELS = {"team": "name", "resource_class": "name", "owner": "username"}
 
     def light_fields(self) -> list[dict]:
         """The filters for a plain template loop (name, label, kind, options or value, error).
@@ -321,4 +376,4 @@ class JobFilterForm(forms.Form):
     def filtered(self) -> bool:
         """Whether any filter other than the scope is set."""
         f = self.filters()
-        return bool(f.state or f.resource_class or f.owner or f.submitted_from or f.submitted_to)
+        return bool(f.state or f.resource_class or f.owner or f.submitted_from or f.submitted_to or self.chosen_team())

@@ -299,6 +299,8 @@ class Job(models.Model):
         ordering = ["-submitted_at", "-id"]
         indexes = [
             models.Index(fields=["team", "-submitted_at", "-id"], name="job_team_recent"),
+            # every team's jobs, newest first: the job list of platform admins and operators
+            models.Index(fields=["-submitted_at", "-id"], name="job_recent"),
             models.Index(fields=["owner", "-submitted_at", "-id"], name="job_owner_recent"),
             models.Index(fields=["team", "state", "-submitted_at"], name="job_team_state"),
             models.Index(fields=["cluster", "state"], name="job_cluster_state"),

@@ -1,7 +1,7 @@
 """Reads of job scheduling for researchers: teams, visible jobs, the class catalogue, timelines, queue facts.
 
-``jobs_visible_to`` is the one visibility rule: the pages, the REST API and anything else that lists or
-opens a job go through it, so a job of another team is simply not found (404), never "forbidden".
+``jobs_visible_to`` is the one visibility rule (queues.visibility, re-exported here with the teams and roles):
+the pages, the REST API and anything else that lists or opens a job go through it.
 """
 
 from __future__ import annotations
@@ -22,39 +22,21 @@ from django.utils.dateparse import parse_datetime
 from kernel.quantity import parse_quantity
 from pools.models import Allocation, Cluster, Device, Node, ResourceClass, ResourceFlavor, Topology
 from pools.selectors import SHARING_KIND, ClassCapacity, class_capacity, class_matches_software
-from queues.models import Job, JobEvent, Membership, PriorityClass, QuotaLine, Team, TeamQuota
+from queues.models import Job, JobEvent, PriorityClass, QuotaLine, Team, TeamQuota
+from queues.visibility import (  # noqa: F401  (re-exported: the callers read them as queues.selectors.*)
+    OPERATOR_GROUP,
+    OPERATOR_PERMISSION,
+    is_platform_admin,
+    jobs_visible_to,
+    may_act_on_job,
+    sees_every_team,
+    team_for,
+    teams_of,
+)
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
-# --------------------------------------------------------------------------- teams and visibility
-
-
-def teams_of(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Team]:
-    """The teams a user is a member of, by name."""
-    if not user.is_authenticated:
-        return Team.objects.none()
-    return Team.objects.filter(memberships__user=user).order_by("name", "pk")
-
-
-def team_for(user: AbstractBaseUser | AnonymousUser, *, slug: str | None = None, pk: int | None = None) -> Team | None:
-    """One of the user's teams, by slug or id; ``None`` when the user is not a member of it."""
-    teams = teams_of(user)
-    if slug:
-        return teams.filter(slug=slug).first()
-    if pk is not None:
-        return teams.filter(pk=pk).first()
-    return None
-
-
-def jobs_visible_to(user: AbstractBaseUser | AnonymousUser, team: Team | None = None) -> QuerySet[Job]:
-    """Jobs the user may see: those of the teams they belong to, or of ``team`` only (none if not a member)."""
-    if not user.is_authenticated:
-        return Job.objects.none()
-    member_of = Membership.objects.filter(user=user).values("team_id")
-    qs = Job.objects.filter(team_id__in=member_of)
-    if team is not None:
-        qs = qs.filter(team=team)
-    return qs
+# --------------------------------------------------------------------------- teams and visibility (queues.visibility)
 
 
 def priority_classes_for(team: Team) -> QuerySet[PriorityClass]:
@@ -241,6 +223,18 @@ def classes_for_team(team: Team | None, cluster: Cluster | None = None) -> Query
     return active_classes().filter(Exists(lines))
 
 
+def filter_classes(user: AbstractBaseUser | AnonymousUser, team: Team | None) -> QuerySet[ResourceClass]:
+    """The classes the job list's filter offers, by name: every class for those who see every team; else the
+    classes the team may submit to and those any of its jobs used (a class retired since is still findable)."""
+    if sees_every_team(user):
+        return ResourceClass.objects.order_by("name", "pk")
+    if team is None:
+        return ResourceClass.objects.none()
+    used = Job.objects.filter(team=team, resource_class=OuterRef("pk"))
+    offered = classes_for_team(team).values("pk")
+    return ResourceClass.objects.filter(Q(pk__in=offered) | Q(Exists(used))).order_by("name", "pk")
+
+
 def class_choice_error(team: Team | None, rc: ResourceClass | None = None) -> str:
     """Why a class is not one the team may pick (for the form's and the API's field error)."""
     if team is None:
@@ -320,9 +314,10 @@ def team_usage_by_flavor(team: Team) -> dict[tuple[int | None, str], int]:
     return {(r["device__node__flavor_id"], r["device__resource_name"]): r["n"] for r in rows}
 
 
-def class_catalogue(*, team: Team | None, cluster: Cluster | None = None) -> list[ClassCard]:
-    """A card per class of the team (``classes_for_team``): capacity now, hardware, the team's quota and use."""
-    classes = list(classes_for_team(team, cluster))
+def class_catalogue(*, team: Team | None, cluster: Cluster | None = None, every_class: bool = False) -> list[ClassCard]:
+    """A card per class of the team (``classes_for_team``; every active class with ``every_class``, for a platform
+    admin outside any team): capacity now, hardware, the team's quota and use."""
+    classes = list(active_classes() if every_class and team is None else classes_for_team(team, cluster))
     capacities = {c.resource_class.pk: c for c in class_capacity(cluster=cluster, classes=classes)}
     hardware = classes_hardware(classes, cluster=cluster)
     lines: list[QuotaLine] = []

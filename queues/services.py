@@ -20,6 +20,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from kernel.errors import Conflict, ValidationFailed
+from kernel.labels import plural
 from pools import state_version
 from pools.models import USABLE_HEALTH, Allocation, Cluster, Device, ResourceClass, ResourceFlavor
 from queues import selectors
@@ -265,8 +266,10 @@ def job_submit(
     record_event(
         job,
         JobEvent.Kind.SUBMITTED,
-        f"Submitted by {owner.get_username()}: {job.pod_count} pod(s) × {job.devices_per_pod} "
-        f"{spec.resource_class.name} device(s) = {total}.",
+        f"Submitted by {owner.get_username()}: {plural(job.pod_count, 'pod')} with "
+        f"{selectors.unit_noun(spec.resource_class.resource_name, job.devices_per_pod)}"
+        f"{' each' if job.pod_count > 1 else ''} of {spec.resource_class.name}"
+        f" = {selectors.unit_noun(spec.resource_class.resource_name, total)}.",
         at=now,
     )
     if notify_backend:
@@ -415,7 +418,7 @@ def job_admit(
 ) -> None:
     """Admit a pending job: record where each pod runs and open one allocation per device it holds."""
     if job.state != Job.State.PENDING:
-        raise Conflict(f"job {job.pk} is {job.state}, not pending")
+        raise Conflict(f"job {job.pk} is {job.get_state_display().lower()}, not pending")
     Allocation.objects.bulk_create(
         Allocation(job=job, device=device, pod_index=pod, started_at=now)
         for pod, pod_devices in enumerate(devices)
@@ -443,14 +446,15 @@ def job_admit(
 def job_start(job: Job, *, now: datetime) -> None:
     """The job's pods are running."""
     if job.state != Job.State.ADMITTED:
-        raise Conflict(f"job {job.pk} is {job.state}, not admitted")
+        raise Conflict(f"job {job.pk} is {job.get_state_display().lower()}, not admitted")
     resumed = job.started_at is not None
     job.started_at = job.started_at or now
     job_state_set(job, Job.State.RUNNING, now=now, fields=["started_at"])
     if resumed:
         record_event(job, JobEvent.Kind.RESUMED, "Resumed; all pods running again.", at=now)
     else:
-        record_event(job, JobEvent.Kind.STARTED, f"All {job.pod_count} pod(s) running.", at=now)
+        running = "The pod is running." if job.pod_count == 1 else f"All {job.pod_count} pods running."
+        record_event(job, JobEvent.Kind.STARTED, running, at=now)
 
 
 def release_allocations(job: Job, *, now: datetime, reason: str) -> int:
@@ -480,10 +484,11 @@ def job_finish(job: Job, *, state: str, now: datetime, message: str) -> None:
 
 @transaction.atomic
 def job_cancel(*, job: Job, user: AbstractBaseUser, now: datetime | None = None, notify_backend: bool = True) -> Job:
-    """Cancel a job on behalf of a team member; a finished job cannot be cancelled."""
+    """Cancel a job on behalf of a team member or a platform admin; a finished job cannot be cancelled."""
     now = now or timezone.now()
     job = Job.objects.select_for_update().get(pk=job.pk)
-    _membership(user=user, team=job.team)
+    if not selectors.is_platform_admin(user):
+        _membership(user=user, team=job.team)
     if job.is_final:
         raise Conflict(f"the job already ended ({job.get_state_display().lower()})")
     job_finish(job, state=Job.State.CANCELLED, now=now, message=f"Cancelled by {user.get_username()}.")

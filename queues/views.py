@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -38,6 +39,7 @@ JOBS_PER_PAGE = 50
 def current_team(request: HttpRequest) -> tuple[Team | None, list[Team]]:
     """The team kept in the session (if the user still belongs to it), else their first team; and all their teams."""
     teams = list(sel.teams_of(request.user))
+    request.user_teams = teams  # the navigation's Submit link reads it (portal.context_processors), no 2nd query
     chosen = request.session.get(SESSION_TEAM)
     team = next((t for t in teams if t.pk == chosen), teams[0] if teams else None)
     return team, teams
@@ -79,10 +81,11 @@ def class_catalogue(request: HttpRequest) -> HttpResponse:
     """A card per active class: what it is for, hardware, available now, the team's quota and use, expected wait."""
     context = _base_context(request)
     team = context["team"]
-    cards = sel.class_catalogue(team=team, cluster=context["cluster"])
+    every_class = team is None and sel.sees_every_team(request.user)
+    cards = sel.class_catalogue(team=team, cluster=context["cluster"], every_class=every_class)
     if team is not None:
         diagnosis.catalogue_wait_estimates(team=team, cards=cards, owner=request.user)
-    context.update(cards=cards, rendered_at=timezone.now())
+    context.update(cards=cards, every_class=every_class, rendered_at=timezone.now())
     if wants_fragment(request):
         return render(request, "queues/partials/class_cards.html", context)
     return render(request, "queues/class_catalogue.html", context)
@@ -146,6 +149,8 @@ def job_submit(request: HttpRequest) -> HttpResponse:
                 else:
                     messages.success(request, f"Submitted {job.name}.")
                     return redirect("queues:job_detail", pk=job.pk)
+        else:
+            form.add_remaining_errors()
     else:
         form = JobSubmitForm(initial=_form_initial(request), team=team, simulated=context["simulated"])
     context.update(
@@ -177,6 +182,8 @@ def job_feasibility(request: HttpRequest) -> HttpResponse:
             form.add_service_errors(errors)
         else:
             feasibility = diagnosis.spec_feasibility(owner=request.user, team=team, spec=spec)
+    else:
+        form.add_remaining_errors()
     context.update(
         form=form, feasibility=feasibility, checked=True, suggestion_links=_suggestion_links(request, feasibility)
     )
@@ -192,14 +199,18 @@ def job_feasibility(request: HttpRequest) -> HttpResponse:
 def job_list(request: HttpRequest) -> HttpResponse:
     """The team's (or my) jobs, filtered, newest first, keyset-paginated; the first page polls while jobs move."""
     context = _base_context(request)
-    team = context["team"]
-    form = JobFilterForm(request.GET, team=team)
+    form = JobFilterForm(request.GET, team=context["team"], user=request.user)
+    # Admins and operators list every team's jobs, or the team picked in the filter; the others their team's.
+    team = form.chosen_team() if form.every_team else context["team"]
     qs = sel.filter_jobs(sel.jobs_visible_to(request.user, team=team), form.filters(), user=request.user)
-    page = sel.job_list_page(qs if team else Job.objects.none(), cursor=form.page_cursor(), per_page=JOBS_PER_PAGE)
+    listed = team is not None or form.every_team
+    page = sel.job_list_page(qs if listed else Job.objects.none(), cursor=form.page_cursor(), per_page=JOBS_PER_PAGE)
     live = page.is_first and any(not j.is_final for j in page.jobs)
     params = {k: v for k, v in request.GET.items() if k != "cursor" and v}
     context.update(
         form=form,
+        every_team=form.every_team,
+        listed_team=team,
         page=page,
         live=live,
         filtered=form.filtered,
@@ -240,6 +251,8 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     cost_port = job_cost_port()
     context.update(
         job=job,
+        can_act=sel.may_act_on_job(request.user, job),
+        in_job_team=job.team in context["teams"],
         diagnosis=diagnosis.job_diagnosis(job, now=now),
         timeline=sel.job_timeline(job, now=now),
         # GPU-hours and cost as metered (billing, above queues, answers through its port; absent without it).
@@ -281,8 +294,10 @@ def job_run(request: HttpRequest, pk: int) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @htmx_login_required
 def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    """Confirm (GET) and cancel (POST) a job."""
+    """Confirm (GET) and cancel (POST) a job: its team's members and platform admins (operators only look: 403)."""
     job = _visible_job(request, pk)
+    if not sel.may_act_on_job(request.user, job):
+        raise PermissionDenied("operators see every team's jobs read-only: cancelling is for the team's members")
     if request.method == "POST":
         try:
             services.job_cancel(job=job, user=request.user)

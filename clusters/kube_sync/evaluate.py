@@ -708,15 +708,15 @@ def job_mismatch(job: Job, st: KubeJobState | None) -> str:
     wlc = _conditions(wl)
     admitted = _true(wlc, "Admitted") and bool((wl.get("status") or {}).get("admission")) and not _true(wlc, "Evicted")
     if final and not job.is_final:
-        return f"ended in the cluster ({final[0]}) but {job.state} in the portal"
+        return f"ended in the cluster ({final[0]}) but {job.get_state_display().lower()} in the portal"
     if (st.job_deleted_at or bj.get("deleted")) and not job.is_final:
-        return f"deleted in the cluster but {job.state} in the portal"
+        return f"deleted in the cluster but {job.get_state_display().lower()} in the portal"
     if (
         job.state in HOLDING
         and not admitted
         and not any(p.get("node") for p in (st.pods or {}).values() if pod_is_live(p))
     ):
-        return f"{job.state} in the portal but Kueue holds no quota for it and no pod runs"
+        return f"{job.get_state_display().lower()} in the portal but Kueue holds no quota for it and no pod runs"
     if job.state == Job.State.PENDING and admitted:
         bound = [p for p in (st.pods or {}).values() if pod_is_live(p) and p.get("node")]
         if len(bound) >= job.pod_count:

@@ -26,6 +26,7 @@ from clusters.kube_sync.jobs import kube_job_create, kube_job_delete
 from clusters.kube_sync.observe import parse_time, pod_is_live
 from clusters.kube_sync.sync import ClusterSync
 from clusters.models import KubeJobState, ReconcileReport
+from kernel.labels import plural
 from pools.models import USABLE_HEALTH, Allocation, Cluster, Device, Node
 from queues import job_sync
 from queues import services as job_services
@@ -169,15 +170,15 @@ def _check_allocations(cluster: Cluster, found: _Findings, *, dry_run: bool, now
         at = job.finished_at if job.is_final else job.state_changed_at
         n = Allocation.objects.filter(job=job, ended_at__isnull=True).count()
         if dry_run:
-            found.add(
-                "orphaned_allocation", "reported", f"job {job.pk} ({job.state}) still holds {n} device(s)", job=job.pk
-            )
+            state = job.get_state_display().lower()
+            text = f"job {job.pk} ({state}) still holds {plural(n, 'device')}"
+            found.add("orphaned_allocation", "reported", text, job=job.pk)
             continue
         job_services.release_allocations(job, now=at or now, reason="reconciled")
         found.add(
             "orphaned_allocation",
             "repaired",
-            f"job {job.pk} ({job.state}): closed {n} allocation(s) at {at:%Y-%m-%d %H:%M:%S}",
+            f"job {job.pk} ({job.get_state_display().lower()}): closed {n} allocation(s) at {at:%Y-%m-%d %H:%M:%S}",
             job=job.pk,
         )
     states = {s.job_id: s for s in KubeJobState.objects.filter(job__cluster=cluster, job__state__in=HOLDING)}

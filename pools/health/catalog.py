@@ -32,6 +32,29 @@ ACTION_RANK: tuple[str, ...] = (
     "reboot_node",
     "contact_support_rma",
 )
+#: What each recommended action asks a person to do, in words.
+ACTION_WORDS: dict[str, str] = {
+    "none": "No action needed",
+    "restart_app": "Restart the application",
+    "follow_companion_xid": "Follow the accompanying XID's action",
+    "investigate_software": "Investigate the software (driver, CUDA, application)",
+    "restart_fabric_manager": "Restart Fabric Manager",
+    "check_hardware": "Check the hardware",
+    "reset_gpu": "Reset the GPU",
+    "drain_and_reset_gpu": "Drain the GPU, then reset it",
+    "reboot_node": "Reboot the node",
+    "contact_support_rma": "Contact support (RMA)",
+    "unknown": "Unknown XID: investigate",
+}
+
+
+def action_words(action: str) -> str:
+    """A recommended action in words (``reset_gpu`` → "Reset the GPU"); empty for none given."""
+    if not action:
+        return ""
+    return ACTION_WORDS.get(action, action.replace("_", " ").capitalize())
+
+
 SEVERITY_RANK: tuple[str, ...] = ("info", "app", "degraded", "critical", "fatal")
 UNKNOWN_ACTION = "unknown"
 

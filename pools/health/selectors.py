@@ -37,11 +37,13 @@ OPEN = RepairTicket.OPEN_STATES
 
 
 def duration_text(seconds: float | None) -> str:
-    """A duration for people: "45 min", "3.5 h", "2.1 d" ("" for none)."""
+    """A duration for people: "40 s", "45 min", "3.5 h", "2.1 d" ("" for none)."""
     if seconds is None:
         return ""
+    if seconds < 60:
+        return f"{max(seconds, 0):.0f} s"
     if seconds < 3600:
-        return f"{max(seconds, 0) / 60:.0f} min"
+        return f"{seconds / 60:.0f} min"
     if seconds < 48 * 3600:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 86400:.1f} d"

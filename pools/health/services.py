@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from kernel.errors import DomainError, ValidationFailed
+from kernel.labels import state_words
 from pools.health import policy as pol
 from pools.health.catalog import XidEvent, correlate, xid_info
 from pools.health.ports import repair_jobs_port
@@ -30,6 +31,7 @@ from pools.models import (
     HealthObservation,
     HealthPolicy,
     HealthSignal,
+    HealthState,
     Node,
     RepairTicket,
 )
@@ -69,6 +71,11 @@ class StateChange:
     after: str
     reason: str
     ticket: int | None = None
+
+    def __str__(self) -> str:
+        """The change in words: ``node/gpu0: healthy → unhealthy``."""
+        before = state_words(HealthState, self.before) if self.before else "new"
+        return f"{self.node}/{self.device}: {before} → {state_words(HealthState, self.after)}"
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kernel.errors import Conflict
+from kernel.labels import state_words, states_words
 from pools.models import HealthState
 
 H = HealthState
@@ -38,10 +39,11 @@ class IllegalHealthTransition(Conflict):
             why = "a retired device never comes back (a replacement card is a new device)"
         else:
             why = _WHY.get((before, after), "")
-        allowed = ", ".join(sorted(ALLOWED.get(before, ()))) or "none"
+        allowed = states_words(H, sorted(ALLOWED.get(before, ()))) or "none"
         who = f"device {device}: " if device else ""
-        text = f"{who}cannot go from {before} to {after}"
-        super().__init__(f"{text}: {why} (allowed from {before}: {allowed})" if why else f"{text} (allowed: {allowed})")
+        was, to = state_words(H, before), state_words(H, after)
+        text = f"{who}cannot go from {was} to {to}"
+        super().__init__(f"{text}: {why} (allowed from {was}: {allowed})" if why else f"{text} (allowed: {allowed})")
 
 
 def check_transition(before: str, after: str, *, device: str = "") -> None:

@@ -20,6 +20,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from kernel.errors import Conflict
+from kernel.labels import plural, state_words, states_words
 from pools.health import directives
 from pools.health.ports import JobOutcome, ValidationJobRequest, repair_jobs_port
 from pools.health.services import (
@@ -87,7 +88,8 @@ class TicketChange:
     note: str
 
     def __str__(self) -> str:
-        return f"ticket #{self.ticket}: {self.before} → {self.after} ({self.note})"
+        before = state_words(T, self.before) if self.before else "new"
+        return f"ticket #{self.ticket}: {before} → {state_words(T, self.after)} ({self.note})"
 
 
 # --- which devices a ticket holds ----------------------------------------------------------------------------
@@ -161,8 +163,9 @@ def _move(
     """Move a ticket (refusing an illegal move), stamp the step, and bring its devices to the matching state."""
     before = ticket.state
     if to not in TICKET_MOVES[before]:
-        allowed = ", ".join(sorted(TICKET_MOVES[before])) or "none (the ticket is closed)"
-        raise Conflict(f"ticket #{ticket.pk} is {before}: it cannot go to {to} (allowed: {allowed})")
+        allowed = states_words(T, sorted(TICKET_MOVES[before])) or "none (the ticket is closed)"
+        was, to_words = state_words(T, before), state_words(T, to)
+        raise Conflict(f"ticket #{ticket.pk} is {was}: it cannot go to {to_words} (allowed: {allowed})")
     ticket.state = to
     ticket.state_changed_at = now
     fields = ["state", "state_changed_at"]
@@ -314,7 +317,7 @@ def ticket_drain_now(*, ticket: RepairTicket, actor: Actor, now: datetime | None
     now = aware_now(now)
     ticket = RepairTicket.objects.select_for_update().get(pk=ticket.pk)
     if ticket.state != T.DRAINING:
-        raise Conflict(f"ticket #{ticket.pk} is {ticket.state}, not draining")
+        raise Conflict(f"ticket #{ticket.pk} is {state_words(T, ticket.state)}, not draining")
     units = ticket_units(ticket)
     evicted = repair_jobs_port().jobs_drain(
         job_ids=_busy(units, ticket), ticket_id=ticket.pk, actor_label=actor.label, now=now
@@ -394,7 +397,7 @@ def ticket_start_validation(*, ticket: RepairTicket, actor: Actor, now: datetime
         .get(pk=ticket.pk)
     )
     if ticket.state != T.IN_REPAIR:
-        raise Conflict(f"ticket #{ticket.pk} is {ticket.state}: validation starts from in repair")
+        raise Conflict(f"ticket #{ticket.pk} is {state_words(T, ticket.state)}: validation starts from in repair")
     policy = active_policy()
     units = ticket_units(ticket)
     rc, per_pod, pods = _validation_shape(units, ticket.node)
@@ -430,7 +433,8 @@ def ticket_start_validation(*, ticket: RepairTicket, actor: Actor, now: datetime
     run.devices.set(units)
     ticket_note(
         ticket=ticket,
-        note=f"Validation job #{job_id} submitted ({pods} pod(s) × {per_pod} {rc.resource_name})",
+        note=f"Validation job #{job_id} submitted ({plural(pods, 'pod')} with {plural(per_pod, 'device')} of "
+        f"{rc.name})",
         actor=actor,
         now=now,
         details={"job": job_id, "image": request.image, "command": request.command},

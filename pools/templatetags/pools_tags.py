@@ -6,7 +6,10 @@ import json
 
 from django import template
 
+from kernel.labels import state_words
 from kernel.quantity import gib
+from pools.health.catalog import action_words
+from pools.models import HealthState, RepairTicket
 
 register = template.Library()
 
@@ -28,6 +31,21 @@ CELL_STATES: dict[str, str] = {
 def state_label(state: str) -> str:
     """The words for a cell state ("in-use" → "In use")."""
     return CELL_STATES.get(state, state.replace("-", " ").capitalize())
+
+
+@register.filter
+def health_words(state: str) -> str:
+    """A device health state in words (``quarantined`` → "quarantined"; never the internal value)."""
+    return state_words(HealthState, state) if state else ""
+
+
+@register.filter
+def ticket_state_words(state: str) -> str:
+    """A repair ticket state in words (``in_repair`` → "in repair")."""
+    return state_words(RepairTicket.State, state) if state else ""
+
+
+register.filter("action_words", action_words)
 
 
 @register.simple_tag

@@ -18,14 +18,16 @@ PLOTLY_STATIC_PATH = "vendor/plotly/plotly.min.js"
 
 
 @register.simple_tag(takes_context=True)
-def nav_link(context: template.Context, route: str, label: str) -> SafeString:
-    """An ``<li>`` link to a named route, marked current under its path; nothing while the route does not exist."""
+def nav_link(context: template.Context, route: str, label: str, exact: bool = False) -> SafeString:
+    """An ``<li>`` link to a named route, marked current under its path (only on it with ``exact``); nothing while
+    the route does not exist."""
     try:
         url = reverse(route)
     except NoReverseMatch:
         return mark_safe("")
     request: HttpRequest | None = context.get("request")
-    current = request is not None and (request.path == url or (url != "/" and request.path.startswith(url)))
+    under = not exact and url != "/" and request is not None and request.path.startswith(url)
+    current = request is not None and (request.path == url or under)
     if current:
         return format_html('<li><a href="{}" aria-current="page">{}</a></li>', url, label)
     return format_html('<li><a href="{}">{}</a></li>', url, label)

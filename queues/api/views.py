@@ -2,7 +2,8 @@
 
 Authentication: a team-scoped token (``Authorization: Token <key>``) or the browser session. The team a
 request acts in comes from the token, or from a ``team`` parameter checked against the caller's
-memberships. Another team's job is not found (404). ``DomainError`` → 400, ``Conflict`` → 409.
+memberships (admins and operators read any team's jobs), or, in the browser session, the team chosen in
+the portal's team switcher. Another team's job is not found (404). ``DomainError`` → 400, ``Conflict`` → 409.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from queues.api.authentication import TeamTokenAuthentication
 from queues.api.tokens import api_token_create, api_token_revoke
 from queues.forms import JobFilterForm
 from queues.models import ApiToken, Job, Team
+from queues.views import SESSION_TEAM
 
 TEAM_PARAM = OpenApiParameter(
     "team", OpenApiTypes.STR, description="Team slug (must be one of yours; a token is fixed to its team)."
@@ -73,9 +75,19 @@ class PortalAPIMixin:
             return token.team
         if slug:
             team = sel.team_for(request.user, slug=slug)
+            if team is None and not required and sel.sees_every_team(request.user):
+                team = Team.objects.filter(slug=slug).first()  # admins and operators read every team's jobs
+                if team is None:
+                    raise exceptions.NotFound(f"there is no team {slug}")
             if team is None:
                 raise exceptions.PermissionDenied(f"you are not a member of team {slug}")
             return team
+        if isinstance(request.successful_authenticator, SessionAuthentication):
+            # signed in through the browser: the team chosen in the portal's team switcher
+            chosen = request.session.get(SESSION_TEAM)
+            team = sel.team_for(request.user, pk=chosen) if isinstance(chosen, int) else None
+            if team is not None:
+                return team
         teams = list(sel.teams_of(request.user)[:2])
         if len(teams) == 1:
             return teams[0]

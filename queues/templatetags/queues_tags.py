@@ -8,6 +8,7 @@ from decimal import Decimal
 from django import template
 from django.utils import timezone
 
+from kernel.labels import duration_words
 from queues import selectors as sel
 from queues.engine import wait_codes
 
@@ -60,6 +61,14 @@ def duration(value: timedelta | float | int | None) -> str:
         return ""
     seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
     return _human(seconds)
+
+
+@register.filter
+def ran_for(started: datetime | None, finished: datetime | None) -> str:
+    """How long something ran, in words: ``started|ran_for:finished`` → "45 seconds", "3 hours 5 minutes"."""
+    if started is None or finished is None:
+        return ""
+    return duration_words((finished - started).total_seconds())
 
 
 @register.filter

@@ -125,7 +125,7 @@ def test_dry_run_repairs_nothing_and_the_report_is_shown_to_admins(world, kube, 
     assert b"orphaned_allocation" in listing.content
     page = client.get(reverse("admin:clusters_reconcilereport_change", args=[report.pk]))
     assert page.status_code == 200
-    assert f"job {job.pk} (failed) still holds 8 device(s)".encode() in page.content
+    assert f"job {job.pk} (failed) still holds 8 devices".encode() in page.content
 
 
 @pytest.mark.django_db

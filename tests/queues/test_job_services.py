@@ -54,8 +54,7 @@ def test_job_submit_records_pending_job_and_event(setup):
     assert job.cluster.name == "sim"
     [event] = job.events.all()
     assert event.kind == JobEvent.Kind.SUBMITTED
-    assert "2 pod(s) × 2" in event.message
-    assert "= 4" in event.message
+    assert f": 2 pods with 2 GPUs each of {rc.name} = 4 GPUs." in event.message
 
 
 @pytest.mark.parametrize(

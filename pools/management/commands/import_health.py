@@ -100,8 +100,7 @@ class Command(BaseCommand):
         )
         for change in report.changes:
             ticket = f" [ticket #{change.ticket}]" if change.ticket else ""
-            where = f"{change.node}/{change.device}"
-            self.stdout.write(f"  {where}: {change.before} → {change.after}{ticket}: {change.reason}")
+            self.stdout.write(f"  {change}{ticket}: {change.reason}")
         if not report.changes:
             self.stdout.write("  no state changes")
         for ticket in report.tickets_opened:
