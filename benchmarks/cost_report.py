@@ -57,8 +57,16 @@ def populate(*, seed: int = 11) -> dict[str, int]:
     """Teams with leads and members, two classes on two flavors, and a year of daily rollups for each team."""
     from django.contrib.auth import get_user_model
 
-    from billing.models import Budget, CapacityDaily, Notification, UsageDaily, UsageTeamDaily
-    from billing.services.rollup import _team_rows
+    from billing.models import (
+        Budget,
+        CapacityDaily,
+        CapacityTeamMonthly,
+        Notification,
+        UsageDaily,
+        UsageTeamDaily,
+        UsageTeamMonthly,
+    )
+    from billing.services.rollup import _team_rows, month_rollup
     from pools.models import ResourceClass, ResourceFlavor
     from queues.models import Membership, Team
 
@@ -125,6 +133,11 @@ def populate(*, seed: int = 11) -> dict[str, int]:
         UsageDaily.objects.bulk_create(usage, batch_size=5000)
         usage = []
     CapacityDaily.objects.bulk_create(capacity, batch_size=5000)
+    # The monthly team rollups, as usage_rollup keeps them (it rewrites the month of each day it rolls).
+    month = FIRST_DAY
+    while month < FIRST_DAY + timedelta(days=DAYS):
+        month_rollup(month=month)
+        month = (month.replace(day=28) + timedelta(days=4)).replace(day=1)
     budgets = Budget.objects.bulk_create(
         Budget(team=t, period="month", amount=Decimal("5000"), currency="EUR", thresholds=[50, 80, 100]) for t in teams
     )
@@ -142,6 +155,7 @@ def populate(*, seed: int = 11) -> dict[str, int]:
         "usage rollup rows": UsageDaily.objects.count(),
         "team usage rollup rows": UsageTeamDaily.objects.count(),
         "capacity rollup rows": CapacityDaily.objects.count(),
+        "monthly team rollup rows": UsageTeamMonthly.objects.count() + CapacityTeamMonthly.objects.count(),
     }
 
 
@@ -258,6 +272,29 @@ def metering(*, now: datetime) -> None:
         )
 
 
+def all_teams_report(*, requests: int) -> None:
+    """The staff all-teams report of the year per month, before (daily rollups only) and after (monthly rollups
+    over the whole months); the two must be the same report."""
+    from billing import reporting, selectors
+
+    args = {"teams": None, "start": date(2025, 1, 1), "end": date(2025, 12, 31), "user": None, "resource_class": None}
+    print(f"\nall-teams report, {TEAMS} teams × 12 months per month (selector only, {requests} runs, ms):\n")
+    print(f"{'read from':<30} {'p50':>8} {'p95':>8} {'cpu p50':>8}")
+    reports = {}
+    for label, monthly in (("daily rollups (before)", False), ("monthly rollups (after)", True)):
+        times, cpu = [], []
+        for _ in range(requests):
+            start, start_cpu = time.perf_counter(), time.process_time()
+            report = selectors._cost_report(bucket="month", monthly=monthly, **args)
+            times.append((time.perf_counter() - start) * 1000)
+            cpu.append((time.process_time() - start_cpu) * 1000)
+        reports[monthly] = report
+        p50, p95, cpu50 = statistics.median(times), percentile(times, 0.95), statistics.median(cpu)
+        print(f"{label:<30} {p50:8.1f} {p95:8.1f} {cpu50:8.1f}")
+    same = reporting.report_csv(reports[False]) == reporting.report_csv(reports[True])
+    print(f"same report both ways (CSV compared): {'yes' if same else 'NO'}")
+
+
 def populate_all() -> None:
     """Rollups for every team, a year of jobs for two, and their metering (timed and printed)."""
     start = time.perf_counter()
@@ -314,6 +351,8 @@ def main() -> None:
         r = measure(client, url, requests=args.requests, headers=headers)
         figures = " ".join(f"{r[k]:8.1f}" for k in ("p50", "p95", "max", "cpu"))
         print(f"{label:<30} {figures} {r['queries']:8d} {r['kb']:8.1f}")
+
+    all_teams_report(requests=args.requests)
 
     if throwaway and not (args.keep or args.reuse):
         connection.close()

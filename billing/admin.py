@@ -10,12 +10,14 @@ from billing import services
 from billing.models import (
     Budget,
     CapacityDaily,
+    CapacityTeamMonthly,
     Notification,
     Rate,
     TeamDemotion,
     UsageDaily,
     UsageRecord,
     UsageTeamDaily,
+    UsageTeamMonthly,
 )
 
 
@@ -139,6 +141,26 @@ class CapacityDailyAdmin(ReadOnlyAdmin):
     list_display = ("day", "team", "flavor", "resource_name", "nominal", "idle_us", "lent_us", "idle_cost")
     list_filter = ("team",)
     date_hierarchy = "day"
+
+
+@admin.register(UsageTeamMonthly)
+class UsageTeamMonthlyAdmin(ReadOnlyAdmin):
+    """Monthly team-level usage rollups, the sums of the daily ones (read-only)."""
+
+    list_display = ("month", "team", "resource_class", "flavor", "owned_us", "borrowed_us", "currency")
+    list_filter = ("team",)
+    date_hierarchy = "month"
+    list_select_related = ("team", "resource_class", "flavor")
+
+
+@admin.register(CapacityTeamMonthly)
+class CapacityTeamMonthlyAdmin(ReadOnlyAdmin):
+    """Monthly reserved-capacity rollups per team, the sums of the daily ones (read-only)."""
+
+    list_display = ("month", "team", "currency", "reserved_us", "idle_us", "lent_us", "idle_cost")
+    list_filter = ("team",)
+    date_hierarchy = "month"
+    list_select_related = ("team",)
 
 
 @admin.register(Notification)

@@ -58,6 +58,7 @@ def usage_area_figure(rows: Sequence[Mapping], *, title: str = "GPU-hours") -> d
             "x": x,
             "y": [_num(r.get(key)) for r in rows],
             "stackgroup": "hours",
+            "meta": key,
             "line": {"width": 0.5, "color": COLOURS[key]},
             "hovertemplate": "%{y:.2f} h<extra>" + label + "</extra>",
         }
@@ -86,6 +87,7 @@ def cost_area_figure(rows: Sequence[Mapping], *, currency: str, title: str = "Co
             "x": x,
             "y": [_num(r.get(key)) for r in rows],
             "stackgroup": "cost",
+            "meta": colour,
             "line": {"width": 0.5, "color": COLOURS[colour]},
             "hovertemplate": "%{y:,.2f} " + currency + "<extra>" + label + "</extra>",
         }

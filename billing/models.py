@@ -246,6 +246,75 @@ class CapacityDaily(models.Model):
         return f"{self.day} {self.team_id} {self.flavor_id}/{self.resource_name}"
 
 
+class UsageTeamMonthly(models.Model):
+    """Monthly rollup: team × class × flavor × month × currency, the exact sums of ``UsageTeamDaily`` over the month.
+
+    ``usage_rollup`` rewrites a month's rows each time it rolls one of its days, so they always equal the daily
+    rows; reports over whole months (the all-teams view, per-month charts) read ~30 times fewer rows.
+    """
+
+    month = models.DateField(help_text="First day of the month.")
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="usage_team_monthly")
+    resource_class = models.ForeignKey(ResourceClass, on_delete=models.CASCADE, related_name="usage_team_monthly")
+    flavor = models.ForeignKey(
+        ResourceFlavor, null=True, blank=True, on_delete=models.CASCADE, related_name="usage_team_monthly"
+    )
+    currency = models.CharField(max_length=3)
+    owned_us = models.BigIntegerField(default=0)
+    borrowed_us = models.BigIntegerField(default=0)
+    owned_cost = models.DecimalField(max_digits=20, decimal_places=8, default=0)
+    borrowed_cost = models.DecimalField(max_digits=20, decimal_places=8, default=0)
+    lost_preemption_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+    lost_hardware_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+
+    class Meta:
+        ordering = ["month", "team", "resource_class"]
+        verbose_name_plural = "usage team monthly rollups"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["month", "team", "resource_class", "flavor", "currency"],
+                condition=Q(flavor__isnull=False),
+                name="usage_team_monthly_once",
+            ),
+            models.UniqueConstraint(
+                fields=["month", "team", "resource_class", "currency"],
+                condition=Q(flavor__isnull=True),
+                name="usage_team_monthly_once_no_flavor",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["team", "month"], name="usage_team_monthly_team_month"),
+            models.Index(fields=["month"], name="usage_team_monthly_month"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.month:%Y-%m} {self.team_id}/{self.resource_class_id}"
+
+
+class CapacityTeamMonthly(models.Model):
+    """Monthly rollup of a team's reserved capacity per currency: the exact sums of ``CapacityDaily`` over the month."""
+
+    month = models.DateField(help_text="First day of the month.")
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="capacity_team_monthly")
+    currency = models.CharField(max_length=3)
+    reserved_us = models.BigIntegerField(default=0)
+    idle_us = models.BigIntegerField(default=0)
+    lent_us = models.BigIntegerField(default=0)
+    idle_cost = models.DecimalField(max_digits=20, decimal_places=8, default=0)
+    lent_credit = models.DecimalField(max_digits=20, decimal_places=8, default=0)
+
+    class Meta:
+        ordering = ["month", "team", "currency"]
+        verbose_name_plural = "capacity team monthly rollups"
+        constraints = [
+            models.UniqueConstraint(fields=["month", "team", "currency"], name="capacity_team_monthly_once"),
+        ]
+        indexes = [models.Index(fields=["team", "month"], name="capacity_monthly_team_month")]
+
+    def __str__(self) -> str:
+        return f"{self.month:%Y-%m} {self.team_id} {self.currency}"
+
+
 class RollupDay(models.Model):
     """Bookkeeping of one billing day: metering changed it since its last rollup, and until when it was rolled."""
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import dataclass
 from decimal import Decimal
 
-from billing.selectors import Capacity, CostReport, Money, Usage, money_sum
+from billing.selectors import Capacity, CostReport, Money, ReportJobs, Usage, money_sum
 
 CENT = Decimal("0.01")
 #: Bars of a breakdown chart; the smallest groups beyond it are summed into one "others" bar.
@@ -126,6 +127,72 @@ def report_csv(report: CostReport) -> str:
     for row in report_rows(report):
         writer.writerow({k: ("" if v == "" else str(v)) for k, v in row.items()})
     return buffer.getvalue()
+
+
+def job_columns(currencies: list[str]) -> list[str]:
+    """Column names of ``job_rows``."""
+    return [
+        "job_id", "job", "team", "user", "class", "state", "owned_hours", "borrowed_hours", "gpu_hours",
+        *(f"cost_{c}" for c in currencies),
+    ]  # fmt: skip
+
+
+def job_rows(jobs: ReportJobs, currencies: list[str]) -> list[dict]:
+    """One row per job behind a report: its device-hours within the range and their cost (per currency)."""
+    return [
+        {
+            "job_id": r.job.pk,
+            "job": r.job.name,
+            "team": r.job.team.slug,
+            "user": r.job.owner.get_username(),
+            "class": r.job.resource_class.slug,
+            "state": r.job.state,
+            "owned_hours": _hours(r.usage.owned_hours),
+            "borrowed_hours": _hours(r.usage.borrowed_hours),
+            "gpu_hours": _hours(r.usage.used_hours),
+            **_money_columns("cost", r.usage.cost, currencies),
+        }
+        for r in jobs.rows
+    ]
+
+
+def jobs_csv(jobs: ReportJobs) -> str:
+    """The jobs behind a report as CSV, one row per job (``job_rows``); their sums are the report's usage."""
+    currencies = sorted(set(jobs.totals.cost) | {c for r in jobs.rows for c in r.usage.cost})
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=job_columns(currencies), lineterminator="\n")
+    writer.writeheader()
+    for row in job_rows(jobs, currencies):
+        writer.writerow({k: str(v) for k, v in row.items()})
+    return buffer.getvalue()
+
+
+@dataclass
+class ChargePart:
+    """One part of a report's charge in one currency, with its share of the charge."""
+
+    key: str
+    label: str
+    amount: Decimal
+    percent: Decimal | None
+
+
+def charge_parts(report: CostReport, currency: str) -> list[ChargePart]:
+    """What the charge is made of, in ``currency``: owned usage + borrowed usage + idle reservation − lent credit.
+
+    ``percent`` is each part's share of the charge (None when the charge is zero); the parts add up to it.
+    """
+    charge = report.charge.get(currency, Decimal(0))
+    parts = [
+        ("owned", "Owned usage (within quota)", report.totals.owned_cost.get(currency, Decimal(0))),
+        ("borrowed", "Borrowed usage (from the cohort)", report.totals.borrowed_cost.get(currency, Decimal(0))),
+        ("idle", "Idle reservation (quota nobody used)", report.capacity.idle_cost.get(currency, Decimal(0))),
+        ("lent", "Credit for idle quota lent to other teams", -report.capacity.lent_credit.get(currency, Decimal(0))),
+    ]
+    return [
+        ChargePart(key, label, amount, (amount * 100 / charge).quantize(Decimal("0.1")) if charge else None)
+        for key, label, amount in parts
+    ]
 
 
 def _money_json(money: Money) -> dict[str, str]:

@@ -18,11 +18,13 @@ from django.db.models import Count, Q, QuerySet, Sum
 from billing.models import (
     Budget,
     CapacityDaily,
+    CapacityTeamMonthly,
     Notification,
     TeamDemotion,
     UsageDaily,
     UsageRecord,
     UsageTeamDaily,
+    UsageTeamMonthly,
 )
 from billing.pricing import hours, local_day
 from billing.services.budgets import period_bounds
@@ -256,6 +258,35 @@ def _group_names(rows: list[Mapping]) -> dict[str, dict]:
     }
 
 
+def whole_months(start: date, end: date) -> tuple[date, date] | None:
+    """(first, last) day of the whole calendar months inside [start, end], or None when there are none."""
+    first = start if start.day == 1 else (start.replace(day=28) + timedelta(days=4)).replace(day=1)
+    after_end = end + timedelta(days=1)
+    last = end if after_end.day == 1 else end.replace(day=1) - timedelta(days=1)
+    return (first, last) if first <= last else None
+
+
+@dataclass
+class _Split:
+    """A report's range cut into whole months (read from the monthly rollups) and the days around them."""
+
+    months: tuple[date, date] | None
+    start: date
+    end: date
+
+    def days(self) -> Q:
+        """The days of the range outside the whole months."""
+        if self.months is None:
+            return Q(day__gte=self.start, day__lte=self.end)
+        first, last = self.months
+        return Q(day__gte=self.start, day__lt=first) | Q(day__gt=last, day__lte=self.end)
+
+    @property
+    def has_days(self) -> bool:
+        """Whether any day of the range lies outside the whole months."""
+        return self.months is None or self.months != (self.start, self.end)
+
+
 def cost_report(
     *,
     teams: Iterable[Team] | None,
@@ -265,12 +296,30 @@ def cost_report(
     user: AbstractBaseUser | None = None,
     resource_class: ResourceClass | None = None,
 ) -> CostReport:
-    """Usage, cost, idle reserved and lost hours over [start, end] (inclusive days), in at most 7 queries.
+    """Usage, cost, idle reserved and lost hours over [start, end] (inclusive days), in at most 10 queries.
 
     ``teams=None`` means every team (staff): that view breaks down per team instead of per user. SQL sums per
     day and per (team, user, class, flavor); days are bucketed into weeks or months here, which is cheaper than
-    truncating dates row by row in SQL.
+    truncating dates row by row in SQL. Whole calendar months are read from the monthly rollups wherever the
+    report does not need days or users (the per-team breakdown; the series and capacity per month); the days
+    around them from the daily rollups. The monthly rows are exact sums of the daily ones, so the report is
+    the same either way (``monthly=False`` in ``_cost_report`` reads only the daily rollups).
     """
+    return _cost_report(
+        teams=teams, start=start, end=end, bucket=bucket, user=user, resource_class=resource_class, monthly=True
+    )
+
+
+def _cost_report(
+    *,
+    teams: Iterable[Team] | None,
+    start: date,
+    end: date,
+    bucket: str,
+    user: AbstractBaseUser | None,
+    resource_class: ResourceClass | None,
+    monthly: bool,
+) -> CostReport:
     if bucket not in BUCKETS:
         raise ValueError(f"bucket must be one of {', '.join(BUCKETS)}")
     all_teams = teams is None
@@ -278,23 +327,42 @@ def cost_report(
     # Without a user filter the team-level rollup has the same sums in a fraction of the rows.
     series_model = UsageDaily if user is not None else UsageTeamDaily
     breakdown_model = UsageTeamDaily if all_teams and user is None else UsageDaily
-    cap_rows = CapacityDaily.objects.filter(day__gte=start, day__lte=end)
-    if not all_teams:
-        cap_rows = cap_rows.filter(team__in=teams)
+    months = whole_months(start, end) if monthly else None
+    split = _Split(months=months, start=start, end=end)
+    nothing = _Split(months=None, start=start, end=end)
 
-    def scoped(model):
-        rows = model.objects.filter(day__gte=start, day__lte=end)
+    def scoped(rows: QuerySet, *, filtered: bool) -> QuerySet:
+        """Rows in the report's teams and, when ``filtered``, its user and class filters."""
         if not all_teams:
             rows = rows.filter(team__in=teams)
-        if user is not None:
+        if filtered and user is not None:
             rows = rows.filter(user=user)
-        if resource_class is not None:
+        if filtered and resource_class is not None:
             rows = rows.filter(resource_class=resource_class)
         return rows
 
+    def read(daily_model, monthly_model, fields: tuple, sums: dict, *, use_months: bool, filtered: bool = True):
+        """Aggregated rows of the daily model, or of the monthly one over the whole months and the daily one
+        around them (``day`` then stands for the month's first day)."""
+        part = split if use_months and split.months is not None else nothing
+        out = []
+        if part.months is not None:
+            first, last = part.months
+            month_fields = tuple("month" if f == "day" else f for f in fields)
+            rows = scoped(monthly_model.objects.filter(month__gte=first, month__lte=last), filtered=filtered)
+            for row in rows.values(*month_fields).annotate(**sums).order_by():
+                if "month" in row:
+                    row["day"] = row.pop("month")
+                out.append(row)
+        if part.has_days:
+            rows = scoped(daily_model.objects.filter(part.days()), filtered=filtered)
+            out += list(rows.values(*fields).annotate(**sums).order_by())
+        return out
+
+    per_month = bucket == "month" and user is None
     periods = {p: PeriodRow(period=p) for p in _buckets(start, end, bucket)}
     totals = Usage()
-    for row in scoped(series_model).values("day", "currency").annotate(**USAGE_SUMS).order_by():
+    for row in read(series_model, UsageTeamMonthly, ("day", "currency"), USAGE_SUMS, use_months=per_month):
         p = bucket_start(row["day"], bucket)
         periods.setdefault(p, PeriodRow(period=p)).usage.add(row)
         totals.add(row)
@@ -302,7 +370,8 @@ def cost_report(
     dimensions = {"team": "team_id", "class": "resource_class_id", "flavor": "flavor_id"}
     if breakdown_model is UsageDaily:
         dimensions["user"] = "user_id"
-    grouped = list(scoped(breakdown_model).values(*dimensions.values(), "currency").annotate(**USAGE_SUMS).order_by())
+    fields = (*dimensions.values(), "currency")
+    grouped = read(breakdown_model, UsageTeamMonthly, fields, USAGE_SUMS, use_months=breakdown_model is UsageTeamDaily)
     names = _group_names(grouped)
     by: dict[str, dict[str, GroupRow]] = {"user": {}, "team": {}, "class": {}, "flavor": {}}
     for row in grouped:
@@ -311,13 +380,22 @@ def cost_report(
             label = names[kind].get(row[field_name], "unknown")
             by[kind].setdefault(key, GroupRow(key=key, label=label)).usage.add(row)
     capacity = Capacity()
-    for row in cap_rows.values("day", "currency").annotate(**CAPACITY_SUMS).order_by():
+    # Reserved capacity is per team: the user and class filters do not apply to it.
+    cap_rows = read(
+        CapacityDaily,
+        CapacityTeamMonthly,
+        ("day", "currency"),
+        CAPACITY_SUMS,
+        use_months=bucket == "month",
+        filtered=False,
+    )
+    for row in cap_rows:
         p = bucket_start(row["day"], bucket)
         periods.setdefault(p, PeriodRow(period=p)).capacity.add(row)
         capacity.add(row)
 
     def ranked(groups: dict[str, GroupRow]) -> list[GroupRow]:
-        return sorted(groups.values(), key=lambda g: (-(g.usage.owned_us + g.usage.borrowed_us), g.label))
+        return sorted(groups.values(), key=lambda g: (-(g.usage.owned_us + g.usage.borrowed_us), g.label, g.key))
 
     return CostReport(
         teams=teams,

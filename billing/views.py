@@ -55,6 +55,10 @@ def _quick_ranges(form: CostFilterForm, *, today: date) -> list[tuple[str, str, 
     return out
 
 
+#: ``rows`` of the CSV export: the report's periods and breakdowns (default), or one row per job.
+CSV_ROWS = ("", "jobs")
+
+
 def _figures(report: selectors.CostReport) -> dict:
     """The page's Plotly figures, from ``billing.charts``."""
     currency = reporting.primary_currency(report, default_currency())
@@ -86,9 +90,12 @@ def cost(request: HttpRequest) -> HttpResponse:
             user=query.user,
             resource_class=query.resource_class,
         )
+        currency = reporting.primary_currency(report, default_currency())
         context.update(
             report=report,
             figures=_figures(report),
+            charge_currency=currency,
+            charge_parts=reporting.charge_parts(report, currency),
             budgets=selectors.budget_statuses(teams=query.scope, now=now),
             notifications=selectors.notifications_for(teams=query.scope),
             demotions=selectors.active_demotions(teams=query.scope),
@@ -104,23 +111,47 @@ def cost(request: HttpRequest) -> HttpResponse:
             ),
             ranges=_quick_ranges(form, today=local_day(now, billing_tz())),
             csv_query=form.data.urlencode(),
+            jobs_csv_query=_with(form.data, rows="jobs"),
         )
     if wants_fragment(request):
         return render(request, "billing/partials/cost_report.html", {**context, "fragment": True})
     return render(request, "billing/cost.html", context)
 
 
+def _with(data, **values) -> str:
+    """The query string of ``data`` with some values replaced."""
+    data = data.copy()
+    for key, value in values.items():
+        data[key] = value
+    return data.urlencode()
+
+
 @require_GET
 @htmx_login_required
 def cost_csv(request: HttpRequest) -> HttpResponse:
-    """The same numbers as the page, as CSV."""
+    """The same numbers as the page, as CSV; ``rows=jobs``: one row per job (job, user, class, GPU-hours, cost)."""
     form, query, _ = _query(request)
-    if query is None:
+    rows = request.GET.get("rows", "")
+    errors = [f"{k}: {' '.join(v)}" for k, v in form.errors.items()]
+    if rows not in CSV_ROWS:
+        errors.append(f"rows: must be empty or 'jobs', not {rows!r}")
+    if query is None or errors:
         return HttpResponse(
-            "Invalid filters: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()),
-            status=400,
-            content_type="text/plain; charset=utf-8",
+            "Invalid filters: " + "; ".join(errors), status=400, content_type="text/plain; charset=utf-8"
         )
+    name = "-".join(t.slug for t in query.teams) if len(query.teams) <= 3 else "teams"
+    if rows == "jobs":
+        jobs = selectors.report_jobs(
+            teams=query.scope,
+            start=query.start,
+            end=query.end,
+            user=query.user,
+            resource_class=query.resource_class,
+            limit=None,
+        )
+        response = HttpResponse(reporting.jobs_csv(jobs), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="cost-jobs-{name}-{query.start}-{query.end}.csv"'
+        return response
     report = selectors.cost_report(
         teams=query.scope,
         start=query.start,
@@ -129,7 +160,6 @@ def cost_csv(request: HttpRequest) -> HttpResponse:
         user=query.user,
         resource_class=query.resource_class,
     )
-    name = "-".join(t.slug for t in query.teams) if len(query.teams) <= 3 else "teams"
     response = HttpResponse(reporting.report_csv(report), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="cost-{name}-{query.start}-{query.end}.csv"'
     return response

@@ -9,6 +9,7 @@ Idempotent: a second run changes nothing (the history is only replayed into an e
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -369,13 +370,27 @@ def _next_completion(cluster: Cluster) -> datetime | None:
     return soonest
 
 
-def _replay(cluster: Cluster, subs: list[Submission], *, end: datetime) -> int:
+#: ``progress(step, fraction)``: what the seeding is doing, and how far it is through that step (0 to 1).
+Progress = Callable[[str, float], None]
+
+
+def _no_progress(step: str, fraction: float) -> None:
+    """The default ``Progress``: says nothing."""
+
+
+def _replay(
+    cluster: Cluster, subs: list[Submission], *, end: datetime, progress: Progress = _no_progress, step: str = ""
+) -> int:
     """Drive the simulated cluster through the history, ticking only when something happens."""
     ticks = 0
     cancels: list[tuple[datetime, int]] = []
     queue = list(subs)
     clock = queue[0].at if queue else end
+    begin = clock
+    span = (end - begin).total_seconds() or 1.0
+    progress(step, 0.0)
     while clock < end:
+        progress(step, min(1.0, (clock - begin).total_seconds() / span))
         while queue and queue[0].at <= clock:
             sub = queue.pop(0)
             job = _submit(sub, now=sub.at, notify=False)
@@ -402,6 +417,7 @@ def _replay(cluster: Cluster, subs: list[Submission], *, end: datetime) -> int:
         if Job.objects.filter(cluster=cluster, state=Job.State.PREEMPTING).exists():
             candidates.append(clock + timedelta(seconds=15))
         clock = max(min(candidates), clock + timedelta(seconds=1))
+    progress(step, 1.0)
     return ticks
 
 
@@ -423,7 +439,7 @@ LIVE = [
 ]
 
 
-def _live(cluster: Cluster, now: datetime) -> int:
+def _live(cluster: Cluster, now: datetime, progress: Progress = _no_progress) -> int:
     """The last hour: a burst that fills the H100s and MI300Xs so that jobs wait for different reasons."""
     subs = [
         Submission(
@@ -440,13 +456,20 @@ def _live(cluster: Cluster, now: datetime) -> int:
         )
         for ago, team, user, cls, name, devices, pods, runtime, priority in LIVE
     ]
-    return _replay(cluster, subs, end=now)
+    return _replay(cluster, subs, end=now, progress=progress, step="replaying the last hour's burst")
 
 
 @transaction.atomic
-def demo_seed(*, now: datetime | None = None, days: int = 30, seed: int = 7) -> DemoReport:
-    """Seed (or top up) the demo; the history is generated only into a demo cluster that has no jobs yet."""
+def demo_seed(
+    *, now: datetime | None = None, days: int = 30, seed: int = 7, progress: Progress = _no_progress
+) -> DemoReport:
+    """Seed (or top up) the demo; the history is generated only into a demo cluster that has no jobs yet.
+
+    ``progress(step, fraction)`` is told each step and how far the replay of the history is (``seed_demo``
+    prints it: the replay takes minutes on a small machine).
+    """
     now = now or timezone.now()
+    progress("installing the pool, users, policy and classes", 0.0)
     cluster, _ = Cluster.objects.get_or_create(
         name=DEMO_CLUSTER, defaults={"display_name": "Simulated cluster", "backend": Cluster.Backend.SIMULATED}
     )
@@ -459,8 +482,9 @@ def demo_seed(*, now: datetime | None = None, days: int = 30, seed: int = 7) -> 
         rng = random.Random(seed)
         live_start = now - timedelta(hours=1)
         subs = _history(now - timedelta(days=days), live_start - timedelta(hours=14), rng)
-        ticks = _replay(cluster, subs, end=live_start)
-        ticks += _live(cluster, now)
+        step = f"replaying {days} days of history ({len(subs)} jobs) through the simulated cluster"
+        ticks = _replay(cluster, subs, end=live_start, progress=progress, step=step)
+        ticks += _live(cluster, now, progress)
         history_jobs = len(subs) + len(LIVE)
         demo_health_seed(cluster=cluster, now=now)
     return DemoReport(

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from queues import views
+from queues import token_views, views
 
 app_name = "queues"
 urlpatterns = [
@@ -14,4 +14,6 @@ urlpatterns = [
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job_cancel"),
     path("jobs/<int:pk>/run/", views.job_run, name="job_run"),
     path("team/", views.team_switch, name="team_switch"),
+    path("tokens/", token_views.api_tokens, name="api_tokens"),
+    path("tokens/<int:pk>/revoke/", token_views.api_token_revoke_view, name="api_token_revoke"),
 ]

@@ -14,6 +14,7 @@ from billing.services.quotas import QuotaHistoryReport, quota_history_sync
 from billing.services.rates import rate_errors, rate_set
 from billing.services.rollup import (
     is_hardware_reason,
+    month_rollup,
     pending_days,
     usage_rollup,
     usage_rollup_pending,
@@ -30,6 +31,7 @@ __all__ = [
     "hard_stop",
     "is_hardware_reason",
     "metering_sync",
+    "month_rollup",
     "pending_days",
     "period_bounds",
     "quota_history_sync",

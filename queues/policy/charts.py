@@ -34,12 +34,28 @@ def _value(outcome, attr: str, scale: float) -> float | None:
     return None if value is None else round(value * scale, 2)
 
 
+def _all_zero(rows: Sequence[Mapping], attr: str, scale: float) -> bool:
+    """Whether a metric is zero (or unknown) for every team under both policies, at the chart's precision."""
+    return all(not _value(row[key], attr, scale) for row in rows for key in ("current", "proposed"))
+
+
+def whatif_zero_metrics(rows: Sequence[Mapping]) -> list[str]:
+    """Titles of the what-if panels left out of the chart: zero for every team under both policies."""
+    return [title for attr, title, scale in WHATIF_METRICS if _all_zero(rows, attr, scale)]
+
+
 def whatif_figure(rows: Sequence[Mapping]) -> dict:
-    """Grouped bars, current vs proposed, per team, one panel per metric (rows from ``WhatIf.rows()``)."""
+    """Grouped bars, current vs proposed, per team, one panel per metric (rows from ``WhatIf.rows()``).
+
+    A metric that is zero for every team under both policies (often the wait p50: most jobs start at once) has
+    no panel: a flat panel says nothing and takes the space of one that does (``whatif_zero_metrics`` names
+    them for the page). Panels are laid out three to a row.
+    """
     teams = [row["team"] for row in rows]
     data = []
     annotations = []
-    for i, (attr, title, scale) in enumerate(WHATIF_METRICS, start=1):
+    metrics = [m for m in WHATIF_METRICS if not _all_zero(rows, m[0], m[2])]
+    for i, (attr, title, scale) in enumerate(metrics, start=1):
         axis = "" if i == 1 else str(i)
         for label, key, color in (("current policy", "current", CURRENT), ("proposed policy", "proposed", PROPOSED)):
             data.append(
@@ -67,11 +83,13 @@ def whatif_figure(rows: Sequence[Mapping]) -> dict:
                 "showarrow": False,
             }
         )
+    grid_rows = max(1, -(-len(metrics) // 3))
+    gaps = {"ygap": 0.35 if grid_rows > 1 else 0.2, "xgap": 0.12}
     layout = {
         **BASE_LAYOUT,
-        "grid": {"rows": 2, "columns": 3, "pattern": "independent", "ygap": 0.35, "xgap": 0.12},
+        "grid": {"rows": grid_rows, "columns": min(3, len(metrics)) or 1, "pattern": "independent", **gaps},
         "annotations": annotations,
-        "height": 560,
+        "height": 100 + 230 * grid_rows,
         "legend": {"orientation": "h", "y": -0.15},
     }
     return {"data": data, "layout": layout, "config": CONFIG}

@@ -26,7 +26,7 @@ from pools.models import Cluster
 from queues.engine import model as m
 from queues.engine.codec import from_data, to_data
 from queues.models import PolicyPreview
-from queues.policy.charts import whatif_figure
+from queues.policy.charts import whatif_figure, whatif_zero_metrics
 from queues.policy.whatif import (
     WhatIfRequest,
     WhatIfTooSlow,
@@ -267,6 +267,7 @@ def preview_display(preview: PolicyPreview) -> dict:
                 "whatif": whatif,
                 "rows": rows,
                 "figure": whatif_figure(rows),
+                "zero_metrics": whatif_zero_metrics(rows),
                 "chart_id": f"whatif-fig-{index}",
                 "unsettled": [
                     (side, [datetime.fromtimestamp(t, tz=UTC) for t in outcome.unsettled])

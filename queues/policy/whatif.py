@@ -83,6 +83,26 @@ class TeamOutcome:
         return self.used_device_hours / self.nominal_device_hours
 
 
+#: Device-hours below which two used totals count as the same (the table shows one decimal).
+USED_HOURS_TOLERANCE = 0.05
+
+
+def utilisation_verdict(before: TeamOutcome | None, after: TeamOutcome | None) -> str:
+    """Whether a team's change of utilisation is good for its users: ``better``, ``worse`` or ``""`` (neither).
+
+    Utilisation is used ÷ nominal device-hours, so it rises when the quota is cut even if the team's jobs got
+    no more done. The verdict therefore follows the device-hours the team's jobs used in the window (the same
+    jobs are replayed under both policies): more is better, less is worse, the same is neither — whatever the
+    ratio did. With the nominal quota unchanged this is the direction of the utilisation itself.
+    """
+    if before is None or after is None or before.utilisation is None or after.utilisation is None:
+        return ""
+    used = after.used_device_hours - before.used_device_hours
+    if abs(used) < USED_HOURS_TOLERANCE:
+        return ""
+    return "better" if used > 0 else "worse"
+
+
 @dataclass(frozen=True)
 class ReplayOutcome:
     """One replay: figures per ClusterQueue, in name order."""

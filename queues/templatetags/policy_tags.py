@@ -5,6 +5,8 @@ from __future__ import annotations
 from django import template
 from django.utils.html import format_html
 
+from queues.policy.whatif import TeamOutcome, utilisation_verdict
+
 register = template.Library()
 
 
@@ -38,3 +40,35 @@ def whatif_cell(before, after, kind: str, lower_is_better) -> str:
     if before == after:
         return format_html("{}", _fmt(after, kind))
     return format_html('{} → <span class="{}">{}</span>', _fmt(before, kind), css, _fmt(after, kind))
+
+
+@register.simple_tag
+def whatif_utilisation_cell(before: TeamOutcome | None, after: TeamOutcome | None) -> str:
+    """A team's utilisation ``before → after``, marked by ``utilisation_verdict`` (the GPU-hours its jobs used, not
+    the ratio: a rise that comes from a quota cut is not an improvement); the title says why."""
+    before = before or None  # a queue that exists on one side only renders as ""
+    after = after or None
+    old = before.utilisation if before else None
+    new = after.utilisation if after else None
+    if old == new:
+        return format_html("{}", _fmt(new, "percent"))
+    verdict = utilisation_verdict(before, after)
+    why = ""
+    if before and after:
+        used = f"GPU-hours used {before.used_device_hours:.1f} → {after.used_device_hours:.1f}"
+        quota = before.nominal_device_hours, after.nominal_device_hours
+        if quota[1] < quota[0]:
+            why = f"Quota cut (nominal GPU-h {quota[0]:.0f} → {quota[1]:.0f}); coloured by {used}"
+        elif quota[1] > quota[0]:
+            why = f"Quota raised (nominal GPU-h {quota[0]:.0f} → {quota[1]:.0f}); coloured by {used}"
+        else:
+            why = f"Coloured by {used}"
+    css = f"whatif-{verdict}" if verdict else "whatif-neutral"
+    return format_html(
+        '{} → <span class="{}" title="{}" data-verdict="{}">{}</span>',
+        _fmt(old, "percent"),
+        css,
+        why,
+        verdict or "neutral",
+        _fmt(new, "percent"),
+    )

@@ -40,6 +40,15 @@ def test_change_quota_preview_apply_audit(page, shots, monkeypatch):
     page.wait_for_url(re.compile(r"/admin/$"))
 
     page.goto(f"/admin/queues/teamquota/{quota.pk}/change/")
+    # The team-quota form fits a 1,400 px window: no horizontal scroll, every input inside the viewport.
+    widths = page.evaluate(
+        """() => ({scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth,
+                 right: Math.max(...[...document.querySelectorAll('#content-main input, #content-main select')]
+                                 .filter(e => e.type !== 'hidden').map(e => e.getBoundingClientRect().right))})"""
+    )
+    page.screenshot(path=str(shots / "admin-teamquota-1400.png"), full_page=True)
+    assert widths["scroll"] <= widths["client"], widths
+    assert widths["right"] <= widths["client"], widths
     nominal = page.locator("input[name$='-nominal']").nth(
         list(
             QuotaLine.objects.filter(team_quota=quota).order_by("flavor_order", "flavor__name", "resource_name")
@@ -65,6 +74,22 @@ def test_change_quota_preview_apply_audit(page, shots, monkeypatch):
     expect(page.locator("[data-plotly-figure][data-drawn]")).to_have_count(1)
     expect(page.locator("#whatif-table-1 tbody tr")).to_have_count(3)
     expect(page.locator("#whatif-table-1")).to_contain_text("Computer Vision (vision)")
+    # Panels that are zero for every team under both policies are not drawn; a line names them.
+    zero = previews.preview_display(PolicyPreview.objects.get(pk=preview_id))["results"][0]["zero_metrics"]
+    if zero:
+        expect(page.locator("#whatif-zero-1")).to_contain_text(zero[0])
+    else:
+        expect(page.locator("#whatif-zero-1")).to_have_count(0)
+    # Vision's quota was halved: its utilisation rising is not coloured as an improvement unless it did more work.
+    vision = page.locator("#whatif-table-1 tbody tr", has_text="(vision)")
+    verdict = vision.locator("[data-verdict]")
+    if verdict.count():
+        expect(verdict).to_have_attribute("title", re.compile("^Quota cut"))
+        result = PolicyPreview.objects.get(pk=preview_id)
+        rows = previews.preview_display(result)["results"][0]["rows"]
+        row = next(r for r in rows if r["cluster_queue"] == "vision")
+        if row["proposed"].used_device_hours <= row["current"].used_device_hours:
+            expect(verdict).not_to_have_attribute("data-verdict", "better")
     page.screenshot(path=str(shots / "admin-whatif-preview.png"), full_page=True)
     line.refresh_from_db()
     assert line.nominal == "16"
@@ -80,6 +105,15 @@ def test_change_quota_preview_apply_audit(page, shots, monkeypatch):
     push = PolicyPush.objects.get()
     assert push.state == PolicyPush.State.SUCCEEDED, push.error
     page.goto(f"/admin/queues/teamquota/{quota.pk}/change/")
+    # The team-quota form fits a 1,400 px window: no horizontal scroll, every input inside the viewport.
+    widths = page.evaluate(
+        """() => ({scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth,
+                 right: Math.max(...[...document.querySelectorAll('#content-main input, #content-main select')]
+                                 .filter(e => e.type !== 'hidden').map(e => e.getBoundingClientRect().right))})"""
+    )
+    page.screenshot(path=str(shots / "admin-teamquota-1400.png"), full_page=True)
+    assert widths["scroll"] <= widths["client"], widths
+    assert widths["right"] <= widths["client"], widths
     expect(page.locator(".field-cluster_follows")).to_contain_text("yes: last change")
 
     # The audit log: who, what, before → after.

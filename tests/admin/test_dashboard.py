@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import plotly.graph_objects as go
 import pytest
 
 from pools.models import Allocation
@@ -76,7 +77,7 @@ def test_team_queues(pool):
 
 def test_whatif_figure_has_a_panel_per_metric():
     def outcome(wait):
-        return TeamOutcome("vision", "Vision", 2, 2, 0, wait, wait, 8.0, 8.0, 4.0, 1)
+        return TeamOutcome("vision", "Vision", 2, 2, 1, wait, wait, 8.0, 8.0, 4.0, 1)
 
     whatif = WhatIf("c", T0, T0 + H, 2, 0, 0, ReplayOutcome((outcome(3600.0),)), ReplayOutcome((outcome(0.0),)))
     fig = charts.whatif_figure(whatif.rows())
@@ -98,3 +99,32 @@ def test_cohort_tree_figure_values_are_totals(pool):
         "queue:sim-east/vision": 2,
     }
     assert trace["parents"] == ["", "cohort:research", "cohort:research"]
+
+
+def test_whatif_figure_leaves_out_the_panels_that_are_zero_everywhere():
+    def outcome(p90, preemptions):
+        return TeamOutcome("vision", "Vision", 2, 2, 0, 0.0, p90, 8.0, 8.0, 4.0, preemptions)
+
+    current = ReplayOutcome((outcome(7200.0, 0),))
+    proposed = ReplayOutcome((outcome(3600.0, 2),))
+    rows = WhatIf("c", T0, T0 + H, 2, 0, 0, current, proposed).rows()
+    assert charts.whatif_zero_metrics(rows) == ["Wait p50 (hours)", "Jobs still waiting at the end"]
+    fig = charts.whatif_figure(rows)
+    titles = [a["text"] for a in fig["layout"]["annotations"]]
+    assert titles == [
+        "<b>Wait p90 (hours)</b>",
+        "<b>Utilisation of nominal quota (%)</b>",
+        "<b>Borrowed GPU-hours</b>",
+        "<b>Preemptions</b>",
+    ]
+    assert len(fig["data"]) == 2 * 4
+    assert fig["data"][0]["y"] == [2.0]
+    assert (fig["layout"]["grid"]["rows"], fig["layout"]["grid"]["columns"]) == (2, 3)
+    go.Figure(fig["data"], fig["layout"])  # a valid figure for plotly
+
+
+def test_whatif_figure_with_every_panel_zero_has_no_data():
+    zero = TeamOutcome("vision", "Vision", 1, 1, 0, 0.0, 0.0, 0.0, 8.0, 0.0, 0)
+    rows = WhatIf("c", T0, T0 + H, 1, 0, 0, ReplayOutcome((zero,)), ReplayOutcome((zero,))).rows()
+    assert len(charts.whatif_zero_metrics(rows)) == len(charts.WHATIF_METRICS)
+    assert charts.whatif_figure(rows)["data"] == []

@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from billing import selectors, services
+from billing import reporting, selectors, services
 from tests.billing.conftest import T0, H, run_job
 from tests.factories import UserFactory
 
@@ -53,7 +53,9 @@ def test_cost_page_shows_the_leads_team_with_local_plotly(client, usage):
     assert usage.alice.get_full_name() in html
     assert usage.bob.get_full_name() in html
     assert usage.carol.get_full_name() not in html
-    assert "/static/vendor/plotly/plotly.min.js" in html
+    # The cost charts are scatter and bar traces only: the partial bundle, not the 4.8 MB full one.
+    assert "/static/vendor/plotly-basic/plotly-basic.min.js" in html
+    assert "/static/vendor/plotly/plotly.min.js" not in html
     assert "billing/cost_charts.js" in html
     assert 'id="billing-fig-hours"' in html
     assert "https://" not in html
@@ -156,3 +158,46 @@ def test_cost_page_defaults_to_the_last_30_days_and_offers_usual_ranges(client, 
     labels = [label for label, _, _ in response.context["ranges"]]
     assert labels == ["Last 30 days", "This month", "Last month", "This quarter"]
     assert response.context["ranges"][0][2]  # the default range is the chosen one
+
+
+def test_cost_page_says_what_the_charge_is_made_of(client, usage):
+    html = login(client, usage.lead).get(URL, RANGE).content.decode()
+    report = selectors.cost_report(teams=[usage.team], start=T0.date().replace(day=1), end=T0.date().replace(day=31))
+    parts = reporting.charge_parts(report, "EUR")
+    assert [p.key for p in parts] == ["owned", "borrowed", "idle", "lent"]
+    assert sum(p.amount for p in parts) == report.charge["EUR"]
+    idle = next(p for p in parts if p.key == "idle")
+    assert idle.amount > 0
+    assert idle.percent == (idle.amount * 100 / report.charge["EUR"]).quantize(Decimal("0.1"))
+    assert "What the charge is made of" in html
+    assert f"{idle.percent} %" in html
+    assert 'id="billing-hide-idle"' in html
+
+
+def test_cost_page_says_how_budgets_are_spent(client, usage):
+    services.budget_set(team=usage.team, period="month", amount="100", currency="EUR")
+    html = login(client, usage.lead).get(URL, RANGE).content.decode()
+    assert 'id="billing-budget-basis"' in html
+    assert "idle reservation and the lent credit do not count" in html
+
+
+def test_cost_csv_per_job_rows_add_up_to_the_report(client, usage):
+    response = login(client, usage.lead).get(CSV_URL, {**RANGE, "rows": "jobs"})
+    assert response.status_code == 200
+    assert "cost-jobs-vision-2026-03-01-2026-03-31.csv" in response["Content-Disposition"]
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert list(rows[0]) == [
+        "job_id", "job", "team", "user", "class", "state", "owned_hours", "borrowed_hours", "gpu_hours", "cost_EUR",
+    ]  # fmt: skip
+    assert sorted((r["user"], r["class"], r["gpu_hours"]) for r in rows) == [
+        ("alice", "h100-train", "6.000"),
+        ("bob", "h100-train", "1.000"),
+    ]
+    assert sum(Decimal(r["cost_EUR"]) for r in rows) == Decimal("14.00")
+    assert {r["team"] for r in rows} == {"vision"}
+
+
+def test_cost_csv_rows_must_be_known(client, usage):
+    response = login(client, usage.lead).get(CSV_URL, {**RANGE, "rows": "pods"})
+    assert response.status_code == 400
+    assert "rows: must be empty or 'jobs'" in response.content.decode()

@@ -98,6 +98,8 @@ def test_team_lead_cost_page_adds_up_to_the_jobs(page, usage, shots):
     expect(jobs.locator("tfoot [data-total=cost]")).to_have_text("2.00 EUR")
     expect(kpi(page, "Owned GPU-h")).to_have_text("1.0")
     assert f"user={usage.bob.pk}" in page.url
+    # The swapped-in charts are drawn once htmx has settled the fragment.
+    page.wait_for_function("() => document.querySelector('[data-plotly-figure=billing-fig-hours]').data")
     bob_owned = page.evaluate(
         "() => document.querySelector('[data-plotly-figure=billing-fig-hours]').data[0].y.reduce((a, b) => a + b, 0)"
     )
@@ -121,3 +123,56 @@ def test_another_teams_lead_cannot_see_the_team(page, usage):
     expect(page.locator("#billing-cost-jobs tfoot [data-total=borrowed]")).to_have_text("2.0")
     response = page.goto("/cost/?team=vision")
     assert response.status == 404
+
+
+IDLE_VISIBLE = """() => ['billing-fig-hours', 'billing-fig-cost'].map(id => {
+    const el = document.querySelector(`[data-plotly-figure=${id}]`);
+    return el.data.filter(t => t.meta === 'idle').map(t => t.visible !== false);
+})"""
+Y_MAX = "id => document.querySelector(`[data-plotly-figure=${id}]`)._fullLayout.yaxis.range[1]"
+
+
+def test_lead_hides_the_idle_reservation_and_reads_what_the_charge_is_made_of(page, usage):
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    login(page, "lead")
+    page.goto("/cost/")
+    # Only the partial bundle (scatter, bar, pie) is loaded: it draws every chart of the page.
+    scripts = page.evaluate("() => [...document.scripts].map(s => s.src).filter(s => s.includes('plotly'))")
+    assert [s.rsplit("/", 1)[1] for s in scripts] == ["plotly-basic.min.js"]
+    expect(page.locator("[data-plotly-figure=billing-fig-cost] .main-svg").first).to_be_visible()
+    breakdown = page.locator("#billing-charge-breakdown")
+    expect(breakdown.locator("tr[data-part=idle] th")).to_contain_text("Idle reservation")
+    idle_share = breakdown.locator("tr[data-part=idle] td").nth(1).inner_text()
+    assert idle_share.endswith(" %")
+    assert page.evaluate(IDLE_VISIBLE) == [[True], [True]]
+    cost_max = page.evaluate(Y_MAX, "billing-fig-cost")
+
+    page.check("#billing-hide-idle")
+    assert page.evaluate(IDLE_VISIBLE) == [[False], [False]]
+    expect(page.locator("#billing-hide-idle-note")).to_be_visible()
+    # Without the idle series the cost axis is no longer flattened by it.
+    assert page.evaluate(Y_MAX, "billing-fig-cost") < cost_max
+    # The choice holds across an HTMX filter change and a reload.
+    page.select_option("#id_bucket", "week")
+    page.get_by_role("button", name="Apply").click()
+    expect(page.locator("#billing-cost-report h2", has_text="Per week")).to_be_visible()
+    expect(page.locator("[data-plotly-figure=billing-fig-cost] .main-svg").first).to_be_visible()
+    page.wait_for_function("() => document.querySelector('[data-plotly-figure=billing-fig-cost]').data")
+    assert page.evaluate(IDLE_VISIBLE) == [[False], [False]]
+    page.reload()
+    expect(page.locator("#billing-hide-idle")).to_be_checked()
+    page.wait_for_function("() => document.querySelector('[data-plotly-figure=billing-fig-cost]').data")
+    assert page.evaluate(IDLE_VISIBLE) == [[False], [False]]
+    page.uncheck("#billing-hide-idle")
+    assert page.evaluate(IDLE_VISIBLE) == [[True], [True]]
+
+    # One row per job in the second CSV: job, user, class, GPU-hours, cost.
+    with page.expect_download() as download:
+        page.click("text=CSV per job")
+    rows = list(csv.DictReader(io.StringIO(Path(download.value.path()).read_text())))
+    assert sorted((r["user"], r["gpu_hours"], r["cost_EUR"]) for r in rows) == [
+        ("alice", "6.000", "12.00"),
+        ("bob", "1.000", "2.00"),
+    ]
+    assert errors == []

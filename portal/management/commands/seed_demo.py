@@ -4,11 +4,50 @@ from __future__ import annotations
 
 import time
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, OutputWrapper
 from django.utils import timezone
 
 from billing.demo import billing_demo_seed
 from portal.demo import DEMO_PASSWORD, USERS, demo_seed
+
+BAR_WIDTH = 30
+#: Without a terminal, a progress line per step at most every this many percent.
+LINE_STEP = 10
+
+
+class ProgressPrinter:
+    """Says what seeding is doing: a bar redrawn in place on a terminal, plain lines (every 10 %) otherwise."""
+
+    def __init__(self, out: OutputWrapper, *, tty: bool) -> None:
+        self.out = out
+        self.tty = tty
+        self.step = ""
+        self.shown = -1
+        self.started = time.monotonic()
+
+    def __call__(self, step: str, fraction: float) -> None:
+        """Report ``fraction`` (0 to 1) of ``step``."""
+        percent = int(max(0.0, min(1.0, fraction)) * 100)
+        if step != self.step:
+            self.end_line()
+            self.step, self.shown = step, -1
+        if self.tty:
+            if percent != self.shown:
+                filled = BAR_WIDTH * percent // 100
+                bar = "#" * filled + "." * (BAR_WIDTH - filled)
+                elapsed = time.monotonic() - self.started
+                self.out.write(f"\r[{bar}] {percent:3d}% {step} ({elapsed:.0f}s)", ending="")
+                self.out.flush()
+        elif self.shown < 0 or percent >= self.shown + LINE_STEP or (percent == 100 and self.shown < 100):
+            self.out.write(f"seed_demo: {step}: {percent}%")
+        else:
+            return
+        self.shown = percent
+
+    def end_line(self) -> None:
+        """Finish the bar's line on a terminal (before other output)."""
+        if self.tty and self.step:
+            self.out.write("")
 
 
 class Command(BaseCommand):
@@ -21,11 +60,15 @@ class Command(BaseCommand):
         parser.add_argument("--days", type=int, default=30, help="days of history to generate (default 30)")
 
     def handle(self, *args, **options):
-        """Seed and report."""
+        """Seed, saying what it is doing, and report."""
         started = time.monotonic()
         now = timezone.now()
-        report = demo_seed(now=now, days=options["days"])
+        progress = ProgressPrinter(self.stdout, tty=self.stdout.isatty())
+        report = demo_seed(now=now, days=options["days"], progress=progress)
+        progress("billing: rates, metering, daily rollups and budget checks", 0.0)
         billing = billing_demo_seed(now=now, days=options["days"])
+        progress("billing: rates, metering, daily rollups and budget checks", 1.0)
+        progress.end_line()
         took = time.monotonic() - started
         if report.history_jobs:
             self.stdout.write(
