@@ -16,8 +16,8 @@ from .simulation import Replay
 def _pending_reasons(engine: Engine) -> dict[str, WaitReason]:
     out: dict[str, WaitReason] = {}
     index = reason_index(engine)  # one scan of the workloads for the whole pass (O(pending + running))
-    for key in sorted(engine.workloads):
-        wl = engine.workloads[key]
+    for key in sorted(engine.live):
+        wl = engine.live[key]
         if wl.state not in (PENDING, RESERVED):
             continue
         reason = explain_wl(engine, wl, index=index).reason

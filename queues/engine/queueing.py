@@ -56,6 +56,7 @@ def activate(engine: Engine, group: ShapeGroup) -> None:
     group.active = True
     group.quota_blocked = False
     group.quota_wait = None
+    group.cq.wake_memo = None
     if group.items:
         push_group(engine, group)
 
@@ -74,6 +75,7 @@ def park(engine: Engine, group: ShapeGroup) -> None:
         group.quota_wait = None
     group.version += 1
     group.cq.parked.append(group)
+    group.cq.wake_memo = None
 
 
 def reactivate_cq(engine: Engine, cq: ClusterQueueInfo, quota_changed: bool = True) -> None:
@@ -96,6 +98,7 @@ def reactivate_cq(engine: Engine, cq: ClusterQueueInfo, quota_changed: bool = Tr
                 cq.parked.append(group)
                 continue
             activate(engine, group)
+        cq.wake_memo = None
 
 
 def _fit_plan(engine: Engine, cq: ClusterQueueInfo, wl: WorkloadInfo) -> tuple | None:
@@ -226,7 +229,10 @@ def _may_wake(cq: ClusterQueueInfo) -> bool:
     parked group of it waits for quota (so ``reactivate_cq(..., quota_changed=False)`` would be a no-op)."""
     if cq.blocked or cq.preempts:
         return True
-    return any(not g.active and not g.quota_blocked for g in cq.parked)
+    # Parked groups and their flags change only in ``park``, ``activate`` and ``reactivate_cq``, which forget this.
+    if cq.wake_memo is None:
+        cq.wake_memo = any(not g.active and not g.quota_blocked for g in cq.parked)
+    return cq.wake_memo
 
 
 def cq_nodes(engine: Engine, cq: ClusterQueueInfo) -> set[str]:
@@ -275,7 +281,7 @@ def next_head(engine: Engine, cq: ClusterQueueInfo) -> WorkloadInfo | None:
 def queue_head(engine: Engine, cq_name: str) -> WorkloadInfo | None:
     """The first pending workload of a ClusterQueue in queue order, parked or not."""
     best: WorkloadInfo | None = None
-    for w in engine.workloads.values():
+    for w in engine.live.values():
         if w.state == PENDING and w.cq == cq_name and w.group is not None:
             if best is None or w.sort_key() < best.sort_key():
                 best = w

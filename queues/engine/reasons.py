@@ -100,11 +100,11 @@ class ReasonIndex:
 
 
 def reason_index(engine: Engine) -> ReasonIndex:
-    """Scan ``engine.workloads`` once for the evicting workloads' preemptors and each queue's head."""
+    """Scan the live workloads once for the evicting workloads' preemptors and each queue's head."""
     victims: dict[str, list[str]] = {}
     by_cq: dict[str, set[str]] = {}
     heads: dict[str, WorkloadInfo] = {}
-    for w in engine.workloads.values():
+    for w in engine.live.values():
         if w.state == EVICTING and w.preempted_by:
             victims.setdefault(w.preempted_by, []).append(w.key)
             by_cq.setdefault(w.cq or "", set()).add(w.preempted_by)

@@ -235,6 +235,7 @@ class ClusterQueueInfo:
         "name",
         "node",
         "parked",
+        "wake_memo",
         "path",
         "preempts",
         "quotas",
@@ -276,6 +277,8 @@ class ClusterQueueInfo:
         self.groups: dict[tuple, ShapeGroup] = {}
         self.heap: list[tuple] = []
         self.parked: list[ShapeGroup] = []
+        # ``queueing._may_wake``'s answer while the parked groups are unchanged (None: to compute).
+        self.wake_memo: bool | None = None
         self.blocked = False
         self.admitted: dict[str, WorkloadInfo] = {}
         self.cohort_cqs: list[ClusterQueueInfo] = []

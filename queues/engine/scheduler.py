@@ -84,6 +84,8 @@ class Engine:
         for cq in self.cqs.values():
             cq.cohort_cqs = [self.cqs[name] for name in sorted(self.quota.cohort_cqs(cq.name))]
         self.workloads: dict[str, WorkloadInfo] = {}
+        #: The workloads not finished (``workloads`` keeps the finished ones for reports): what scans walk.
+        self.live: dict[str, WorkloadInfo] = {}
         self.cq_node_cache: dict[str, set[str]] = {}
         self.flavor_checks: dict[tuple, tuple[str, str] | None] = {}
         self.evicting: set[str] = set()
@@ -194,6 +196,7 @@ class Engine:
     def _add(self, spec: Workload) -> WorkloadInfo:
         wl = WorkloadInfo(spec)
         self.workloads[wl.key] = wl
+        self.live[wl.key] = wl
         self._resolve_queue(wl)
         wl.shape = self._shape(wl)
         if spec.admission is not None:
@@ -324,7 +327,7 @@ class Engine:
         """
         lost = sorted(
             key
-            for key, wl in self.workloads.items()
+            for key, wl in self.live.items()
             if wl.state in (RESERVED, ADMITTED, EVICTING) and any(n == name for n, _ in wl.pods)
         )
         for key in lost:
@@ -349,6 +352,7 @@ class Engine:
         self.evicting.discard(key)
         wl.state = FINISHED
         wl.group = None
+        self.live.pop(key, None)
 
     def drain(self, now: float) -> list[QueueStopEviction]:
         """Kueue's workload controller on stopped queues: take quota back from workloads of stopped queues.
@@ -471,6 +475,6 @@ class Engine:
     def export_state(self) -> ClusterState:
         """The current state as a ClusterState (finished workloads dropped)."""
         workloads = tuple(
-            self.workload_spec(w) for w in sorted(self.workloads.values(), key=lambda w: w.key) if w.state != FINISHED
+            self.workload_spec(w) for w in sorted(self.live.values(), key=lambda w: w.key) if w.state != FINISHED
         )
         return replace(self.spec_state, workloads=workloads)
