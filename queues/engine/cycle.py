@@ -158,18 +158,24 @@ def _assign(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> FlavorAss
     """The head's flavor assignment, reusing its group's last one that did not fit when nothing changed since.
 
     For a queue that does not preempt, the assignment depends only on the shape, the quota usage of its tree
-    and the nodes' usage (their versions); one that needs preemption looks at other workloads: not reused.
+    and — once quota fits — the nodes' usage (their versions); one that needs preemption looks at other
+    workloads: not reused.
     """
     group = wl.group
     if cq.preempts or group is None:
         return assign(engine, wl, cq)
     root = node_root(cq.node)
     memo = group.assign_memo
-    if memo is not None and memo[0] == root.usage_version and memo[1] == engine.pool.version:
+    if memo is not None and memo[0] == root.usage_version and memo[1] in (None, engine.pool.version):
         return memo[2]
     result = assign(engine, wl, cq)
-    # Read the versions after: assign tries placements and undoes them, which counts as changes.
-    group.assign_memo = (root.usage_version, engine.pool.version, result) if result.mode != PS_FIT else None
+    if result.mode == PS_FIT:
+        group.assign_memo = None
+    else:
+        # Read the versions after: assign tries placements and undoes them, which counts as changes. An
+        # assignment that failed on quota never looked at the nodes: it holds whatever they do (None).
+        placed = any(p.placement is not None for p in result.pod_sets)
+        group.assign_memo = (root.usage_version, engine.pool.version if placed else None, result)
     return result
 
 

@@ -235,7 +235,6 @@ class ClusterQueueInfo:
         "name",
         "node",
         "parked",
-        "wake_memo",
         "path",
         "preempts",
         "quotas",
@@ -245,6 +244,7 @@ class ClusterQueueInfo:
         "stopped",
         "strict",
         "tas_only",
+        "wake_memo",
     )
 
     def __init__(self, spec: ClusterQueue, node: QuotaNode) -> None:
