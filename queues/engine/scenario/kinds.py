@@ -76,11 +76,16 @@ def parse_admission_checks(objs: list[Manifest]) -> tuple[list[AdmissionCheck], 
     return checks, check_delay
 
 
+def fair_weight(obj: Manifest) -> float:
+    """A Cohort's or ClusterQueue's ``spec.fairSharing.weight`` (a quantity, default 1)."""
+    weight = obj.get("spec.fairSharing.weight", 1)
+    return float(parse_quantity(weight, "cpu")) / 1000 if weight is not None else 1.0
+
+
 def parse_cohorts(objs: list[Manifest], flavors: Mapping[str, ResourceFlavor]) -> list[Cohort]:
     """Cohort objects: parent, resource groups and fair-sharing weight."""
     cohorts = []
     for obj in objs:
-        weight = obj.get("spec.fairSharing.weight", 1)
         cohorts.append(
             Cohort(
                 name=obj.name,
@@ -88,7 +93,7 @@ def parse_cohorts(objs: list[Manifest], flavors: Mapping[str, ResourceFlavor]) -
                 resource_groups=parse_resource_groups(
                     obj, "spec.resourceGroups", obj.get("spec.resourceGroups"), flavors
                 ),
-                fair_weight=float(parse_quantity(weight, "cpu")) / 1000 if weight is not None else 1.0,
+                fair_weight=fair_weight(obj),
             )
         )
     return cohorts
@@ -169,6 +174,7 @@ def parse_cluster_queue(obj: Manifest, flavors: Mapping[str, ResourceFlavor]) ->
         ),
         admission_checks=rules,
         stop_policy=enums["spec.stopPolicy"],
+        fair_weight=fair_weight(obj),
     )
 
 
