@@ -89,6 +89,12 @@ def run_cycle(
     for e in ordered:
         wl, cq, assignment = e.wl, e.cq, e.assignment
         if not e.nominated:
+            reserved = _unreclaimable_reservation(cq, assignment) if not e.targets else {}
+            if reserved:
+                # Kueue's reserveCapacityForUnreclaimablePreempt: hold the capacity for the rest of the cycle.
+                QuotaTree.add_usage(cq.node, reserved)
+                reservations.append((cq, reserved, []))
+                changed = True
             _inadmissible(engine, e.wl, e.cq, outcome)
             if engine.preemptors.get(cq.name) is wl:
                 del engine.preemptors[cq.name]
@@ -137,7 +143,13 @@ def _nominate(
     entries: list[CycleEntry] = []
     for cq, wl in heads:
         wl.note = None
-        if engine.fair is None and not cq.preempts and wl.group is not None and not may_fit(engine, cq, wl.group):
+        if (
+            engine.fair is None
+            and not cq.preempts
+            and wl.group is not None
+            and not may_fit(engine, cq, wl.group)
+            and not _may_reserve(cq, wl)
+        ):
             # Exact shortcut: without preemption a head that fails this check is inadmissible.
             _inadmissible(engine, wl, cq, outcome)
             continue
@@ -154,6 +166,48 @@ def _nominate(
     return entries
 
 
+def _unreclaimable_reservation(cq: ClusterQueueInfo, assignment: FlavorAssignment) -> dict[FlavorResource, int]:
+    """What a head that needs preemption but has no candidates holds for the rest of the cycle (Kueue's
+    ``resourcesToReserve``, pkg/scheduler/scheduler.go); nothing when its queue can always reclaim.
+
+    A ClusterQueue whose ``reclaimWithinCohort`` is not ``Any`` cannot count on taking its nominal quota back
+    later, so the capacity its head would use is reserved: no other queue of the cohort borrows it in this
+    cycle (that queue's head then "no longer fits"). Within nominal quota it reserves up to its unused nominal;
+    when borrowing, the whole request, capped by its borrowingLimit.
+    """
+    if assignment.mode != PS_PREEMPT or cq.spec.preemption.reclaim_within_cohort == "Any":
+        return {}
+    usage = cq.node.usage
+    out: dict[FlavorResource, int] = {}
+    for fr, val in assignment.usage.items():
+        quota = cq.quotas.get(fr)
+        nominal = quota.nominal if quota is not None else 0
+        if assignment.borrow > 0:
+            limit = quota.borrowing_limit if quota is not None else None
+            amount = val if limit is None else min(val, nominal + limit - usage.get(fr, 0))
+        else:
+            amount = min(val, nominal - usage.get(fr, 0))
+        if amount > 0:
+            out[fr] = amount
+    return out
+
+
+def _may_reserve(cq: ClusterQueueInfo, wl: WorkloadInfo) -> bool:
+    """True when the head could need a capacity reservation (so the quick inadmissible shortcut must not apply).
+
+    A reservation needs an assignment that asks for preemption: within the queue's nominal quota, or reclaimable
+    in a nested cohort. The queue then has unused nominal quota in a requested resource, or sits below a cohort
+    that has a parent.
+    """
+    if cq.spec.preemption.reclaim_within_cohort == "Any" or cq.node.parent is None:
+        return False
+    if cq.node.parent.parent is not None:
+        return True
+    usage = cq.node.usage
+    wanted = {r for ps in wl.pod_sets for r in ps.total}
+    return any(fr[1] in wanted and usage.get(fr, 0) < q.nominal for fr, q in cq.quotas.items())
+
+
 def _assign(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> FlavorAssignment:
     """The head's flavor assignment, reusing its group's last one that did not fit when nothing changed since.
 
@@ -165,17 +219,19 @@ def _assign(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> FlavorAss
     if cq.preempts or group is None:
         return assign(engine, wl, cq)
     root = node_root(cq.node)
+    pool = engine.pool
     memo = group.assign_memo
-    if memo is not None and memo[0] == root.usage_version and memo[1] in (None, engine.pool.version):
+    if memo is not None and memo[0] == root.usage_version and memo[1] in (None, pool.version, -pool.nodes_version - 1):
         return memo[2]
     result = assign(engine, wl, cq)
     if result.mode == PS_FIT:
         group.assign_memo = None
     else:
         # Read the versions after: assign tries placements and undoes them, which counts as changes. An
-        # assignment that failed on quota never looked at the nodes: it holds whatever they do (None).
-        placed = any(p.placement is not None for p in result.pod_sets)
-        group.assign_memo = (root.usage_version, engine.pool.version if placed else None, result)
+        # assignment that failed on quota never looked at the nodes: it holds whatever they do (None); one
+        # that only probed an empty cluster holds while no node joins or leaves (a negative key).
+        nodes = {"": None, "empty": -pool.nodes_version - 1, "usage": pool.version}[result.placement_read]
+        group.assign_memo = (root.usage_version, nodes, result)
     return result
 
 

@@ -103,8 +103,14 @@ def _fits_resource_quota(
     return NOFIT, borrow, reason, info
 
 
-def _preferred(a: tuple[int, int], b: tuple[int, int]) -> bool:
-    """Kueue's isPreferred (BorrowingOverPreemption)."""
+def _preferred(a: tuple[int, int], b: tuple[int, int], preference: str = "BorrowingOverPreemption") -> bool:
+    """Kueue's isPreferred (pkg/scheduler/flavorassigner): is (mode, borrowing height) ``a`` better than ``b``?
+
+    A flavor that cannot fit is worst, then one that needs preemption but has no candidates. Then
+    ``BorrowingOverPreemption`` (the default) prefers the better mode (fit over reclaim over preemption within
+    the queue), a lower borrowing height breaking ties; ``PreemptionOverBorrowing`` prefers the lower
+    borrowing height, the better mode breaking ties.
+    """
     if a[0] == NOFIT:
         return False
     if b[0] == NOFIT:
@@ -112,6 +118,10 @@ def _preferred(a: tuple[int, int], b: tuple[int, int]) -> bool:
     a_nc, b_nc = a[0] == NO_CANDIDATES, b[0] == NO_CANDIDATES
     if a_nc != b_nc:
         return not a_nc
+    if preference == "PreemptionOverBorrowing":
+        if a[1] != b[1]:
+            return a[1] < b[1]
+        return a[0] > b[0]
     if a[0] != b[0]:
         return a[0] > b[0]
     return a[1] < b[1]
@@ -137,6 +147,7 @@ def _find_flavor(
 ) -> tuple[dict[str, str], dict[str, int], list[str | tuple], int, list[dict]]:
     reasons: list[str | tuple] = []
     attempts: list[dict] = []
+    preference = cq.spec.flavor_fungibility.preference
     best: dict[str, str] = {}
     best_modes: dict[str, int] = {}
     best_mode = (NOFIT, 1 << 30)
@@ -165,7 +176,7 @@ def _find_flavor(
                 if SEVERITY[info["kind"]] > SEVERITY[flavor_kind]:
                     flavor_kind = info["kind"]
             mode = (pmode, borrow)
-            if _preferred(rep, mode):
+            if _preferred(rep, mode, preference):
                 rep = mode
             if rep[0] == NOFIT:
                 break
@@ -185,7 +196,7 @@ def _find_flavor(
         if not _try_next(rep, cq):
             best, best_modes, best_mode = assigned, modes, rep
             break
-        if _preferred(rep, best_mode):
+        if _preferred(rep, best_mode, preference):
             best, best_modes, best_mode = assigned, modes, rep
     if best_mode[0] == FIT:
         return best, best_modes, [], best_mode[1], attempts

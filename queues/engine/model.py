@@ -28,6 +28,7 @@ ReclaimWithinCohortPolicy = Literal["Never", "LowerPriority", "Any"]
 BorrowWithinCohortPolicy = Literal["Never", "LowerPriority"]
 WhenCanBorrow = Literal["MayStopSearch", "TryNextFlavor"]
 WhenCanPreempt = Literal["TryNextFlavor", "MayStopSearch"]
+FungibilityPreference = Literal["BorrowingOverPreemption", "PreemptionOverBorrowing"]
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 AdmissionCheckState = Literal["Pending", "Ready", "Retry", "Rejected"]
 FairSharingStrategy = Literal["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
@@ -201,6 +202,8 @@ class FlavorFungibility:
 
     when_can_borrow: WhenCanBorrow = "MayStopSearch"
     when_can_preempt: WhenCanPreempt = "TryNextFlavor"
+    #: Which flavor wins when every one needs borrowing, preemption or both (both policies TryNextFlavor).
+    preference: FungibilityPreference = "BorrowingOverPreemption"
 
 
 @dataclass(frozen=True, slots=True)

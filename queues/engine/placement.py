@@ -159,6 +159,8 @@ class NodePool:
         self._log: list[str] = []
         self._log_base = 0
         self.version = 0
+        #: Bumped only when nodes join or leave (what a placement ignoring usage depends on).
+        self.nodes_version = 0
 
     # ------------------------------------------------------------------ membership
 
@@ -181,6 +183,7 @@ class NodePool:
         self._views.clear()
         self._place_cache.clear()
         self.version += 1
+        self.nodes_version += 1
         self._log = []
         self._log_base = self.version
 

@@ -110,6 +110,7 @@ def place_all(
 def placement_stage(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, result: FlavorAssignment) -> None:
     """Kueue's TAS step, applied to every flavor: place, else preempt if it could fit, else no fit."""
     if result.mode == PS_FIT:
+        result.placement_read = "usage"
         nodes = place_all(engine, wl, cq, result.pod_sets)
         if nodes is not None:
             for psa, n in zip(result.pod_sets, nodes, strict=False):
@@ -120,6 +121,7 @@ def placement_stage(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, resu
         for res in failed.modes:
             failed.modes[res] = PS_PREEMPT
     if result.mode == PS_PREEMPT:
+        result.placement_read = result.placement_read or "empty"
         probe = [PodSetFlavors(p.name, p.count, flavors=dict(p.flavors)) for p in result.pod_sets]
         if place_all(engine, wl, cq, probe, empty=True) is None:
             failed_probe = next(p for p in probe if p.placement is not None and not p.placement.ok)

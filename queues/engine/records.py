@@ -90,6 +90,8 @@ class FlavorAssignment:
     pod_sets: list[PodSetFlavors]
     usage: dict[FlavorResource, int]
     borrow: int = 0
+    #: Which node state the placement step read: "" none, "empty" only the node set, "usage" current usage.
+    placement_read: str = ""
 
     @property
     def mode(self) -> int:

@@ -127,11 +127,24 @@ def _cq_enums(obj: Manifest, spec: Mapping[str, Any]) -> dict[str, str]:
             fung.get("whenCanPreempt") or "TryNextFlavor",
             ("MayStopSearch", "TryNextFlavor", "Preempt"),
         ),
+        "spec.flavorFungibility.preference": (
+            fung.get("preference") or "BorrowingOverPreemption",
+            ("BorrowingOverPreemption", "PreemptionOverBorrowing"),
+        ),
     }
     for path, (value, allowed) in enums.items():
         if value not in allowed:
             raise obj.fail(path, f"invalid value {value!r} (allowed: {', '.join(allowed)})")
-    return {path: value for path, (value, _) in enums.items()}
+    out = {path: value for path, (value, _) in enums.items()}
+    if fung.get("preference") and not (
+        out["spec.flavorFungibility.whenCanBorrow"] == out["spec.flavorFungibility.whenCanPreempt"] == "TryNextFlavor"
+    ):
+        # Kueue's validation: a preference only decides when the search goes through every flavor.
+        raise obj.fail(
+            "spec.flavorFungibility.preference",
+            "may be set only when whenCanBorrow and whenCanPreempt are TryNextFlavor",
+        )
+    return out
 
 
 def _check_rules(obj: Manifest, spec: Mapping[str, Any]) -> tuple[AdmissionCheckRule, ...]:
@@ -171,6 +184,7 @@ def parse_cluster_queue(obj: Manifest, flavors: Mapping[str, ResourceFlavor]) ->
         flavor_fungibility=FlavorFungibility(
             when_can_borrow="MayStopSearch" if when_borrow == "Borrow" else when_borrow,
             when_can_preempt="MayStopSearch" if when_preempt == "Preempt" else when_preempt,
+            preference=enums["spec.flavorFungibility.preference"],
         ),
         admission_checks=rules,
         stop_policy=enums["spec.stopPolicy"],
