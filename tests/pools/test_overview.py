@@ -290,8 +290,8 @@ def _populate(*, nodes: int, devices_per_node: int) -> None:
 #: Queries of one overview view, whatever the number of nodes and devices and whichever filters: session and user,
 #: the three filter lists, four for the node page (its node counts in one aggregate), three for flavor capacity,
 #: five for class capacity (a baseline: lower it when the selectors share their aggregation), and on the full page
-#: one for the navigation (whether the user leads a team: Cost, else My usage).
-MAX_QUERIES = 18
+#: two for the navigation (whether the user leads a team: Cost, else My usage; whether they are in a team: Submit).
+MAX_QUERIES = 19
 
 
 @pytest.mark.parametrize("nodes", [20, 60])
