@@ -91,7 +91,11 @@ def workload_verdict(
 
 
 def _finished(finished: Mapping) -> Verdict:
-    """Finished=True: succeeded or failed."""
+    """Finished=True: succeeded or failed; a workload slice replaced by a resized one is neither."""
+    if finished.get("reason") == "WorkloadSliceReplaced":
+        t = translate(finished.get("message", ""), reason="WorkloadSliceReplaced")
+        since = finished.get("lastTransitionTime", "")
+        return Verdict("finished", "", t.message, t.kueue_message, since, t.details, t.ids)
     succeeded = finished.get("reason") == "Succeeded"
     return Verdict(
         "finished",
