@@ -132,7 +132,8 @@ def test_fixtures_span_the_releases_and_every_family():
 @pytest.mark.parametrize("f", [f for f in FORMATS if f["surface"] != "AdmissionCheck"], ids=lambda f: f["id"])
 def test_translate_fixture_gives_its_code_and_numbers(f):
     t = km.translate(f["message"], reason=f["reason"])
-    assert t.recognised and not t.details.get("unrecognised"), t.details
+    assert t.recognised, t.details
+    assert not t.details.get("unrecognised"), t.details
     assert f["translation"] in t.ids, t.ids
     assert t.code == f["code"]
     assert t.message
