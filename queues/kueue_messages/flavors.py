@@ -152,7 +152,9 @@ def decide(reason: FlavorReason, ctx: MessageContext | None) -> FlavorReason:
     if reason.id == "variant_flavor_skip":
         return replace(reason, plain=f"{label} is not allowed for this variant of the job.")
     if reason.id == "slice_flavor_mismatch":
-        plain = f"{label} cannot be used: the running part of this job is on {n.get('original', '')}, and it must stay."
+        original = str(n.get("original", ""))
+        original = ctx.label(original) if ctx else original
+        plain = f"{label} cannot be used: the running part of this job is on {original}, and it must stay."
         return replace(reason, plain=plain)
     if reason.id == "resource_not_in_clusterqueue":
         return replace(reason, plain=f"Your team's queue offers no {res} at all.")

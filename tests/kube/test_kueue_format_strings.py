@@ -5,15 +5,19 @@ with its raw text shown."""
 
 from __future__ import annotations
 
+import html
 import io
 import json
+import re
 
 import pytest
 import yaml
 from django.core.management import call_command
+from django.urls import reverse
 
 from queues import kueue_messages as km
 from tests.fixtures import REFERENCE
+from tests.kube.cluster import at
 from tests.kube.schemas import validate
 from tests.kube.test_explain import as_list, workload
 
@@ -189,3 +193,41 @@ def test_admission_check_states_worst_first():
     assert record["code"] == km.MISCONFIGURED
     assert "mk: no cluster" in record["message"]
     assert "booking" not in record["message"]
+
+
+# --- the job page shows the same sentence ---------------------------------------------------------------------------
+
+
+def _pool_free(f: dict) -> bool:
+    """The sentence does not depend on the pool view (quota figures, free devices): explain and the sync agree."""
+    return (
+        f["surface"] == "QuotaReserved"
+        and "insufficient unused quota" not in f["message"]
+        and "topology" not in f["message"]
+    )
+
+
+@pytest.mark.django_db
+def test_job_page_shows_the_sentence_explain_gives(world, kube, portal, client):
+    job = world.submit()
+    kube.create_workload(job.k8s_name, "team-vision")
+    client.force_login(portal.user)
+    url = reverse("queues:job_detail", args=[job.pk])
+    checked = 0
+    for i, f in enumerate(f for f in FORMATS if _pool_free(f)):
+        expected = _explain(_objects(f))
+        kube.pending(job.k8s_name, "team-vision", f["message"], reason=f["reason"] or "Pending", when=at(i + 1))
+        world.sync()
+        job = world.job(job)
+        # the portal names its flavors (H100); a dump has only Kueue's names (h100): otherwise the same sentence
+        portal_names = re.sub(r"(?<![\w-])h100(?![\w-])", portal.flavor.display_name, expected["message"])
+        assert (job.wait_reason, job.wait_message) == (expected["code"], portal_names), f["id"]
+        assert html.escape(job.wait_message) in client.get(url).content.decode(), f["id"]
+        checked += 1
+    assert checked >= 30
+    text = "Back-off restarting failed container"
+    kube.pending(job.k8s_name, "team-vision", text, when=at(100))
+    world.sync()
+    job = world.job(job)
+    assert (job.wait_reason, job.wait_message) == ("", text)
+    assert text in client.get(url).content.decode()
