@@ -26,7 +26,7 @@ from pools.matching import flavor_matches
 from queues import kueue_messages as km
 
 #: Kinds the explainer reads; other kinds in the file are ignored (a cluster dump holds many).
-READ_KINDS = ("Workload", "ClusterQueue", "LocalQueue", "ResourceFlavor", "Node", "Pod")
+READ_KINDS = ("Workload", "ClusterQueue", "LocalQueue", "ResourceFlavor", "Node", "Pod", "Event")
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
@@ -47,6 +47,8 @@ class Explanation:
     kueue_message: str = ""
     since: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    #: Kueue's Events about this Workload (core/v1 or events.k8s.io/v1 in the file), each translated.
+    events: list[dict[str, str]] = field(default_factory=list)
 
     def record(self) -> dict[str, Any]:
         """The JSON record: name, code, message first; then where it is and Kueue's own words."""
@@ -58,6 +60,7 @@ class Explanation:
             "state": self.state,
             "kueue_message": self.kueue_message,
             "since": self.since,
+            "events": self.events,
         }
 
 
@@ -158,6 +161,38 @@ class _Pool:
     flavors: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     nodes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     pods: list[Mapping[str, Any]] = field(default_factory=list)
+    events: dict[tuple[str, str], list[Mapping[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+
+
+def _event_subject(event: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The (namespace, name) of the Workload an Event is about (core/v1 ``involvedObject``, events/v1 ``regarding``)."""
+    subject = event.get("involvedObject") or event.get("regarding") or {}
+    if not isinstance(subject, Mapping) or subject.get("kind") != "Workload":
+        return None
+    namespace = subject.get("namespace") or (event.get("metadata") or {}).get("namespace", "")
+    return str(namespace), str(subject.get("name", ""))
+
+
+def _event_records(events: Iterable[Mapping[str, Any]], context: km.MessageContext) -> list[dict[str, str]]:
+    """Each Event's reason, its code and sentence, and Kueue's raw text (file order)."""
+    out = []
+    for event in events:
+        reason = str(event.get("reason", ""))
+        text = str(event.get("message") or event.get("note") or "")
+        t = km.translate(text, reason=reason, context=context)
+        message = t.message
+        if t.code == km.UNRECOGNISED:
+            message = f"Unrecognised Kueue message (the portal has no translation yet): {text}"
+        out.append(
+            {
+                "reason": reason,
+                "type": str(event.get("type", "")),
+                "code": t.code,
+                "message": message,
+                "kueue_message": text,
+            }
+        )
+    return out
 
 
 def _node_excluded(node: Mapping[str, Any]) -> bool:
@@ -364,6 +399,8 @@ def explain_documents(docs: list[Mapping[str, Any]], *, source: str = "<text>") 
             pool.nodes[name] = obj
         elif kind == "Pod":
             pool.pods.append(obj)
+        elif kind == "Event" and (subject := _event_subject(obj)) is not None:
+            pool.events[subject].append(obj)
     if not workloads:
         kinds = sorted({str(o.get("kind")) for o in docs})
         raise ExplainError(
@@ -405,6 +442,7 @@ def explain_documents(docs: list[Mapping[str, Any]], *, source: str = "<text>") 
                 kueue_message=verdict.kueue_message,
                 since=verdict.since,
                 details=verdict.details,
+                events=_event_records(pool.events.get((str(meta.get("namespace", "")), meta["name"]), ()), context),
             )
         )
     return out
@@ -439,4 +477,6 @@ def render_table(explanations: list[Explanation]) -> str:
         lines.append(f"    {e.message}")
         if e.kueue_message and e.kueue_message != e.message and e.code != km.UNRECOGNISED:
             lines.append(f"    Kueue: {e.kueue_message}")
+        for ev in e.events:
+            lines.append(f"    event {ev['reason']} [{ev['code']}]: {ev['message']}")
     return "\n".join(lines) + "\n"

@@ -1,10 +1,11 @@
 """Kueue's own words → the portal's wait-reason codes, with the numbers parsed out of them.
 
 Kueue explains a pending or evicted Workload in its condition messages (catalogue:
-``tests/fixtures/reference/kueue/messages.yaml``, 52 entries, old and new wordings). This module recognises every one of
-them, parses their figures (missing quota, maximum capacity, pods that fit, excluded nodes…) and turns them into
-one code of the closed set of DESIGN.md, combined with what the portal knows of the pool (quota use of the team's
-ClusterQueue and its cohort, free and health-excluded devices) where the message alone cannot decide:
+``tests/fixtures/reference/kueue/messages.yaml``, 52 entries, and ``format_strings.yaml``, one instance per
+format string Kueue writes, v0.9 to main). This module recognises every one of them, parses their figures
+(missing quota, maximum capacity, pods that fit, excluded nodes…) and turns them into one code of the closed set
+of DESIGN.md, combined with what the portal knows of the pool (quota use of the team's ClusterQueue and its
+cohort, free and health-excluded devices) where the message alone cannot decide:
 
 * ``insufficient unused quota`` → ``quota_exhausted`` (the team is over its nominal quota and cannot borrow),
   ``borrow_limit`` (the cohort has idle quota but the team's borrowing limit is reached), ``class_exhausted``

@@ -20,7 +20,7 @@ from queues.engine.wait_codes import (
 )
 
 from .context import FlavorReason, MessageContext, format_amount, parse_amount, resource_label
-from .patterns import exclusion_counts
+from .patterns import SKIP_REASON_IDS, exclusion_counts
 
 #: TAS reasons that say "the pods do not fit the nodes" (decided by :func:`placement_code`).
 TAS_PLACEMENT_IDS = ("tas_fits_only_some", "tas_fits_none", "tas_exclusion_stats", "tas_multilayer_no_fit")
@@ -138,6 +138,24 @@ def decide(reason: FlavorReason, ctx: MessageContext | None) -> FlavorReason:
         else:
             plain = f"This job asks for more {res} on {label} than your team's queue can ever give."
         return replace(reason, plain=plain)
+    if reason.id == "zero_count_probe_exceeded":
+        plain = (
+            f"A pod set of this job with no pods still needs room for one pod ({n['request']} {res}) on {label}, "
+            f"more than your team's queue can ever give ({n['max']}): it cannot run as submitted."
+        )
+        return replace(reason, plain=plain)
+    if reason.id == "borrowing_limit_exceeded":
+        plain = f"Your team reached its borrowing limit for {res} on {label}; it waits for its own quota to free up."
+        return replace(reason, plain=plain)
+    if reason.id == "nomination_mapping_skip":
+        return replace(reason, plain=f"{label} was skipped: Kueue keeps the flavor it nominated in this round.")
+    if reason.id == "variant_flavor_skip":
+        return replace(reason, plain=f"{label} is not allowed for this variant of the job.")
+    if reason.id == "slice_flavor_mismatch":
+        original = str(n.get("original", ""))
+        original = ctx.label(original) if ctx else original
+        plain = f"{label} cannot be used: the running part of this job is on {original}, and it must stay."
+        return replace(reason, plain=plain)
     if reason.id == "resource_not_in_clusterqueue":
         return replace(reason, plain=f"Your team's queue offers no {res} at all.")
     if reason.id == "untolerated_taint":
@@ -209,6 +227,7 @@ def pick(reasons: Sequence[FlavorReason], ctx: MessageContext | None) -> FlavorR
         # a TAS reason names a topology, not a flavor: keep it with the flavor it belongs to
         relevant = relevant or list(reasons)
     pool = relevant or list(reasons)
+    pool = [r for r in pool if r.id not in SKIP_REASON_IDS] or pool
 
     def order(r: FlavorReason) -> int:
         return class_flavors.index(r.flavor) if r.flavor in class_flavors else len(class_flavors)

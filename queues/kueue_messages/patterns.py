@@ -7,7 +7,9 @@ from typing import Any
 
 from queues.engine.wait_codes import (
     AWAITING_PROVISIONING,
+    BORROW_LIMIT,
     CLASS_EXHAUSTED,
+    CLUSTER_UNREACHABLE,
     EXCEEDS_MAXIMUM,
     HEALTH_BLOCKED,
     HIGHER_PRIORITY_AHEAD,
@@ -61,7 +63,34 @@ FLAVOR_PATTERNS: tuple[tuple[str, re.Pattern, str], ...] = tuple(
             r"insufficient quota for (?P<resource>\S+) in flavor (?P<flavor>\S+) in ClusterQueue",
             EXCEEDS_MAXIMUM,
         ),
+        (  # zero-count pod sets probe one pod per pod set (main, 2026)
+            "zero_count_probe_exceeded",
+            r"insufficient quota for (?P<resource>\S+) in flavor (?P<flavor>\S+), one pod per zero-count podset "
+            r"request \((?P<request>[^)]*)\) > maximum capacity \((?P<max>[^)]*)\)",
+            EXCEEDS_MAXIMUM,
+        ),
+        (  # before v0.10: the ClusterQueue's borrowingLimit, checked before the cohort's unused quota
+            "borrowing_limit_exceeded",
+            r"borrowing limit for (?P<resource>\S+) in flavor (?P<flavor>\S+) exceeded",
+            BORROW_LIMIT,
+        ),
         ("resource_not_in_clusterqueue", r"resource (?P<resource>\S+) unavailable in ClusterQueue", NO_MATCHING_FLAVOR),
+        (  # recomputation within a cycle keeps the nominated flavor: the others are skipped (never the cause)
+            "nomination_mapping_skip",
+            r"skipping flavor (?P<flavor>\S+) as it is not found in the nomination mapping for resource "
+            r"(?P<resource>[^\s,]+)",
+            HIGHER_PRIORITY_AHEAD,
+        ),
+        (  # ConcurrentAdmission: a variant may use one flavor only
+            "variant_flavor_skip",
+            r"skipping flavor (?P<flavor>\S+) due to WorkloadAllowedResourceFlavorAnnotation annotation",
+            NO_MATCHING_FLAVOR,
+        ),
+        (  # ElasticJobsViaWorkloadSlices: a scale-up slice keeps the flavor of the slice it replaces
+            "slice_flavor_mismatch",
+            r"could not assign (?P<flavor>\S+) flavor since the original workload is assigned: (?P<original>[^\s,]+)",
+            NO_MATCHING_FLAVOR,
+        ),
         (
             "untolerated_taint",
             r"untolerated taint \{(?P<key>\S*) (?P<value>\S*) (?P<effect>\S+) [^}]*\} in flavor (?P<flavor>[^\s,]+)",
@@ -119,6 +148,9 @@ FLAVOR_PATTERNS: tuple[tuple[str, re.Pattern, str], ...] = tuple(
         ),
     )
 )
+
+#: Per-flavor reasons that only say a flavor was skipped: another reason of the pod set speaks when there is one.
+SKIP_REASON_IDS = frozenset({"nomination_mapping_skip", "variant_flavor_skip"})
 
 _EXCLUSION_RE = re.compile(
     r"(?:(?P<plain>nodeSelector|affinity|topologyDomain|schedulerLibraryNoFit)|"
@@ -184,6 +216,33 @@ WHOLE_PATTERNS: tuple[tuple[str, re.Pattern, str | None], ...] = tuple(
             MISCONFIGURED,
         ),
         ("no_longer_fits", r"Workload no longer fits after processing another workload", HIGHER_PRIORITY_AHEAD),
+        (  # the scheduler's older "skipped this cycle" wordings (before v0.9)
+            "cohort_prioritized",
+            r"(?P<text>other workloads in the cohort were prioritized|workloads in the cohort that don't require "
+            r"borrowing were prioritized and admitted first|cohort used in this cycle)",
+            HIGHER_PRIORITY_AHEAD,
+        ),
+        ("more_favorable_variant", r"A more favorable variant is already admitted", HIGHER_PRIORITY_AHEAD),
+        ("below_last_acceptable_flavor", r"Target flavor is below LastAcceptableFlavorName", NO_MATCHING_FLAVOR),
+        ("admit_failed", r"Failed to admit workload: (?P<error>.+)", CLUSTER_UNREACHABLE),
+        ("admission_check_false", r"At least one admission check is false", AWAITING_PROVISIONING),
+        (
+            "admission_check_rejected_event",
+            r"Deactivating workload because AdmissionCheck for (?P<check>\S+) was Rejected: (?P<detail>.*)",
+            MISCONFIGURED,
+        ),
+        (
+            "flavor_migration_eviction",
+            r"Evicted to accommodate a workload \(UID: (?P<uid>[^)]+)\) due to migration to more favorable "
+            r"resource flavor",
+            HIGHER_PRIORITY_AHEAD,
+        ),
+        (
+            "workload_slice_replaced",
+            r"Replaced to accommodate a workload \(UID: (?P<uid>[^,)]+), JobUID: (?P<job_uid>[^)]+)\) due to "
+            r"workload slice aggregation",
+            None,
+        ),
         (
             "overlapping_preemption_targets_deferred",
             r"Workload has overlapping preemption targets with another workload, but will fit after these "
@@ -295,7 +354,7 @@ WHOLE_PATTERNS: tuple[tuple[str, re.Pattern, str | None], ...] = tuple(
             "admission_check_state_messages",
             r"(?:Retrying after (?:failure|booking expired): (?P<detail>.+)|the check is not active|the provisioning "
             r"request is not needed|Reset to Pending after eviction\. Previously: (?P<prev>\w+)|Admission check "
-            r"(?P<check>\S+) updated state from (?P<from>\w+) to (?P<to>\w+)(?: with message: (?P<message>.+))?)",
+            r"(?P<check>\S+) updated state from (?P<from>\w+) to (?P<to>\w+)(?: with message:? (?P<message>.+))?)",
             AWAITING_PROVISIONING,
         ),
         (
@@ -318,5 +377,6 @@ WHOLE_PATTERNS: tuple[tuple[str, re.Pattern, str | None], ...] = tuple(
 PODSET_PREFIX = "couldn't assign flavors to pod set "
 PREEMPTION_SUFFIX_RE = re.compile(
     r"(?:\. Pending the preemption of (?P<preempting>\d+) workload\(s\))?"
+    r"(?:\. Pending the migration of (?P<migrating>\d+) workload\(s\))?"
     r"(?:\. Preempting (?P<failed>\d+) workload\(s\) failed, will retry\.)?$"
 )

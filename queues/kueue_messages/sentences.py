@@ -28,6 +28,15 @@ FIXED_SENTENCES = {
     "backoff).",
     "requeued_messages": "Back in the queue; Kueue evaluates it again.",
     "on_hold": "The job is on hold (scaled to zero).",
+    "cohort_prioritized": "Other jobs of the cohort went first in this scheduling round; this one is next in line.",
+    "more_favorable_variant": "Another variant of this job, on a preferred flavor, is already admitted; this variant "
+    "stays queued.",
+    "below_last_acceptable_flavor": "This variant's flavor is below the last one the queue accepts for moving a "
+    "running job: it is not admitted there.",
+    "admission_check_false": "Kueue released the job's quota because an admission check failed (Retry); it "
+    "requeues the job and provisions again.",
+    "flavor_migration_eviction": "Moved off its flavor so that a variant of the same job can run on a preferred "
+    "one; back in the queue.",
 }
 
 
@@ -38,6 +47,7 @@ def podset_translation(message: str, ctx: MessageContext | None) -> Translation 
     suffix = PREEMPTION_SUFFIX_RE.search(message)
     body = message[: suffix.start()] if suffix else message
     preempting = int(suffix.group("preempting")) if suffix and suffix.group("preempting") else 0
+    migrating = int(suffix.group("migrating")) if suffix and suffix.group("migrating") else 0
     failed = int(suffix.group("failed")) if suffix and suffix.group("failed") else 0
     pod_sets: list[dict[str, Any]] = []
     picked: list[FlavorReason] = []
@@ -66,6 +76,9 @@ def podset_translation(message: str, ctx: MessageContext | None) -> Translation 
     if preempting:
         ids.append("pending_preemption_suffix")
         details["preempting"] = preempting
+    if migrating:
+        ids.append("pending_migration_suffix")
+        details["migrating"] = migrating
     if failed:
         ids.append("preemption_failed_suffix")
         details["preemptionsFailed"] = failed
@@ -78,6 +91,9 @@ def podset_translation(message: str, ctx: MessageContext | None) -> Translation 
     if preempting:
         code = PREEMPTION_IN_PROGRESS
         plain = f"Room is being made: {preempting} lower-priority job(s) are being preempted. ({main.plain})"
+    elif migrating:
+        code = PREEMPTION_IN_PROGRESS
+        plain = f"Room is being made: {migrating} variant(s) of this job are being moved off the flavor. ({main.plain})"
     elif failed:
         code = PREEMPTION_IN_PROGRESS
         plain = f"Preempting {failed} job(s) to make room failed; Kueue retries. ({main.plain})"
@@ -126,6 +142,13 @@ def _sentence(
     elif message_id == "preempted":
         why = g.get("why") or g.get("why_v07") or "a higher-priority job"
         plain = f"Preempted to make room for another job ({why}); back in the queue."
+        details["preemptorJobUid"] = g.get("job_uid", "")
+    elif message_id == "admit_failed":
+        plain = f"Kueue could not record the admission in the cluster ({g['error']}); it retries."
+    elif message_id == "admission_check_rejected_event":
+        plain = f"Capacity provisioning was rejected ({g['check']}: {g['detail']}); Kueue stops this job."
+    elif message_id == "workload_slice_replaced":
+        code, plain = "", "Replaced by a resized slice of the same job."
         details["preemptorJobUid"] = g.get("job_uid", "")
     elif message_id == "admission_check_retry_eviction":
         plain = f"Capacity provisioning failed and is retried: {g.get('checks', '')}."

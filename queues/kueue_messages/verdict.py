@@ -91,7 +91,11 @@ def workload_verdict(
 
 
 def _finished(finished: Mapping) -> Verdict:
-    """Finished=True: succeeded or failed."""
+    """Finished=True: succeeded or failed; a workload slice replaced by a resized one is neither."""
+    if finished.get("reason") == "WorkloadSliceReplaced":
+        t = translate(finished.get("message", ""), reason="WorkloadSliceReplaced")
+        since = finished.get("lastTransitionTime", "")
+        return Verdict("finished", "", t.message, t.kueue_message, since, t.details, t.ids)
     succeeded = finished.get("reason") == "Succeeded"
     return Verdict(
         "finished",
@@ -138,22 +142,40 @@ def _admitted(conditions: Mapping[str, dict], context: MessageContext | None, po
     return Verdict("admitted", "admitted", "Admitted; pods are starting.", since=admitted.get("lastTransitionTime", ""))
 
 
+#: An admission check's state → (code, how the sentence starts); the worst state present speaks.
+CHECK_STATES = {
+    "Rejected": (MISCONFIGURED, "Capacity provisioning was rejected, so Kueue stops this job"),
+    "Retry": (AWAITING_PROVISIONING, "Capacity provisioning failed; Kueue releases the quota and tries again"),
+    "Pending": (AWAITING_PROVISIONING, "Quota is reserved; waiting for capacity to be provisioned"),
+    "Ready": (AWAITING_PROVISIONING, "Capacity is provisioned; Kueue admits the job next"),
+}
+CHECK_STATE_ORDER = ("Rejected", "Retry", "Pending", "Ready")
+
+
 def _reserved(conditions: Mapping[str, dict], status: Mapping) -> Verdict:
-    """QuotaReserved=True but not admitted: admission checks (provisioning) pending."""
-    checks = status.get("admissionChecks") or []
-    waiting = [c for c in checks if c.get("state") != "Ready"]
-    text = "; ".join(f"{c.get('name')}: {c.get('message', '')}" for c in waiting) or (
+    """QuotaReserved=True but not admitted: the admission checks (provisioning, MultiKueue) decide, worst first."""
+    checks = [c for c in (status.get("admissionChecks") or []) if isinstance(c, Mapping)]
+    states = [str(c.get("state") or "Pending") for c in checks]
+    worst = min(states, key=lambda st: CHECK_STATE_ORDER.index(st) if st in CHECK_STATE_ORDER else 2, default="")
+    speaking = [c for c, st in zip(checks, states, strict=True) if st == worst]
+    code, head = CHECK_STATES.get(worst, CHECK_STATES["Pending"])
+    named = ", ".join(
+        f"{c.get('name')}: {c.get('message')}" if c.get("message") else str(c.get("name")) for c in speaking
+    )
+    text = "; ".join(f"{c.get('name')}: {c.get('message', '')}" for c in speaking) or (
         conditions.get("Admitted") or {}
     ).get("message", "")
     return Verdict(
         "reserved",
-        AWAITING_PROVISIONING,
-        "Quota is reserved; waiting for capacity to be provisioned"
-        + (f" ({', '.join(str(c.get('name')) for c in waiting)})." if waiting else "."),
+        code,
+        head + (f" ({named})." if named else "."),
         text,
         conditions["QuotaReserved"].get("lastTransitionTime", ""),
-        {"admissionChecks": [{k: c.get(k) for k in ("name", "state", "message")} for c in checks]},
-        ("admission_check_state_messages",),
+        {
+            "admissionChecks": [{k: c.get(k) for k in ("name", "state", "message")} for c in checks],
+            "checkState": worst,
+        },
+        ("admission_check_state", f"admission_check_{worst.lower()}" if worst else "admission_check_none"),
     )
 
 
