@@ -25,6 +25,16 @@ SOURCE_REASON_PREFIXES = (
 )
 
 
+#: The health reasons that say the device plugin itself reported the units missing or unhealthy (allocatable
+#: below capacity, or capacity below the card count).
+DEVICE_PLUGIN_REASON_PREFIXES = ("node allocatable ", "node capacity ")
+
+
+def is_device_plugin_reason(reason: str) -> bool:
+    """Whether a health reason says the device plugin marked the unit unhealthy (what the node itself reports)."""
+    return reason.startswith(DEVICE_PLUGIN_REASON_PREFIXES)
+
+
 def is_source_reason(reason: str) -> bool:
     """Whether a health reason was written by the inventory import (and may be cleared by it)."""
     return reason.startswith(SOURCE_REASON_PREFIXES)
