@@ -363,7 +363,9 @@ def _fragmented_text(
         f"but the largest free block on one node is {msg.qty(main, block)}"
     )
     pods = f"{count} pod(s) of {msg.qty(main, per)}"
-    if req.required and req.required != HOSTNAME_LABEL and req.required in req.levels:
+    if req.required == HOSTNAME_LABEL:
+        return f"{head}, and all {pods} must run on one node: there is room for {actual.fit} of them."
+    if req.required and req.required in req.levels:
         word = level_word(req.required)
         domains = free_blocks(nodes, main, req.levels, req.required)
         dom_free, dom = domains[0] if domains else (0, "")
@@ -372,5 +374,4 @@ def _fragmented_text(
             f"{head}, and all {pods} must run in one {word}: the {word} with the most free, {dom}, has "
             f"{msg.qty(main, dom_free)}, room for {actual.fit} of them."
         )
-    where = f"one {level_word(req.required)}" if req.required else "the nodes"
-    return f"{head}: only {actual.fit} of its {pods} fit on {where}."
+    return f"{head}: there is room for {actual.fit} of its {pods}."
