@@ -19,6 +19,7 @@ SOURCE_REASON_PREFIXES = (
     "node allocatable ",
     "node capacity ",
     "node taint ",
+    "node quarantined ",
     "DRA device taint ",
     "DeviceTaintRule ",
     "every unit of this card ",
@@ -81,6 +82,8 @@ class ParsedNode:
     conditions: list[dict[str, Any]] = field(default_factory=list)
     ready: bool = True
     unschedulable: bool = False
+    #: Why a fault-quarantine controller (NVSentinel) cordoned the node, "" when it did not.
+    quarantine: str = ""
     capacity: dict[str, str] = field(default_factory=dict)
     allocatable: dict[str, str] = field(default_factory=dict)
     observed: bool = True

@@ -174,3 +174,50 @@ def test_a_gap_the_portal_made_is_not_the_device_plugins():
     assert (node.capacity["nvidia.com/gpu"], node.allocatable["nvidia.com/gpu"]) == (8, 1)
     assert node.health_gap_by == "the portal's health checks"
     assert "XID 79 by hand" in node.health_reason
+
+
+# --- a fault-quarantine cordon (NVSentinel) ------------------------------------------------------------------
+
+#: ILLUSTRATIVE, NOT A CAPTURE: the shape of NVSentinel's ``quarantineHealthEvent`` annotation (a JSON health
+#: event with a check name, error codes and a message), values made up by us.
+EVENT = '{"checkName": "GpuXidError", "errorCode": ["79"], "message": "GPU has fallen off the bus"}'
+
+
+def quarantined_node(*, cordoned: bool = True, event: str = EVENT) -> dict:
+    node = vendor_node("nvidia.com/gpu", "node-9")
+    node["status"]["allocatable"] = {"nvidia.com/gpu": "8"}
+    node["metadata"]["annotations"] = {"quarantineHealthEvent": event}
+    node["spec"] = {"unschedulable": cordoned}
+    return node
+
+
+def test_fault_quarantine_cordon_marks_the_nodes_gpus_unhealthy():
+    inv = parse_inventory([quarantined_node()])
+    gpus = [d for d in inv.devices if d.resource_name == "nvidia.com/gpu"]
+    assert len(gpus) == 8
+    assert {d.health for d in gpus} == {"unhealthy"}
+    reason = "node quarantined (NVSentinel fault quarantine: GpuXidError 79 GPU has fallen off the bus)"
+    assert {d.health_reason for d in gpus} == {reason}
+    assert is_source_reason(reason)  # cleared by the import once the node is uncordoned
+    assert not is_device_plugin_reason(reason)
+
+
+def test_quarantine_annotation_without_cordon_or_unreadable():
+    """Uncordoned by hand (the annotation lingers): the GPUs count again; an unreadable event still quarantines."""
+    assert {d.health for d in parse_inventory([quarantined_node(cordoned=False)]).devices} == {"healthy"}
+    inv = parse_inventory([quarantined_node(event="{not json")])
+    assert {d.health_reason for d in inv.devices} == {"node quarantined (NVSentinel fault quarantine)"}
+
+
+@pytest.mark.django_db
+def test_fault_quarantine_reaches_the_engine_as_a_health_cordon():
+    cluster = ClusterFactory()
+    inventory_import(cluster=cluster, objects=[quarantined_node()], now=T0)
+    (node,), _ = engine_nodes(cluster)
+    assert node.unschedulable
+    assert (node.capacity["nvidia.com/gpu"], node.allocatable["nvidia.com/gpu"]) == (8, 0)
+    assert "NVSentinel fault quarantine" in node.health_reason
+    assert node.health_gap_by == "the portal's health checks"
+    inventory_import(cluster=cluster, objects=[quarantined_node(cordoned=False)], now=T0 + timedelta(minutes=5))
+    (node,), _ = engine_nodes(cluster)
+    assert node.allocatable["nvidia.com/gpu"] == 8
