@@ -48,6 +48,8 @@ NODE_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 #: ``nvidia.com/gpu=present:NoSchedule`` only reserves GPU nodes for GPU pods: it is not one of them.
 HEALTH_TAINTS = {"nvidia.com/gpu-xid-error": NVIDIA, "nvidia.com/gpu-nvlink-error": NVIDIA}
 CONDITION_FIELDS = ("type", "status", "reason", "message", "lastTransitionTime")
+#: The annotation NVSentinel's fault-quarantine module puts on a node it cordons: the health event, as JSON.
+QUARANTINE_ANNOTATION = "quarantineHealthEvent"
 
 
 # --- loading -------------------------------------------------------------------------------------------------
@@ -213,6 +215,7 @@ def _parse_node(doc: Document) -> tuple[ParsedNode, dict[str, int], dict[str, in
     allocatable, alloc_n = _quantities(status.get("allocatable"), where, "status.allocatable")
     conditions = _conditions(status.get("conditions"), where)
     ready_condition = next((c for c in conditions if c["type"] == "Ready"), None)
+    annotations = _map(meta.get("annotations"), where, "metadata.annotations")
     node = ParsedNode(
         name=name,
         labels=_labels(meta.get("labels"), where),
@@ -221,10 +224,36 @@ def _parse_node(doc: Document) -> tuple[ParsedNode, dict[str, int], dict[str, in
         # A node without a Ready condition (a hand-made excerpt) is taken as ready; kubectl always prints one.
         ready=ready_condition is None or ready_condition["status"] == "True",
         unschedulable=unschedulable,
+        quarantine=_quarantine(annotations.get(QUARANTINE_ANNOTATION)) if unschedulable else "",
         capacity=capacity,
         allocatable=allocatable,
     )
     return node, cap_n, alloc_n, where
+
+
+def _quarantine(event: Any) -> str:
+    """What a fault-quarantine health event says, in a few words ("" without one).
+
+    NVSentinel writes the event as JSON (a health event or a list of them); the check name, error codes and
+    message are quoted when present, and an event we cannot read still counts as a quarantine.
+    """
+    if event is None or event == "":
+        return ""
+    try:
+        loaded = json.loads(event) if isinstance(event, str) else event
+    except json.JSONDecodeError:
+        return "NVSentinel fault quarantine"
+    events = loaded if isinstance(loaded, list) else [loaded]
+    parts = []
+    for item in events:
+        if not isinstance(item, dict):
+            continue
+        codes = item.get("errorCode")
+        codes = ", ".join(str(c) for c in codes) if isinstance(codes, list) else str(codes or "")
+        words = [str(item.get(k) or "") for k in ("checkName", "message")]
+        parts.append(" ".join(w for w in [words[0], codes, words[1]] if w))
+    detail = "; ".join(p for p in parts if p)
+    return "NVSentinel fault quarantine" + (f": {detail}" if detail else "")
 
 
 # --- the whole input -----------------------------------------------------------------------------------------
@@ -287,7 +316,11 @@ def parse_inventory(objects: Iterable[Any]) -> ParsedInventory:
 
 
 def _apply_health_taints(node: ParsedNode, devices: list[ParsedDevice]) -> None:
-    """Health taints on a node make its devices of that vendor unhealthy."""
+    """Health taints on a node make its devices of that vendor unhealthy; so does a fault-quarantine cordon."""
+    if node.quarantine:
+        for device in devices:
+            if device.vendor == NVIDIA:
+                device.mark_unhealthy(f"node quarantined ({node.quarantine})")
     for taint in node.taints:
         vendor = HEALTH_TAINTS.get(taint["key"])
         if vendor is None:

@@ -19,10 +19,21 @@ SOURCE_REASON_PREFIXES = (
     "node allocatable ",
     "node capacity ",
     "node taint ",
+    "node quarantined ",
     "DRA device taint ",
     "DeviceTaintRule ",
     "every unit of this card ",
 )
+
+
+#: The health reasons that say the device plugin itself reported the units missing or unhealthy (allocatable
+#: below capacity, or capacity below the card count).
+DEVICE_PLUGIN_REASON_PREFIXES = ("node allocatable ", "node capacity ")
+
+
+def is_device_plugin_reason(reason: str) -> bool:
+    """Whether a health reason says the device plugin marked the unit unhealthy (what the node itself reports)."""
+    return reason.startswith(DEVICE_PLUGIN_REASON_PREFIXES)
 
 
 def is_source_reason(reason: str) -> bool:
@@ -71,6 +82,8 @@ class ParsedNode:
     conditions: list[dict[str, Any]] = field(default_factory=list)
     ready: bool = True
     unschedulable: bool = False
+    #: Why a fault-quarantine controller (NVSentinel) cordoned the node, "" when it did not.
+    quarantine: str = ""
     capacity: dict[str, str] = field(default_factory=dict)
     allocatable: dict[str, str] = field(default_factory=dict)
     observed: bool = True

@@ -53,6 +53,9 @@ HEALTH_TAINT_KEYS: frozenset[str] = frozenset(
     }
 )
 
+#: ``Node.health_gap_by`` of a gap the device plugin made (the default for a Node as Kubernetes reports it).
+DEVICE_PLUGIN = "the device plugin"
+
 #: Node label the portal keeps on managed kubernetes nodes with degraded devices (value: how many cards); jobs
 #: prefer nodes without it, and a scenario's Node may carry it to give the engine the same hint.
 DEGRADED_DEVICES_LABEL = "gpu-pool-portal.io/degraded-devices"
@@ -284,6 +287,8 @@ class Node:
     health exclusion and is quoted in messages; a NotReady node counts as health-excluded, and so does a
     cordoned node whose ``health_reason`` is set. ``degraded_devices`` counts usable but degraded devices:
     placement uses such nodes last (the node label ``DEGRADED_DEVICES_LABEL`` carries the count in scenarios).
+    ``health_gap_by`` says who lowered allocatable below capacity, for the wait reasons: empty for a Node as
+    Kubernetes reports it (the device plugin did), else the portal's own source (its device records).
     """
 
     name: str
@@ -295,6 +300,7 @@ class Node:
     allocatable: ResourceList = field(default_factory=dict)
     health_reason: str = ""
     degraded_devices: int = 0
+    health_gap_by: str = ""
 
 
 # --------------------------------------------------------------------------- workloads

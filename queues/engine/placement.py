@@ -28,6 +28,7 @@ class NodeState:
         "capacity",
         "degraded",
         "health_gap",
+        "health_gap_by",
         "health_node",
         "health_reason",
         "health_taints",
@@ -58,6 +59,7 @@ class NodeState:
             for res, cap in self.capacity.items()
             if is_device_resource(res) and cap > self.allocatable.get(res, 0)
         }
+        self.health_gap_by = node.health_gap_by
         self.health_node = (not node.ready) or (node.unschedulable and bool(node.health_reason))
         self.degraded = node.degraded_devices > 0
 
@@ -248,6 +250,13 @@ class NodePool:
             summary.catch_up(self._changes_since(summary.seen), self.version)
         summary.seen = self.version
         return summary.figures()
+
+    def eligible_nodes(self, req: PodSetRequest, *, healthy: bool = False) -> list[NodeState]:
+        """The nodes a pod set may use (flavor labels, selector, affinity, taints, topology levels), in name order.
+
+        ``healthy`` lifts health exclusions (NotReady nodes, health taints) as ``place(healthy=True)`` does.
+        """
+        return list(self._static(req, healthy, req.levels).nodes)
 
     def _static(self, req: PodSetRequest, healthy: bool, levels: tuple[str, ...]) -> _Static:
         """The usage-independent part of a placement (node filters and the domain tree), cached."""

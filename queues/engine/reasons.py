@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kernel.quantity import is_device_resource
-
 from . import messages as msg
 from .decisions import AdmissionDecision, Explanation, PodSetAssignment, WaitReason
 from .flavor_assignment import assign
-from .pod_placement import placement_ok, podset_request
+from .pod_placement import placement_ok
 from .preemption import preemption_targets
 from .quota import QuotaTree
+from .reasons_nodes import flavor_label, flavor_phrase, name_list, never_placed, placement_reason
 from .records import (
     ADMITTED,
     EVICTING,
@@ -30,25 +29,12 @@ from .records import (
     PS_PREEMPT,
     RESERVED,
     SEVERITY,
-    TOPOLOGY_PLACEMENT_FAILED,
     WAITING_FOR_QUOTA,
     ClusterQueueInfo,
     FlavorAssignment,
-    PodSetFlavors,
     WorkloadInfo,
 )
 from .scheduler import Engine
-
-
-def _label(engine: Engine, flavor: str) -> str:
-    spec = engine.flavors.get(flavor)
-    return (spec.display_name or spec.name) if spec is not None else flavor
-
-
-def _names(items: list[str], limit: int = 5) -> str:
-    if len(items) <= limit:
-        return ", ".join(items)
-    return ", ".join(items[:limit]) + f" and {len(items) - limit} more"
 
 
 def _decision(wl: WorkloadInfo) -> AdmissionDecision:
@@ -155,7 +141,7 @@ def explain_wl(engine: Engine, wl: WorkloadInfo, *, index: ReasonIndex | None = 
         reason = WaitReason(
             code="preemption_in_progress",
             message=(
-                f"Room is being made for this job: {len(victims)} job(s) ({_names(victims)}) are being preempted "
+                f"Room is being made for this job: {len(victims)} job(s) ({name_list(victims)}) are being preempted "
                 "and must exit before it starts."
             ),
             kueue_message=base + msg.pending_preemption_suffix(len(victims)),
@@ -185,7 +171,7 @@ def explain_wl(engine: Engine, wl: WorkloadInfo, *, index: ReasonIndex | None = 
         reason = WaitReason(
             code="preemption_in_progress",
             message=(
-                f"This job can start by preempting {len(names)} job(s) ({_names(names)}); "
+                f"This job can start by preempting {len(names)} job(s) ({name_list(names)}); "
                 "the next scheduling cycle evicts them."
             ),
             kueue_message=assignment.message() + msg.pending_preemption_suffix(len(names)),
@@ -196,7 +182,7 @@ def explain_wl(engine: Engine, wl: WorkloadInfo, *, index: ReasonIndex | None = 
     quota = _quota(engine, wl, cq, assignment)
     if quota is not None:
         return Explanation(key, admissible=False, reason=quota)
-    return Explanation(key, admissible=False, reason=_placement(engine, wl, cq, assignment))
+    return Explanation(key, admissible=False, reason=placement_reason(engine, wl, cq, assignment))
 
 
 # ------------------------------------------------------------------------------------------ misconfigured
@@ -245,7 +231,7 @@ def _awaiting(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> WaitRea
     return WaitReason(
         code="awaiting_provisioning",
         message=(
-            f"Quota is reserved in {cq.name}; the job starts once admission check(s) {_names(checks)} pass "
+            f"Quota is reserved in {cq.name}; the job starts once admission check(s) {name_list(checks)} pass "
             "(capacity is being provisioned)."
         ),
         kueue_message=msg.NOT_ALL_CHECKS_READY,
@@ -255,32 +241,6 @@ def _awaiting(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> WaitRea
 
 
 # ------------------------------------------------------------------------------------------ never fits
-
-
-def _flavor_phrase(engine: Engine, att: dict) -> str:
-    why = att.get("why", "")
-    flavor = att.get("flavor", "")
-    if why == "undeclared":
-        return f"the queue offers no {att.get('resource')} at all"
-    if why == "not_found":
-        return f"flavor {flavor} does not exist"
-    if why == "tas_not_supported":
-        return f"flavor {flavor} has no topology (spec.topologyName), so a topology request cannot be honoured"
-    if why == "tas_only":
-        return f"flavor {flavor} is topology-aware only and the job has no topology request"
-    if why == "tas_level_missing":
-        return f"flavor {flavor}'s topology has no level the job asks for"
-    if why == "tas_cache_missing":
-        return f"flavor {flavor}'s Topology does not exist"
-    if why == "taint":
-        return f"flavor {flavor} is tainted and the job does not tolerate it"
-    if why == "affinity":
-        return f"the job's node selector/affinity excludes flavor {flavor}"
-    if why == "no_nodes":
-        return f"no node carries flavor {flavor}'s labels"
-    if why == "nodes_excluded":
-        return f"every node of flavor {flavor} is excluded by the job's node selector, affinity or tolerations"
-    return att.get("reason", "")
 
 
 def _never(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: FlavorAssignment) -> WaitReason | None:
@@ -313,7 +273,8 @@ def _never(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: F
         quota = cq.quotas.get(fr)
         limit = quota.borrowing_limit if quota is not None else None
         text = (
-            f"This job needs {msg.noun(res, info['request'], _label(engine, flavor))} but your team can get at most "
+            f"This job needs {msg.noun(res, info['request'], flavor_label(engine, flavor))} "
+            "but your team can get at most "
             f"{msg.qty(res, info['maximum'])} of them even with every other job gone "
             f"(nominal quota {msg.qty(res, quota.nominal if quota else 0)}"
             + (f", borrowing limit {msg.qty(res, limit)}" if limit is not None else "")
@@ -335,7 +296,7 @@ def _never(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: F
             },
         )
     if nomatch:
-        phrases = sorted({_flavor_phrase(engine, a) for a in nomatch})
+        phrases = sorted({flavor_phrase(engine, a) for a in nomatch})
         return WaitReason(
             code="no_matching_flavor",
             message="No hardware in your team's queue matches this job: " + "; ".join(phrases) + ".",
@@ -348,98 +309,7 @@ def _never(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: F
         )
     if not engine.pool.enabled:
         return None
-    return _never_placed(engine, wl, cq, assignment, kueue_message)
-
-
-def _preferred_flavors(psa: PodSetFlavors) -> dict[str, str]:
-    flavors = dict(psa.flavors)
-    if flavors:
-        return flavors
-    for attempts in psa.group_attempts:
-        for att in attempts:
-            if att.get("kind") != NO_MATCHING_FLAVOR and att.get("resources"):
-                for info in att["resources"]:
-                    flavors.setdefault(info["resource"], att["flavor"])
-                break
-    return flavors
-
-
-def _never_placed(
-    engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: FlavorAssignment, kueue_message: str
-) -> WaitReason | None:
-    for ps, psa in zip(wl.pod_sets, assignment.pod_sets, strict=False):
-        if not ps.per_pod or ps.count == 0:
-            continue
-        flavors = _preferred_flavors(psa)
-        if not flavors:
-            continue
-        req, topo = podset_request(engine, cq, ps, flavors)
-        res = engine.pool.place(req, empty=True, healthy=True)
-        if res.ok:
-            continue
-        flavor_names = sorted(set(flavors.values()))
-        fname = flavor_names[0] if len(flavor_names) == 1 else ", ".join(flavor_names)
-        if res.total_nodes == 0 or not res.free_units:
-            why = "no_nodes" if res.total_nodes == 0 else "nodes_excluded"
-            phrase = _flavor_phrase(engine, {"why": why, "flavor": fname})
-            return WaitReason(
-                code="no_matching_flavor",
-                message=f"No hardware matches this job: {phrase}.",
-                kueue_message=kueue_message,
-                kueue_reason=TOPOLOGY_PLACEMENT_FAILED if topo else NO_MATCHING_FLAVOR,
-                details={
-                    "clusterQueue": cq.name,
-                    "podSet": ps.name,
-                    "flavor": fname,
-                    "totalNodes": res.total_nodes,
-                    "excluded": dict(res.exclusions),
-                },
-            )
-        main = _main_resource(ps.per_pod)
-        per = ps.per_pod.get(main, 0)
-        biggest = max((n.capacity.get(main, 0) for n in engine.pool.flavor_nodes(req.node_labels)), default=0)
-        label = _label(engine, flavors.get(main, fname))
-        if per > biggest:
-            text = (
-                f"Each pod of this job needs {msg.noun(main, per, label)} but the largest node of flavor {fname} "
-                f"has {msg.qty(main, biggest)}. Split the job into more, smaller pods."
-            )
-        elif req.required:
-            text = (
-                f"This job needs {ps.count} pod(s) of {msg.noun(main, per, label)} in one {req.required}, "
-                f"but no {req.required} can ever hold more than {res.fit} of them. Relax the topology rule or "
-                "ask for fewer pods."
-            )
-        else:
-            total_units = sum(n.capacity.get(main, 0) for n in engine.pool.flavor_nodes(req.node_labels))
-            text = (
-                f"This job needs {msg.noun(main, per * ps.count, label)} in total, more than the "
-                f"{msg.qty(main, total_units)} that all nodes of flavor {fname} have."
-            )
-        return WaitReason(
-            code="exceeds_maximum",
-            message=text,
-            kueue_message=kueue_message,
-            kueue_reason=TOPOLOGY_PLACEMENT_FAILED if topo else EXCEEDS_MAX_QUOTA,
-            details={
-                "clusterQueue": cq.name,
-                "podSet": ps.name,
-                "flavor": fname,
-                "resource": main,
-                "perPod": per,
-                "count": ps.count,
-                "largestNode": biggest,
-                "fitEver": res.fit,
-            },
-        )
-    return None
-
-
-def _main_resource(per_pod: dict[str, int]) -> str:
-    devices = [r for r in per_pod if is_device_resource(r)]
-    if devices:
-        return devices[0]
-    return next(iter(per_pod), "")
+    return never_placed(engine, wl, cq, assignment, kueue_message)
 
 
 def _kueue_reason(assignment: FlavorAssignment) -> str:
@@ -562,7 +432,7 @@ def _quota(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: F
     used = node.usage.get(fr, 0)
     request = info["request"]
     available = max(0, info["available"])
-    label = _label(engine, flavor)
+    label = flavor_label(engine, flavor)
     details: dict[str, object] = {
         "clusterQueue": cq.name,
         "flavor": flavor,
@@ -650,92 +520,3 @@ def _binding_limit(node, fr) -> str:  # type: ignore[no-untyped-def]
             return cur.name
         cur = cur.parent
     return node.name
-
-
-# ------------------------------------------------------------------------------------------ placement
-
-
-def _placement(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: FlavorAssignment) -> WaitReason:
-    kueue_message = assignment.message()
-    failed = next(
-        (p for p in assignment.pod_sets if p.placement is not None and not p.placement.ok),
-        None,
-    )
-    if failed is None:
-        # Quota fits and nodes fit but no preemption path: report the queue state.
-        return WaitReason(
-            code="quota_exhausted",
-            message="This job cannot be admitted now and no lower-priority job can be preempted for it.",
-            kueue_message=kueue_message,
-            kueue_reason=WAITING_FOR_QUOTA,
-            details={"clusterQueue": cq.name},
-        )
-    ps = next(p for p in wl.pod_sets if p.name == failed.name)
-    req, topo = podset_request(engine, cq, ps, failed.flavors)
-    actual = engine.pool.place(req)
-    main = _main_resource(ps.per_pod)
-    per = ps.per_pod.get(main, 0)
-    need = per * ps.count
-    flavor = failed.flavors.get(main) or next(iter(failed.flavors.values()), "")
-    label = _label(engine, flavor)
-    kueue_reason = TOPOLOGY_PLACEMENT_FAILED if topo else ""
-    healthy = engine.pool.place(req, healthy=True)
-    details: dict[str, object] = {
-        "clusterQueue": cq.name,
-        "podSet": ps.name,
-        "flavor": flavor,
-        "resource": main,
-        "perPod": per,
-        "count": ps.count,
-        "needed": need,
-        "free": actual.free_units.get(main, 0),
-        "fit": actual.fit,
-        "totalNodes": actual.total_nodes,
-        "excluded": dict(actual.exclusions),
-    }
-    if healthy.ok:
-        sick = [n for n in engine.pool.flavor_nodes(req.node_labels) if n.health_excluded]
-        names = [n.name for n in sick]
-        excluded_units = sum(n.health_excluded_units(main) for n in sick)
-        notes = sorted({f"{n.name}: {n.health_note()}" for n in sick})
-        details.update({"unhealthyNodes": names, "excludedForHealth": excluded_units, "healthNotes": notes})
-        return WaitReason(
-            code="health_blocked",
-            message=(
-                f"The capacity this job needs exists but {msg.noun(main, excluded_units, label)} sit on node(s) "
-                f"excluded for health ({'; '.join(notes)}); once repaired this job can start. "
-                f"Free now: {msg.qty(main, actual.free_units.get(main, 0))}, needed: {msg.qty(main, need)}."
-            ),
-            kueue_message=kueue_message,
-            kueue_reason=kueue_reason,
-            details=details,
-        )
-    free = actual.free_units.get(main, 0)
-    if free >= need:
-        where = f"one {req.required}" if req.required else "the nodes"
-        text = (
-            f"{msg.noun(main, free, label)} are free in total, enough for this job's {msg.qty(main, need)}, "
-            f"but not together: no {req.required or 'set of nodes'} has room for all {ps.count} pod(s) of "
-            f"{msg.qty(main, per)} (at most {actual.fit} fit in {where})."
-        )
-        return WaitReason(
-            code="topology_fragmented",
-            message=text,
-            kueue_message=kueue_message,
-            kueue_reason=kueue_reason,
-            details=details,
-        )
-    total = sum(
-        n.allocatable.get(main, 0) for n in engine.pool.flavor_nodes(req.node_labels) if n.ready and not n.unschedulable
-    )
-    return WaitReason(
-        code="class_exhausted",
-        message=(
-            f"The {msg.noun(main, total, label)} on the nodes of flavor {flavor} are in use: "
-            f"{msg.qty(main, free)} free, this job needs {msg.qty(main, need)} "
-            f"({ps.count} pod(s) × {msg.qty(main, per)})."
-        ),
-        kueue_message=kueue_message,
-        kueue_reason=kueue_reason,
-        details=details,
-    )

@@ -114,7 +114,7 @@ def test_fragmented_topology_is_explained(page, live_server, shots):
     page.click("button[value=submit]")
     page.wait_for_url(re.compile(r"/jobs/\d+/$"))
     expect(page.locator("[data-code]")).to_have_text("topology_fragmented")
-    expect(page.locator("#main")).to_contain_text("not together")
+    expect(page.locator("#main")).to_contain_text("the largest free block on one node")
     expect(page.locator(".suggestions")).to_contain_text("Prefer one rack")
     page.screenshot(path=str(shots / "job-waiting.png"), full_page=True)
 

@@ -148,7 +148,12 @@ def test_health_blocked_names_nodes():
     reason = settle(s, 0).pending["a/j"]
     assert reason.code == "health_blocked"
     assert reason.details["unhealthyNodes"] == ["n2", "n3"]
-    assert "n2: XID 79 on GPU 3" in reason.message
+    assert reason.message == (
+        "The capacity this job needs exists, but part of it is out for health: 8 h100 GPUs on n2 are held back by "
+        "the health taint nvidia.com/gpu-xid-error=79:NoSchedule: XID 79 on GPU 3; 2 h100 GPUs on n3 are marked "
+        "unhealthy by the device plugin (capacity 8, allocatable 6). Free now on healthy devices: 6, needed: 16; "
+        "once repaired this job can start."
+    )
     assert reason.details["excludedForHealth"] == 10
 
 

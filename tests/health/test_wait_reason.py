@@ -73,3 +73,51 @@ def test_health_blocked_without_named_nodes_uses_the_class_flavors(pool):
     assert details["unhealthy"] == 1
     assert [d["device"] for d in details["excludedDevices"]] == [device.key]
     assert [t["id"] for t in details["repairTickets"]] == [ticket.pk]
+
+
+def test_device_plugin_gap_job_page_shows_the_engine_sentence(client, pool):
+    """3 of gpu-node-1's 4 GPUs out as the importer records a device plugin's allocatable drop; gpu-node-0 busy:
+    a 4-GPU job is health_blocked and its page shows the sentence naming the node and the numbers."""
+    reason = "node allocatable 1 < capacity 4 (device plugin marked devices unhealthy)"
+    other = pool.nodes[1]
+    Device.objects.filter(node=other, index__gte=1).update(health=HealthState.UNHEALTHY, health_reason=reason)
+    first = submit(pool, "first", at=0, devices=4)
+    tick(pool, 1)
+    tick(pool, 2)
+    first.refresh_from_db()
+    assert first.state == Job.State.RUNNING
+    assert first.allocations.first().device.node == pool.nodes[0]
+    second = submit(pool, "second", at=3, devices=4)
+    tick(pool, 4)
+    second.refresh_from_db()
+    assert second.wait_reason == WaitReason.HEALTH_BLOCKED
+    sentence = f"3 H100 GPUs on {other.name} are marked unhealthy by the device plugin (capacity 4, allocatable 1)"
+    diagnosis = job_diagnosis(second, now=pool.at(5))
+    assert sentence in diagnosis.message
+    assert "excluded for health:" not in diagnosis.message  # the importer's note only repeats the numbers
+    client.force_login(pool.user)
+    html = client.get(f"/jobs/{second.pk}/").content.decode()
+    assert sentence in html
+
+
+def test_fragmented_job_page_shows_the_largest_free_block(client, pool):
+    """Two 2-GPU jobs finish, one on each node: 4 GPUs free in total, 2 per node; a 4-GPU job is fragmented."""
+    short = [submit(pool, f"short-{i}", at=2 * i, devices=2, runtime=60) for i in range(2)]
+    long = [submit(pool, f"long-{i}", at=2 * i + 1, devices=2) for i in range(2)]
+    tick(pool, 5)
+    tick(pool, 6)
+    for job in short + long:
+        job.refresh_from_db()
+        assert job.state == Job.State.RUNNING
+    tick(pool, 200)
+    waiting = submit(pool, "wide", at=201, devices=4)
+    tick(pool, 202)
+    waiting.refresh_from_db()
+    assert waiting.state == Job.State.PENDING
+    assert waiting.wait_reason == WaitReason.TOPOLOGY_FRAGMENTED
+    sentence = "are free in total, enough for this job&#x27;s 4, but the largest free block on one node is 2"
+    client.force_login(pool.user)
+    html = client.get(f"/jobs/{waiting.pk}/").content.decode()
+    assert sentence in html
+    diagnosis = job_diagnosis(waiting, now=pool.at(203))
+    assert diagnosis.details["largestFreeBlock"] == 2
