@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -141,6 +142,8 @@ def _nominate(
 ) -> list[CycleEntry]:
     """Kueue's nomination: every head's flavor assignment and, when it needs preemption, its targets."""
     entries: list[CycleEntry] = []
+    # Heads per cohort tree: a capacity reservation can only matter to another head of the same tree.
+    per_tree = Counter(id(node_root(cq.node)) for cq, _ in heads)
     for cq, wl in heads:
         wl.note = None
         if (
@@ -148,9 +151,10 @@ def _nominate(
             and not cq.preempts
             and wl.group is not None
             and not may_fit(engine, cq, wl.group)
-            and not _may_reserve(cq, wl)
+            and not (per_tree[id(node_root(cq.node))] > 1 and _may_reserve(cq, wl))
         ):
-            # Exact shortcut: without preemption a head that fails this check is inadmissible.
+            # Exact shortcut: without preemption a head that fails this check is inadmissible (and, alone in its
+            # tree this cycle, whatever it would reserve holds nobody up).
             _inadmissible(engine, wl, cq, outcome)
             continue
         assignment = _assign(engine, wl, cq)
