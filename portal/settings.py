@@ -8,6 +8,7 @@ and the allowed hosts are set.
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -68,6 +69,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "django_htmx",
     "simple_history",
+    "axes",
     "portal",
     "pools",
     "queues",
@@ -85,6 +87,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "simple_history.middleware.HistoryRequestMiddleware",
+    # Last: turns a sign-in refused for too many failures into the lockout page (429).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -121,6 +125,27 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Sign-in lockout (django-axes; the portal's and the admin's sign-in pages): AXES_FAILURE_LIMIT failed sign-ins of
+# one username from one address lock that pair out for AXES_COOLOFF_MINUTES (429, the right password included);
+# a success before the limit forgets the failures.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = env.bool("AXES_ENABLED", default=True)
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_CLIENT_IP_CALLABLE = "kernel.net.client_ip"
+# Proxies in front of the portal that append to X-Forwarded-For (deploy/: the Ingress and the nginx sidecar, 2);
+# 0 reads REMOTE_ADDR only. The lockout and the API throttles key on the address these proxies saw.
+TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
+# The cache holds the API throttles' counts: local memory (per process) unless CACHE_URL names a shared one
+# (redis://…, as in production, so that every web worker counts together).
+CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -157,8 +182,19 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
-    "PAGE_SIZE": 50,
+    # Throttles (queues/api/throttling.py): anonymous calls and invalid tokens by address, token calls by token,
+    # session calls by user. A rate is "N/second|minute|hour|day"; empty turns that throttle off.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "queues.api.throttling.AnonymousThrottle",
+        "queues.api.throttling.TokenThrottle",
+        "queues.api.throttling.SessionUserThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env.str("API_THROTTLE_ANON", default="30/min") or None,
+        "bad_token": env.str("API_THROTTLE_BAD_TOKEN", default="10/min") or None,
+        "token": env.str("API_THROTTLE_TOKEN", default="600/min") or None,
+        "user": env.str("API_THROTTLE_USER", default="600/min") or None,
+    },
 }
 
 SPECTACULAR_SETTINGS = {

@@ -59,6 +59,18 @@ class PortalAPIMixin:
     def get_exception_handler(self):
         return api_exception_handler
 
+    def check_permissions(self, request: Request) -> None:
+        """Throttles first: an anonymous call is counted (and refused past its rate) before it is told to sign in."""
+        self.check_throttles(request)
+        super().check_permissions(request)
+
+    def check_throttles(self, request: Request) -> None:
+        """DRF's throttles, once per request (check_permissions runs them early)."""
+        if getattr(request, "_portal_throttled", False):
+            return
+        request._portal_throttled = True
+        super().check_throttles(request)
+
     def token(self) -> ApiToken | None:
         """The API token of the request, if it came with one."""
         auth = self.request.auth
