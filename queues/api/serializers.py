@@ -123,11 +123,13 @@ class JobSerializer(JobListSerializer):
         """The stored wait reason (see ``/wait-reason/`` for position, ETA and suggestions)."""
         if not job.wait_reason:
             return None
+        redactor = self.context.get("redactor")  # queues.privacy: other teams' jobs named by their team only
+        text = redactor.text if redactor is not None else str
         return {
             "code": job.wait_reason,
             "label": job.get_wait_reason_display(),
-            "message": job.wait_message,
-            "kueue_message": job.kueue_message,
+            "message": text(job.wait_message),
+            "kueue_message": text(job.kueue_message),
             "since": job.wait_since,
         }
 
@@ -210,7 +212,7 @@ class TimelineEntrySerializer(serializers.Serializer):
     label = serializers.CharField(source="event.get_kind_display")
     message = serializers.CharField()
     code = serializers.CharField()
-    details = serializers.DictField(source="event.details")
+    details = serializers.DictField()
     duration_seconds = serializers.SerializerMethodField()
     ongoing = serializers.BooleanField()
 
