@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "simple_history",
     "axes",
+    "csp",
     "portal",
     "pools",
     "queues",
@@ -79,10 +80,12 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "portal.middleware.PrivateCacheMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -175,6 +178,28 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = PRODUCTION
 SECURE_HSTS_PRELOAD = PRODUCTION
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy (django-csp): scripts only from the portal's own static files (no inline script, no
+# eval: htmx, plotly.js and the pages' scripts run under it); styles from the portal plus inline style attributes
+# and the <style> elements plotly.js adds for its charts; images from the portal and data: URIs (plotly's
+# mode bar); nothing may frame the portal. CSP_REPORT_ONLY=1 sends it as Content-Security-Policy-Report-Only.
+_CSP = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+if env.bool("CSP_REPORT_ONLY", default=False):
+    CONTENT_SECURITY_POLICY_REPORT_ONLY = _CSP
+else:
+    CONTENT_SECURITY_POLICY = _CSP
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -182,6 +207,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # JSON only: a form or multipart body cannot say null, which several fields take.
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     # Throttles (queues/api/throttling.py): anonymous calls and invalid tokens by address, token calls by token,
     # session calls by user. A rate is "N/second|minute|hour|day"; empty turns that throttle off.
     "DEFAULT_THROTTLE_CLASSES": [
@@ -202,6 +229,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Resource classes, jobs, wait reasons, timelines and feasibility checks.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "queues.api.schema.error_responses",
+    ],
 }
 
 # Celery: eager (in-process) when no broker is configured, as in tests and one-off commands.

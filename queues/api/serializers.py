@@ -88,8 +88,8 @@ class JobSerializer(JobListSerializer):
     """A job with everything it was submitted with and what happened to it."""
 
     cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    priority_class = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    assigned_flavor = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    priority_class = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    assigned_flavor = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     wait = serializers.SerializerMethodField()
 
     class Meta(JobListSerializer.Meta):

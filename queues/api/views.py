@@ -12,6 +12,7 @@ import dataclasses
 from urllib.parse import urlencode
 
 from django.shortcuts import get_object_or_404
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import exceptions, status, viewsets
@@ -113,6 +114,15 @@ class PortalAPIMixin:
 # --------------------------------------------------------------------------- jobs
 
 
+class JobPageSchema(AutoSchema):
+    """The job list answers one page object (results, next, previous), not a list of them."""
+
+    def _is_list_view(self, serializer=None) -> bool:
+        if getattr(self.view, "action", None) == "list":
+            return False
+        return super()._is_list_view(serializer)
+
+
 @extend_schema_view(
     list=extend_schema(
         summary="List jobs (newest first, cursor-paginated)",
@@ -139,6 +149,8 @@ class PortalAPIMixin:
 )
 class JobViewSet(PortalAPIMixin, viewsets.GenericViewSet):
     """Jobs of the caller's team(s)."""
+
+    schema = JobPageSchema()
 
     serializer_class = s.JobSerializer
     lookup_value_converter = "int"
