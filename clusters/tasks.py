@@ -27,9 +27,14 @@ def _kind(kind: str) -> list[int]:
 
 
 # --- jobs and policy, handed over by queues after its commits (clusters.port) ------------------------------------
+# Submitting and cancelling acknowledge their message only once done and hand it back when the worker dies
+# (``reject_on_worker_lost``): a killed worker loses no submission. Their bodies are idempotent: a re-run finds
+# the batch Job it created (by name and the portal's job-id label), and deleting a Job that is gone is no error.
 
 
-@shared_task(name="clusters.job_create", bind=True, ignore_result=True, max_retries=8)
+@shared_task(
+    name="clusters.job_create", bind=True, ignore_result=True, max_retries=8, acks_late=True, reject_on_worker_lost=True
+)
 def cluster_job_create(self, job_id: int) -> None:
     """Hand a new job to its cluster; retried with backoff while the cluster is unreachable."""
     job = Job.objects.select_related("cluster").filter(pk=job_id).first()
@@ -43,7 +48,9 @@ def cluster_job_create(self, job_id: int) -> None:
         raise self.retry(exc=exc, countdown=min(5 * 2**self.request.retries, 300)) from None
 
 
-@shared_task(name="clusters.job_delete", bind=True, ignore_result=True, max_retries=8)
+@shared_task(
+    name="clusters.job_delete", bind=True, ignore_result=True, max_retries=8, acks_late=True, reject_on_worker_lost=True
+)
 def cluster_job_delete(self, job_id: int) -> None:
     """Stop a cancelled job in its cluster; retried while the cluster is unreachable."""
     job = Job.objects.select_related("cluster").filter(pk=job_id).first()

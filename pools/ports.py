@@ -51,3 +51,35 @@ def quota_reader_register(reader: QuotaReader) -> None:
 def quota_reader() -> QuotaReader:
     """The registered quota reader (one that knows no quota when none is registered)."""
     return _reader
+
+
+# --------------------------------------------------------------------------- whose job names a viewer reads
+
+
+class JobVisibility(Protocol):
+    """Which teams' job names a viewer of the pool page may read (the rule is queues', in queues.privacy)."""
+
+    def job_teams_seen_by(self, user) -> frozenset[str] | None:
+        """Slugs of the teams whose job names ``user`` may read; ``None``: every team's."""
+
+
+class _NoJobNames:
+    """No queues app installed: nobody reads job names, only teams."""
+
+    def job_teams_seen_by(self, user) -> frozenset[str] | None:
+        """No team."""
+        return frozenset()
+
+
+_visibility: JobVisibility = _NoJobNames()
+
+
+def job_visibility_register(visibility: JobVisibility) -> None:
+    """Install the job-visibility rule (called once at start-up by the app that owns the teams)."""
+    global _visibility
+    _visibility = visibility
+
+
+def job_visibility() -> JobVisibility:
+    """The registered job-visibility rule (one that shows no job names when none is registered)."""
+    return _visibility

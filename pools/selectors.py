@@ -274,9 +274,11 @@ def node_capacity_page(
     problems_only: bool = False,
     page: int = 1,
     per_page: int = 50,
+    job_teams: frozenset[str] | None = frozenset(),
 ) -> NodePage:
     """One page of present nodes with their counts and device grids, in a bounded number of queries; how many nodes
-    match the filters and how many there are (in the cluster) come from one aggregate."""
+    match the filters and how many there are (in the cluster) come from one aggregate. A device's job is named
+    (team/name) for the ``job_teams`` only (``None``: every team), else by its team alone (tenant privacy)."""
     nodes = Node.objects.filter(gone_at__isnull=True).select_related("cluster", "flavor")
     if cluster is not None:
         nodes = nodes.filter(cluster=cluster)
@@ -297,7 +299,7 @@ def node_capacity_page(
         ]
     )
     return NodePage(
-        nodes=[_node_capacity(n) for n in page_nodes],
+        nodes=[_node_capacity(n, job_teams=job_teams) for n in page_nodes],
         total_nodes=total,
         page=page,
         num_pages=num_pages,
@@ -305,14 +307,21 @@ def node_capacity_page(
     )
 
 
-def _node_capacity(node: Node) -> NodeCapacity:
-    """Counts and grid of one node from its prefetched devices."""
+def _job_label(job, job_teams: frozenset[str] | None) -> str:
+    """``team/name`` of a job holding a device, or only its team for a viewer outside it (tenant privacy)."""
+    if job_teams is None or job.team.slug in job_teams:
+        return f"{job.team.slug}/{job.name}"
+    return f"a job of team {job.team.slug}"
+
+
+def _node_capacity(node: Node, *, job_teams: frozenset[str] | None) -> NodeCapacity:
+    """Counts and grid of one node from its prefetched devices; job names of the ``job_teams`` only (None: all)."""
     cap = NodeCapacity(node=node)
     cells: dict[int, DeviceCell] = {}
     for device in node.present_devices:
         allocs = device.open_allocations
         busy = bool(allocs)
-        label = f"{allocs[0].job.team.slug}/{allocs[0].job.name}" if allocs else ""
+        label = _job_label(allocs[0].job, job_teams) if allocs else ""
         cells[device.pk] = DeviceCell(device=device, state=_cell_state(device, node, busy), job_label=label)
         if device.resource_name:
             unusable = device.health not in USABLE_HEALTH or not node.ready

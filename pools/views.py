@@ -12,6 +12,7 @@ from django.views.decorators.vary import vary_on_headers
 from kernel.htmx import htmx_login_required, wants_fragment
 from pools import selectors
 from pools.models import Cluster, ResourceClass, ResourceFlavor
+from pools.ports import job_visibility
 
 #: Nodes per page of the overview's node list (totals are over every node the filters keep, on all pages).
 NODES_PER_PAGE = 50
@@ -94,7 +95,10 @@ def overview(request: HttpRequest) -> HttpResponse:
     filters = form.filters()
     cluster = filters["cluster"]
     node_page = selectors.node_capacity_page(
-        **filters, page=_page_number(request.GET.get("page")), per_page=NODES_PER_PAGE
+        **filters,
+        page=_page_number(request.GET.get("page")),
+        per_page=NODES_PER_PAGE,
+        job_teams=job_visibility().job_teams_seen_by(request.user),  # other teams' jobs: team only
     )
     flavors = selectors.flavor_capacity(**filters)
     rc = filters["resource_class"]

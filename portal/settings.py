@@ -8,6 +8,7 @@ and the allowed hosts are set.
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -68,6 +69,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "django_htmx",
     "simple_history",
+    "axes",
+    "csp",
     "portal",
     "pools",
     "queues",
@@ -77,14 +80,18 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "portal.middleware.PrivateCacheMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "simple_history.middleware.HistoryRequestMiddleware",
+    # Last: turns a sign-in refused for too many failures into the lockout page (429).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -121,6 +128,27 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Sign-in lockout (django-axes; the portal's and the admin's sign-in pages): AXES_FAILURE_LIMIT failed sign-ins of
+# one username from one address lock that pair out for AXES_COOLOFF_MINUTES (429, the right password included);
+# a success before the limit forgets the failures.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = env.bool("AXES_ENABLED", default=True)
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_CLIENT_IP_CALLABLE = "kernel.net.client_ip"
+# Proxies in front of the portal that append to X-Forwarded-For (deploy/: the Ingress and the nginx sidecar, 2);
+# 0 reads REMOTE_ADDR only. The lockout and the API throttles key on the address these proxies saw.
+TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
+# The cache holds the API throttles' counts: local memory (per process) unless CACHE_URL names a shared one
+# (redis://…, as in production, so that every web worker counts together).
+CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -150,6 +178,28 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = PRODUCTION
 SECURE_HSTS_PRELOAD = PRODUCTION
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy (django-csp): scripts only from the portal's own static files (no inline script, no
+# eval: htmx, plotly.js and the pages' scripts run under it); styles from the portal plus inline style attributes
+# and the <style> elements plotly.js adds for its charts; images from the portal and data: URIs (plotly's
+# mode bar); nothing may frame the portal. CSP_REPORT_ONLY=1 sends it as Content-Security-Policy-Report-Only.
+_CSP = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+if env.bool("CSP_REPORT_ONLY", default=False):
+    CONTENT_SECURITY_POLICY_REPORT_ONLY = _CSP
+else:
+    CONTENT_SECURITY_POLICY = _CSP
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -157,8 +207,21 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
-    "PAGE_SIZE": 50,
+    # JSON only: a form or multipart body cannot say null, which several fields take.
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # Throttles (queues/api/throttling.py): anonymous calls and invalid tokens by address, token calls by token,
+    # session calls by user. A rate is "N/second|minute|hour|day"; empty turns that throttle off.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "queues.api.throttling.AnonymousThrottle",
+        "queues.api.throttling.TokenThrottle",
+        "queues.api.throttling.SessionUserThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env.str("API_THROTTLE_ANON", default="30/min") or None,
+        "bad_token": env.str("API_THROTTLE_BAD_TOKEN", default="10/min") or None,
+        "token": env.str("API_THROTTLE_TOKEN", default="600/min") or None,
+        "user": env.str("API_THROTTLE_USER", default="600/min") or None,
+    },
 }
 
 SPECTACULAR_SETTINGS = {
@@ -166,6 +229,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Resource classes, jobs, wait reasons, timelines and feasibility checks.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "queues.api.schema.error_responses",
+    ],
 }
 
 # Celery: eager (in-process) when no broker is configured, as in tests and one-off commands.

@@ -19,3 +19,5 @@ urlpatterns = [
     path("api/", include("queues.api.urls")),
     path("", include("queues.urls")),
 ]
+
+handler404 = "portal.views.not_found"

@@ -514,6 +514,7 @@ class TimelineEntry:
     duration: timedelta | None
     ongoing: bool
     message: str = ""
+    details: dict = field(default_factory=dict)
 
     @property
     def code(self) -> str:
@@ -525,8 +526,9 @@ class TimelineEntry:
 _PASSING_KINDS = {JobEvent.Kind.NOTE, JobEvent.Kind.CHECKPOINT_REQUESTED, JobEvent.Kind.PREEMPTING}
 
 
-def job_timeline(job: Job, *, now: datetime | None = None) -> list[TimelineEntry]:
-    """Every event of the job in order, each with the time until the next event that changed something."""
+def job_timeline(job: Job, *, now: datetime | None = None, redactor=None) -> list[TimelineEntry]:
+    """Every event of the job in order, each with the time until the next event that changed something; with a
+    ``redactor`` (queues.privacy), other teams' jobs named as their team only."""
     now = now or timezone.now()
     events = list(job.events.order_by("at", "id"))
     levels = sorted({lv for levels in Topology.objects.values_list("levels", flat=True) for lv in levels}, key=len)
@@ -539,8 +541,17 @@ def job_timeline(job: Job, *, now: datetime | None = None) -> list[TimelineEntry
         message = event.message
         for level in reversed(levels):  # longest first
             message = message.replace(level, level_label(level))
+        details = dict(event.details or {})
+        if redactor is not None:
+            message, details = redactor.text(message), redactor.details(details)
         entries.append(
-            TimelineEntry(event=event, duration=(end - event.at) if end else None, ongoing=ongoing, message=message)
+            TimelineEntry(
+                event=event,
+                duration=(end - event.at) if end else None,
+                ongoing=ongoing,
+                message=message,
+                details=details,
+            )
         )
     return entries
 

@@ -7,6 +7,7 @@ answer HTTP 286 once nothing on them can change any more.
 
 from __future__ import annotations
 
+import dataclasses
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -29,6 +30,7 @@ from queues import selectors as sel
 from queues.forms import JobFilterForm, JobSubmitForm, job_initial
 from queues.models import Job, Team
 from queues.ports import ClusterUnreachable, cluster_port, job_cost_port
+from queues.privacy import redactor_for
 
 #: Session key of the team the researcher is working as.
 SESSION_TEAM = "queues.current_team"
@@ -121,6 +123,12 @@ def _form_initial(request: HttpRequest) -> dict:
     return initial
 
 
+def _private(request: HttpRequest, feasibility: diagnosis.Feasibility) -> diagnosis.Feasibility:
+    """The check's answer with other teams' jobs named as their team only (queues.privacy)."""
+    redactor = redactor_for(request.user)
+    return dataclasses.replace(feasibility, verdict=redactor.fields(feasibility.verdict))
+
+
 @require_http_methods(["GET", "POST"])
 @htmx_login_required
 @vary_on_headers("HX-Request")
@@ -140,7 +148,8 @@ def job_submit(request: HttpRequest) -> HttpResponse:
                 if errors:
                     form.add_service_errors(errors)
                 else:
-                    feasibility = diagnosis.spec_feasibility(owner=request.user, team=team, spec=spec)
+                    found = diagnosis.spec_feasibility(owner=request.user, team=team, spec=spec)
+                    feasibility = _private(request, found)
             else:
                 try:
                     job = services.job_submit(owner=request.user, team=team, spec=spec)
@@ -181,7 +190,8 @@ def job_feasibility(request: HttpRequest) -> HttpResponse:
         if errors:
             form.add_service_errors(errors)
         else:
-            feasibility = diagnosis.spec_feasibility(owner=request.user, team=team, spec=spec)
+            found = diagnosis.spec_feasibility(owner=request.user, team=team, spec=spec)
+            feasibility = _private(request, found)
     else:
         form.add_remaining_errors()
     context.update(
@@ -249,12 +259,13 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     now = timezone.now()
     context = _base_context(request)
     cost_port = job_cost_port()
+    redactor = redactor_for(request.user, teams=context["teams"])  # other teams' jobs appear as their team only
     context.update(
         job=job,
         can_act=sel.may_act_on_job(request.user, job),
         in_job_team=job.team in context["teams"],
-        diagnosis=diagnosis.job_diagnosis(job, now=now),
-        timeline=sel.job_timeline(job, now=now),
+        diagnosis=redactor.fields(diagnosis.job_diagnosis(job, now=now)),
+        timeline=sel.job_timeline(job, now=now, redactor=redactor),
         # GPU-hours and cost as metered (billing, above queues, answers through its port; absent without it).
         cost=cost_port.job_cost(job_id=job.pk) if cost_port is not None and job.started_at else None,
         billing=cost_port is not None,
@@ -284,7 +295,8 @@ def job_run(request: HttpRequest, pk: int) -> HttpResponse:
     except ClusterUnreachable as exc:
         context["logs_error"] = exc.message
     try:
-        context["events"] = port.job_events(job_id=job.pk)
+        redactor = redactor_for(request.user)
+        context["events"] = [redactor.fields(e, ("message",)) for e in port.job_events(job_id=job.pk)]
     except ClusterUnreachable as exc:
         context["events_error"] = exc.message
     context["utilisation"] = job_run_util.job_utilisation(job, now=context["fetched_at"])

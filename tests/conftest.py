@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from django.core.cache import caches
 from django.db import connection
 from hypothesis import settings as hypothesis_settings
 
@@ -16,6 +17,14 @@ from tests.fixtures import REFERENCE
 hypothesis_settings.register_profile("repeatable", derandomize=True, database=None)
 hypothesis_settings.register_profile("explore")
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Each test starts with an empty cache: the API throttles count in it."""
+    caches["default"].clear()
+    yield
+    caches["default"].clear()
 
 
 @pytest.fixture

@@ -88,8 +88,8 @@ class JobSerializer(JobListSerializer):
     """A job with everything it was submitted with and what happened to it."""
 
     cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    priority_class = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    assigned_flavor = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    priority_class = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    assigned_flavor = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     wait = serializers.SerializerMethodField()
 
     class Meta(JobListSerializer.Meta):
@@ -123,11 +123,13 @@ class JobSerializer(JobListSerializer):
         """The stored wait reason (see ``/wait-reason/`` for position, ETA and suggestions)."""
         if not job.wait_reason:
             return None
+        redactor = self.context.get("redactor")  # queues.privacy: other teams' jobs named by their team only
+        text = redactor.text if redactor is not None else str
         return {
             "code": job.wait_reason,
             "label": job.get_wait_reason_display(),
-            "message": job.wait_message,
-            "kueue_message": job.kueue_message,
+            "message": text(job.wait_message),
+            "kueue_message": text(job.kueue_message),
             "since": job.wait_since,
         }
 
@@ -210,7 +212,7 @@ class TimelineEntrySerializer(serializers.Serializer):
     label = serializers.CharField(source="event.get_kind_display")
     message = serializers.CharField()
     code = serializers.CharField()
-    details = serializers.DictField(source="event.details")
+    details = serializers.DictField()
     duration_seconds = serializers.SerializerMethodField()
     ongoing = serializers.BooleanField()
 

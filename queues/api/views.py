@@ -8,9 +8,11 @@ the portal's team switcher. Another team's job is not found (404). ``DomainError
 
 from __future__ import annotations
 
+import dataclasses
 from urllib.parse import urlencode
 
 from django.shortcuts import get_object_or_404
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import exceptions, status, viewsets
@@ -30,6 +32,7 @@ from queues.api.authentication import TeamTokenAuthentication
 from queues.api.tokens import api_token_create, api_token_revoke
 from queues.forms import JobFilterForm
 from queues.models import ApiToken, Job, Team
+from queues.privacy import redactor_for
 from queues.views import SESSION_TEAM
 
 TEAM_PARAM = OpenApiParameter(
@@ -58,6 +61,18 @@ class PortalAPIMixin:
 
     def get_exception_handler(self):
         return api_exception_handler
+
+    def check_permissions(self, request: Request) -> None:
+        """Throttles first: an anonymous call is counted (and refused past its rate) before it is told to sign in."""
+        self.check_throttles(request)
+        super().check_permissions(request)
+
+    def check_throttles(self, request: Request) -> None:
+        """DRF's throttles, once per request (check_permissions runs them early)."""
+        if getattr(request, "_portal_throttled", False):
+            return
+        request._portal_throttled = True
+        super().check_throttles(request)
 
     def token(self) -> ApiToken | None:
         """The API token of the request, if it came with one."""
@@ -99,6 +114,15 @@ class PortalAPIMixin:
 # --------------------------------------------------------------------------- jobs
 
 
+class JobPageSchema(AutoSchema):
+    """The job list answers one page object (results, next, previous), not a list of them."""
+
+    def _is_list_view(self, serializer=None) -> bool:
+        if getattr(self.view, "action", None) == "list":
+            return False
+        return super()._is_list_view(serializer)
+
+
 @extend_schema_view(
     list=extend_schema(
         summary="List jobs (newest first, cursor-paginated)",
@@ -126,6 +150,8 @@ class PortalAPIMixin:
 class JobViewSet(PortalAPIMixin, viewsets.GenericViewSet):
     """Jobs of the caller's team(s)."""
 
+    schema = JobPageSchema()
+
     serializer_class = s.JobSerializer
     lookup_value_converter = "int"
 
@@ -136,6 +162,10 @@ class JobViewSet(PortalAPIMixin, viewsets.GenericViewSet):
 
     def get_object(self) -> Job:
         return get_object_or_404(self.get_queryset(), pk=self.kwargs["pk"])
+
+    def _private(self) -> dict:
+        """Serializer context: the caller's redactor (queues.privacy)."""
+        return {"redactor": redactor_for(self.request.user)}
 
     def list(self, request: Request) -> Response:
         team = self.api_team()
@@ -164,7 +194,7 @@ class JobViewSet(PortalAPIMixin, viewsets.GenericViewSet):
         )
 
     def retrieve(self, request: Request, pk: str) -> Response:
-        return Response(s.JobSerializer(self.get_object()).data)
+        return Response(s.JobSerializer(self.get_object(), context=self._private()).data)
 
     def create(self, request: Request) -> Response:
         body = s.JobSubmitSerializer(data=request.data)
@@ -178,25 +208,27 @@ class JobViewSet(PortalAPIMixin, viewsets.GenericViewSet):
         job = Job.objects.select_related(
             "team", "owner", "cluster", "resource_class", "priority_class", "assigned_flavor"
         ).get(pk=job.pk)
-        return Response(s.JobSerializer(job).data, status=status.HTTP_201_CREATED)
+        return Response(s.JobSerializer(job, context=self._private()).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(summary="Cancel a job", request=None, responses={200: s.JobSerializer, 409: OpenApiTypes.OBJECT})
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str) -> Response:
         job = services.job_cancel(job=self.get_object(), user=request.user)
-        return Response(s.JobSerializer(job).data)
+        return Response(s.JobSerializer(job, context=self._private()).data)
 
     @extend_schema(
         summary="Why the job waits: reason, since, position, ETA, suggestions", responses=s.DiagnosisSerializer
     )
     @action(detail=True, methods=["get"], url_path="wait-reason")
     def wait_reason(self, request: Request, pk: str) -> Response:
-        return Response(s.DiagnosisSerializer(diagnosis.job_diagnosis(self.get_object())).data)
+        found = redactor_for(request.user).fields(diagnosis.job_diagnosis(self.get_object()))
+        return Response(s.DiagnosisSerializer(found).data)
 
     @extend_schema(summary="The job's timeline", responses=s.TimelineEntrySerializer(many=True))
     @action(detail=True, methods=["get"])
     def timeline(self, request: Request, pk: str) -> Response:
-        return Response(s.TimelineEntrySerializer(sel.job_timeline(self.get_object()), many=True).data)
+        entries = sel.job_timeline(self.get_object(), redactor=redactor_for(request.user))
+        return Response(s.TimelineEntrySerializer(entries, many=True).data)
 
 
 class FeasibilityView(PortalAPIMixin, APIView):
@@ -216,6 +248,7 @@ class FeasibilityView(PortalAPIMixin, APIView):
         if errors:
             raise ValidationFailed(errors)
         result = diagnosis.spec_feasibility(owner=request.user, team=team, spec=spec)
+        result = dataclasses.replace(result, verdict=redactor_for(request.user).fields(result.verdict))
         return Response(s.FeasibilitySerializer(result).data)
 
 
