@@ -61,9 +61,9 @@ def victims(s) -> set[tuple[str, str]]:
 
 FS = "InCohortFairSharing"
 IN_CQ = "InClusterQueue"
-#: Current Kueue (main, the v1beta2 test helpers) reports a victim taken while the preemptor's ClusterQueue stays
-#: within its nominal quota as InCohortReclamation; releases up to v0.13 wrote InCohortFairSharing for every
-#: fair-sharing victim. The engine follows main.
+#: Current Kueue (main, tests on the v1beta2 helpers) reports a victim taken while the preemptor's ClusterQueue
+#: stays within its nominal quota as InCohortReclamation; older releases (tests on the v1beta1 helpers) wrote
+#: InCohortFairSharing for every fair-sharing victim. The engine follows main.
 RECLAIM = "InCohortReclamation"
 LTE = "LessThanOrEqualToFinalShare"
 LTI = "LessThanInitialShare"
