@@ -18,6 +18,7 @@ clusters whose overdue jobs are assumed to end "within a minute from now".
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -48,9 +49,26 @@ from queues.models import CatalogueEstimate, ClusterDiagnosis, Job, JobDiagnosis
 
 #: Stored diagnoses older than this are recomputed even when no change was counted.
 DIAGNOSIS_MAX_AGE = timedelta(minutes=10)
+#: The stored verdict and ETA, in the order of ``_content``.
+_CONTENT_FIELDS = (
+    "admissible",
+    "preempting",
+    "code",
+    "message",
+    "kueue_message",
+    "details",
+    "eta_starts_now",
+    "eta_p50",
+    "eta_p90",
+    "eta_method",
+    "eta_samples",
+)
+#: Rows per statement when the refresh writes or deletes rows.
+STORE_BATCH = 500
 _ROW_FIELDS = [
     "state_version",
     "computed_at",
+    "digest",
     "admissible",
     "preempting",
     "code",
@@ -109,46 +127,81 @@ def cluster_diagnosis_refresh(
         etas[key] = eta_at(ctx, admitted_at[key], team=ctx.inp.jobs_by_key[key].team)
     compute = time.process_time() - started
     started = time.process_time()
-    rows = [_row(ctx.inp.jobs_by_key[key], verdicts[key], etas[key], version=version, now=now) for key in pending]
-    with transaction.atomic():
-        JobDiagnosis.objects.bulk_create(
-            rows,
-            batch_size=500,
-            update_conflicts=True,
-            unique_fields=["job"],
-            update_fields=_ROW_FIELDS,
-        )
-        JobDiagnosis.objects.filter(job__cluster=cluster, state_version__lt=version).delete()
-        ClusterDiagnosis.objects.update_or_create(
-            cluster=cluster,
-            defaults={"state_version": version, "computed_at": now, "jobs": len(rows), "compute_seconds": compute},
-        )
+    _store(cluster, ctx, pending, verdicts, etas, version=version, now=now, compute=compute)
     return RefreshResult(
         version=version,
-        jobs=len(rows),
+        jobs=len(pending),
         compute_seconds=compute,
         store_seconds=time.process_time() - started,
         ctx=ctx,
     )
 
 
-def _row(job: Job, verdict: Verdict, eta: Eta, *, version: int, now: datetime) -> JobDiagnosis:
+def _store(
+    cluster: Cluster,
+    ctx: EngineContext,
+    pending: list[str],
+    verdicts: dict[str, Verdict],
+    etas: dict[str, Eta],
+    *,
+    version: int,
+    now: datetime,
+    compute: float,
+) -> None:
+    """Write the refresh: every row moves to ``version`` (one UPDATE, suggestions reset), and only the rows whose
+    verdict or ETA changed (by their digest) or that are new are written out; rows of jobs no longer pending go.
+    """
+    fresh: dict[int, tuple[str, tuple]] = {}
+    for key in pending:
+        content = _content(verdicts[key], etas[key])
+        digest = hashlib.blake2b(repr(content).encode(), digest_size=16).hexdigest()
+        fresh[ctx.inp.jobs_by_key[key].pk] = (digest, content)
+    stored = dict(JobDiagnosis.objects.filter(job__cluster=cluster).values_list("job_id", "digest"))
+    gone = [pk for pk in stored if pk not in fresh]
+    changed = [
+        _row(pk, content, digest, version=version, now=now)
+        for pk, (digest, content) in fresh.items()
+        if stored.get(pk) != digest
+    ]
+    with transaction.atomic():
+        for i in range(0, len(gone), STORE_BATCH):
+            JobDiagnosis.objects.filter(job_id__in=gone[i : i + STORE_BATCH]).delete()
+        rows = JobDiagnosis.objects.filter(job__cluster=cluster)
+        rows.update(state_version=version, computed_at=now, suggestions=None)
+        JobDiagnosis.objects.bulk_create(
+            changed, batch_size=STORE_BATCH, update_conflicts=True, unique_fields=["job"], update_fields=_ROW_FIELDS
+        )
+        ClusterDiagnosis.objects.update_or_create(
+            cluster=cluster,
+            defaults={"state_version": version, "computed_at": now, "jobs": len(fresh), "compute_seconds": compute},
+        )
+
+
+def _content(verdict: Verdict, eta: Eta) -> tuple:
+    """What a row stores of a verdict and an ETA, in ``_CONTENT_FIELDS`` order (its digest decides a rewrite)."""
+    return (
+        verdict.admissible,
+        bool(verdict.preemption_targets),
+        verdict.code,
+        verdict.message,
+        verdict.kueue_message,
+        verdict.details,
+        eta.starts_now,
+        eta.p50,
+        eta.p90,
+        eta.method,
+        eta.samples,
+    )
+
+
+def _row(job_id: int, content: tuple, digest: str, *, version: int, now: datetime) -> JobDiagnosis:
     return JobDiagnosis(
-        job=job,
+        job_id=job_id,
         state_version=version,
         computed_at=now,
-        admissible=verdict.admissible,
-        preempting=bool(verdict.preemption_targets),
-        code=verdict.code,
-        message=verdict.message,
-        kueue_message=verdict.kueue_message,
-        details=verdict.details,
-        eta_starts_now=eta.starts_now,
-        eta_p50=eta.p50,
-        eta_p90=eta.p90,
-        eta_method=eta.method,
-        eta_samples=eta.samples,
         suggestions=None,
+        digest=digest,
+        **dict(zip(_CONTENT_FIELDS, content, strict=True)),
     )
 
 
