@@ -44,6 +44,7 @@ from queues.diagnosis_context import (
     verdict_of,
 )
 from queues.diagnosis_suggestions import suggestions_for
+from queues.engine.gc_pacing import fewer_collections
 from queues.engine_input import ts, workload_key
 from queues.models import CatalogueEstimate, ClusterDiagnosis, Job, JobDiagnosis
 
@@ -95,6 +96,7 @@ class RefreshResult:
     ctx: EngineContext | None = field(default=None, repr=False)
 
 
+@fewer_collections()  # tens of thousands of short-lived objects: fewer young-generation collections
 def cluster_diagnosis_refresh(
     cluster: Cluster, *, now: datetime | None = None, version: int | None = None
 ) -> RefreshResult:
