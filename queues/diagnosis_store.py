@@ -18,13 +18,14 @@ clusters whose overdue jobs are assumed to end "within a minute from now".
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import connection, models, transaction
 from django.utils import timezone
 
 from pools.models import Cluster
@@ -66,23 +67,6 @@ _CONTENT_FIELDS = (
 )
 #: Rows per statement when the refresh writes or deletes rows.
 STORE_BATCH = 500
-_ROW_FIELDS = [
-    "state_version",
-    "computed_at",
-    "digest",
-    "admissible",
-    "preempting",
-    "code",
-    "message",
-    "kueue_message",
-    "details",
-    "eta_starts_now",
-    "eta_p50",
-    "eta_p90",
-    "eta_method",
-    "eta_samples",
-    "suggestions",
-]
 
 
 @dataclass
@@ -94,6 +78,7 @@ class RefreshResult:
     compute_seconds: float
     store_seconds: float
     ctx: EngineContext | None = field(default=None, repr=False)
+    written: int = 0  # rows whose verdict or ETA changed (or new), written out
 
 
 @fewer_collections()  # tens of thousands of short-lived objects: fewer young-generation collections
@@ -129,13 +114,14 @@ def cluster_diagnosis_refresh(
         etas[key] = eta_at(ctx, admitted_at[key], team=ctx.inp.jobs_by_key[key].team)
     compute = time.process_time() - started
     started = time.process_time()
-    _store(cluster, ctx, pending, verdicts, etas, version=version, now=now, compute=compute)
+    written = _store(cluster, ctx, pending, verdicts, etas, version=version, now=now, compute=compute)
     return RefreshResult(
         version=version,
         jobs=len(pending),
         compute_seconds=compute,
         store_seconds=time.process_time() - started,
         ctx=ctx,
+        written=written,
     )
 
 
@@ -149,9 +135,10 @@ def _store(
     version: int,
     now: datetime,
     compute: float,
-) -> None:
+) -> int:
     """Write the refresh: every row moves to ``version`` (one UPDATE, suggestions reset), and only the rows whose
-    verdict or ETA changed (by their digest) or that are new are written out; rows of jobs no longer pending go.
+    verdict or ETA changed (by their digest) or that are new are written out (their number is returned); rows of
+    jobs no longer pending go.
     """
     fresh: dict[int, tuple[str, tuple]] = {}
     for key in pending:
@@ -161,7 +148,7 @@ def _store(
     stored = dict(JobDiagnosis.objects.filter(job__cluster=cluster).values_list("job_id", "digest"))
     gone = [pk for pk in stored if pk not in fresh]
     changed = [
-        _row(pk, content, digest, version=version, now=now)
+        (pk, version, now, None, digest, *content)
         for pk, (digest, content) in fresh.items()
         if stored.get(pk) != digest
     ]
@@ -170,13 +157,13 @@ def _store(
             JobDiagnosis.objects.filter(job_id__in=gone[i : i + STORE_BATCH]).delete()
         rows = JobDiagnosis.objects.filter(job__cluster=cluster)
         rows.update(state_version=version, computed_at=now, suggestions=None)
-        JobDiagnosis.objects.bulk_create(
-            changed, batch_size=STORE_BATCH, update_conflicts=True, unique_fields=["job"], update_fields=_ROW_FIELDS
-        )
+        for i in range(0, len(changed), STORE_BATCH):
+            _upsert(changed[i : i + STORE_BATCH])
         ClusterDiagnosis.objects.update_or_create(
             cluster=cluster,
             defaults={"state_version": version, "computed_at": now, "jobs": len(fresh), "compute_seconds": compute},
         )
+    return len(changed)
 
 
 def _content(verdict: Verdict, eta: Eta) -> tuple:
@@ -196,15 +183,44 @@ def _content(verdict: Verdict, eta: Eta) -> tuple:
     )
 
 
-def _row(job_id: int, content: tuple, digest: str, *, version: int, now: datetime) -> JobDiagnosis:
-    return JobDiagnosis(
-        job_id=job_id,
-        state_version=version,
-        computed_at=now,
-        suggestions=None,
-        digest=digest,
-        **dict(zip(_CONTENT_FIELDS, content, strict=True)),
+#: The columns ``_upsert`` writes, in the order of its rows.
+_UPSERT_FIELDS = ("job", "state_version", "computed_at", "suggestions", "digest", *_CONTENT_FIELDS)
+
+
+def _upsert(rows: list[tuple]) -> None:
+    """Insert or overwrite ``JobDiagnosis`` rows (values in ``_UPSERT_FIELDS`` order) in one ``executemany``.
+
+    ``bulk_create(update_conflicts=True)`` spends about 0.1 ms of Python per row building the statement (1 s at
+    10,000 rows); here each value goes through the backend's own adapter for its column (datetimes, JSON) and one
+    ``INSERT … ON CONFLICT (job_id) DO UPDATE`` statement is sent for the batch (SQLite and PostgreSQL both).
+    """
+    if not rows:
+        return
+    ops = connection.ops
+    fields = [JobDiagnosis._meta.get_field(name) for name in _UPSERT_FIELDS]
+    adapters = []
+    for f in fields:
+        if isinstance(f, models.DateTimeField):
+            adapters.append(ops.adapt_datetimefield_value)
+        elif isinstance(f, models.JSONField):
+            adapters.append(functools.partial(_adapt_json, encoder=f.encoder))
+        else:
+            adapters.append(None)
+    params = [
+        [v if adapt is None or v is None else adapt(v) for v, adapt in zip(row, adapters, strict=True)] for row in rows
+    ]
+    columns = [ops.quote_name(f.column) for f in fields]
+    sql = (
+        f"INSERT INTO {ops.quote_name(JobDiagnosis._meta.db_table)} ({', '.join(columns)}) "
+        f"VALUES ({', '.join(['%s'] * len(columns))}) "
+        f"ON CONFLICT ({columns[0]}) DO UPDATE SET {', '.join(f'{c} = EXCLUDED.{c}' for c in columns[1:])}"
     )
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
+
+
+def _adapt_json(value: object, *, encoder) -> object:  # type: ignore[no-untyped-def]
+    return connection.ops.adapt_json_value(value, encoder)
 
 
 @dataclass
