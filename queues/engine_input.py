@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Count, F, Min, Q, QuerySet
+from django.db.models import Count, F, Min, Prefetch, Q, QuerySet
 
 from kernel.quantity import parse_quantity
 from pools.models import (
@@ -440,6 +440,14 @@ def _engine_jobs(cluster: Cluster, *, teams: dict[int, Team], priority_classes: 
     return jobs
 
 
+def _classes_facts(class_ids: set[int]) -> dict[int, ClassFacts]:
+    """The engine facts of these classes (two queries: the classes, their flavor links with the flavors)."""
+    if not class_ids:
+        return {}
+    links = Prefetch("flavor_links", queryset=ResourceClassFlavor.objects.select_related("flavor"))
+    return {rc.pk: class_facts(rc) for rc in ResourceClass.objects.filter(pk__in=class_ids).prefetch_related(links)}
+
+
 def cluster_engine_input(
     *, cluster: Cluster, jobs: Iterable[Job] | None = None, with_nodes: bool = True
 ) -> EngineInput:
@@ -490,7 +498,7 @@ def cluster_engine_input(
     facts: dict[int, ClassFacts] = {}
     if jobs is None:
         jobs = _engine_jobs(cluster, teams=all_teams, priority_classes={p.pk: p for p in all_priority_classes})
-        facts = {rc.pk: class_facts(rc) for rc in ResourceClass.objects.prefetch_related("flavor_links__flavor")}
+        facts = _classes_facts({job.resource_class_id for job in jobs})
     pc_names = {p.pk: p.name for p in all_priority_classes}
     jobs_by_key: dict[str, Job] = {}
     workloads = []
