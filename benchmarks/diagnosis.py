@@ -6,7 +6,8 @@ jobs (1/2/4/8 GPUs, runtimes 10 min to 8 h). Then, per size, prints CPU seconds 
 
 * the tick's wait reasons (``engine.settle`` and its ``pending`` reasons, the engine input given);
 * the diagnosis of a state change: reasons and ETAs (p50/p90) of every pending job, from one forward replay,
-  stored with the cluster's state version (``diagnosis.cluster_diagnosis_refresh``);
+  stored with the cluster's state version (``diagnosis.cluster_diagnosis_refresh``): the first one (every row
+  new), then after one more job is submitted and after a running job ends (rows rewritten only where changed);
 * the job page's first view after the refresh (it computes that job's suggestions, bounded), then 100 polls of
   the live fragment (Django's test client) with no state change in between: engine constructions and CPU;
 * ``--legacy-sample K``: K ETAs the way they were made before (one engine and one replay per job), with the
@@ -196,6 +197,34 @@ def time_refresh(cluster) -> None:
         f"  diagnosis refresh: reasons + ETAs of {result.jobs} pending, {engines.count} engines "
         f"{seconds:8.2f} CPU-s (compute {result.compute_seconds:.2f} s, store {result.store_seconds:.2f} s)"
     )
+    if not hasattr(result, "written"):
+        return
+    changes = (
+        ("one more job submitted", lambda: _submit_one(cluster)),
+        ("a running job ends", lambda: _end_one(cluster)),
+    )
+    for what, change in changes:
+        change()  # a counted change: the state version moves
+        result, seconds = cpu(lambda: refresh(cluster, now=timezone.now()))
+        print(
+            f"  after a change ({what}): {seconds:8.2f} CPU-s (compute {result.compute_seconds:.2f} s, "
+            f"store {result.store_seconds:.2f} s, {result.written} of {result.jobs} rows rewritten)"
+        )
+
+
+def _submit_one(cluster) -> None:
+    """One more pending job at the back of the queue (a save: the state version moves)."""
+    job = Job.objects.filter(cluster=cluster, state=Job.State.PENDING).order_by("-pk").first()
+    job.pk, job.name, job.k8s_name = None, "extra", ""
+    job.submitted_at = job.queued_at = job.state_changed_at = timezone.now()
+    job.save()
+
+
+def _end_one(cluster) -> None:
+    """The running job that would end first ends now (a save: the state version moves)."""
+    job = Job.objects.filter(cluster=cluster, state=Job.State.RUNNING).order_by("sim_runtime_seconds").first()
+    job.state, job.finished_at = Job.State.SUCCEEDED, timezone.now()
+    job.save()
 
 
 def time_polls(user, job) -> None:

@@ -8,6 +8,7 @@ extended resources) is DecimalSI, i.e. a plain integer for ordinary counts.
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import ROUND_CEILING, Decimal, InvalidOperation, localcontext
 
@@ -111,8 +112,9 @@ def _format_binary_si(value: int) -> str:
     return f"{sign}{magnitude}{_BINARY_SUFFIX.get(power, '')}"
 
 
+@functools.lru_cache(maxsize=4096, typed=True)
 def format_quantity(value: int, resource: str) -> str:
-    """Print a canonical quantity the way Kueue prints it in its messages."""
+    """Print a canonical quantity the way Kueue prints it in its messages (memoised: few distinct values recur)."""
     if resource == "cpu":
         return _format_decimal_si(Decimal(value).scaleb(-3))
     if _is_binary(resource):

@@ -15,6 +15,7 @@ from django.utils import timezone as _tz
 
 from kernel.errors import DomainError
 from kernel.labels import state_words
+from pools import state_version
 from pools.admin_actions import DEVICE_ACTIONS, NODE_ACTIONS
 from pools.health import policy as _health_policy
 from pools.health import services as _health
@@ -102,6 +103,16 @@ class DeviceAdmin(admin.ModelAdmin):
     actions = DEVICE_ACTIONS
     ordering = ("node__name", "index", "key")
     readonly_fields = ("first_seen_at", "last_seen_at", "gone_at")
+
+    def delete_model(self, request, obj: Device) -> None:
+        """Delete one device, counting the change of its cluster's engine state."""
+        state_version.bump_for_deleted_devices([obj])
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset) -> None:
+        """Delete the selected devices, counting the change once per cluster."""
+        state_version.bump_for_deleted_devices(list(queryset.only("id", "node_id")))
+        super().delete_queryset(request, queryset)
 
 
 # --- Health and repair (pools/health/): admin actions call the health services --------------------------------

@@ -7,7 +7,9 @@ every poll, and building the engine input to hash it costs as much as the diagno
 Every save and delete of a model the engine input reads bumps it (Django signals, connected in the apps'
 ``ready``): jobs (except saves of only bookkeeping fields such as the stored wait reason), team quotas and
 their lines, cohorts, teams and their priority classes, priority classes, flavors, topologies, classes and
-their flavor links, nodes and devices, and the cluster's fair-sharing switch. Bulk writes send no signal:
+their flavor links, nodes and devices, and the cluster's fair-sharing switch. Device deletes have no receiver (a
+cascade from a deleted node would signal every device one by one): the node's delete counts a cascade, and the
+device admin's deletes call :func:`bump_for_deleted_devices`. Bulk writes send no signal:
 the few that touch those tables call :func:`bump` themselves (inventory sync, class flavors, team priority
 override, Kueue configuration import). The bump is written in the caller's transaction, so it commits (or rolls
 back) with the change; a reader that reads the version *before* reading the state never stores a result
@@ -79,11 +81,16 @@ def _node(sender, instance: Node, **kwargs) -> None:  # type: ignore[no-untyped-
 
 
 def _device(sender, instance: Device, **kwargs) -> None:  # type: ignore[no-untyped-def]
-    if kwargs.get("signal") is post_delete:
-        cluster_id = Node.objects.filter(pk=instance.node_id).values_list("cluster_id", flat=True).first()
-        bump(cluster_ids=[cluster_id])
-        return
     bump_for_nodes([instance.node_id])
+
+
+def bump_for_deleted_devices(devices: Iterable[Device]) -> None:
+    """Count the deletion of these devices (call it where devices are deleted, before the delete).
+
+    Devices have no delete receiver on purpose: one would make Django collect and signal every device of a
+    deleted node or cluster one by one; the node's own delete receiver counts a cascade.
+    """
+    bump_for_nodes(d.node_id for d in devices)
 
 
 def _cluster(sender, instance: Cluster, created: bool = False, update_fields=None, **kwargs) -> None:  # type: ignore[no-untyped-def]
@@ -99,5 +106,4 @@ def connect() -> None:
     post_save.connect(_node, sender=Node, dispatch_uid="state_version_node_save")
     post_delete.connect(_node, sender=Node, dispatch_uid="state_version_node_delete")
     post_save.connect(_device, sender=Device, dispatch_uid="state_version_device_save")
-    post_delete.connect(_device, sender=Device, dispatch_uid="state_version_device_delete")
     post_save.connect(_cluster, sender=Cluster, dispatch_uid="state_version_cluster_save")

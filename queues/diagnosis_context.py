@@ -96,6 +96,7 @@ class EngineContext:
     runtimes: dict[int, float]  # class id → expected runtime (kubernetes mode: recent history)
     declared: dict[int, set[str]] = field(default_factory=dict)  # team id → resources its queue declares
     waits: dict[int, list[float]] = field(default_factory=dict)  # team id → recent waits in its queue
+    wait_spreads: dict[int, float] = field(default_factory=dict)  # team id → p90 − p50 of those waits
 
     def without(self, key: str) -> m.ClusterState:
         """The state with one workload removed (to explain a modified copy of it)."""
@@ -255,6 +256,15 @@ def eta_without_replay(verdict: Verdict, *, now: datetime) -> Eta | None:
     return None
 
 
+def _queue_waits(ctx: EngineContext, team: Team) -> tuple[list[float], float]:
+    """The queue's recent waits and their p90 − p50 (read and computed once per team and context)."""
+    if team.pk not in ctx.waits:
+        waits = sel.recent_queue_waits(team=team, cluster=ctx.cluster, now=ctx.now)
+        ctx.waits[team.pk] = waits
+        ctx.wait_spreads[team.pk] = (sel.percentile(waits, 90) or 0) - (sel.percentile(waits, 50) or 0)
+    return ctx.waits[team.pk], ctx.wait_spreads[team.pk]
+
+
 def eta_at(ctx: EngineContext, at: float | None, *, team: Team) -> Eta:
     """The Eta of an engine admission time ``at`` (None: not within the horizon): p50, and p90 from recent waits."""
     if at is None:
@@ -264,12 +274,10 @@ def eta_at(ctx: EngineContext, at: float | None, *, team: Team) -> Eta:
             )
         )
     p50 = max(datetime.fromtimestamp(at, tz=ctx.now.tzinfo), ctx.now)
-    if team.pk not in ctx.waits:
-        ctx.waits[team.pk] = sel.recent_queue_waits(team=team, cluster=ctx.cluster, now=ctx.now)
-    waits = ctx.waits[team.pk]
+    waits, p50_p90 = _queue_waits(ctx, team)
     wait = (p50 - ctx.now).total_seconds()
     if len(waits) >= MIN_HISTORY:
-        spread = max((sel.percentile(waits, 90) or 0) - (sel.percentile(waits, 50) or 0), wait * MIN_SPREAD)
+        spread = max(p50_p90, wait * MIN_SPREAD)
         how = (
             f"p90 adds the spread (p90 − p50) of the waits of the last {len(waits)} admissions in this queue, "
             f"at least {MIN_SPREAD:.0%} of the expected wait"

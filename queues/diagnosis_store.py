@@ -18,12 +18,14 @@ clusters whose overdue jobs are assumed to end "within a minute from now".
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import connection, models, transaction
 from django.utils import timezone
 
 from pools.models import Cluster
@@ -43,14 +45,14 @@ from queues.diagnosis_context import (
     verdict_of,
 )
 from queues.diagnosis_suggestions import suggestions_for
+from queues.engine.gc_pacing import fewer_collections
 from queues.engine_input import ts, workload_key
 from queues.models import CatalogueEstimate, ClusterDiagnosis, Job, JobDiagnosis
 
 #: Stored diagnoses older than this are recomputed even when no change was counted.
 DIAGNOSIS_MAX_AGE = timedelta(minutes=10)
-_ROW_FIELDS = [
-    "state_version",
-    "computed_at",
+#: The stored verdict and ETA, in the order of ``_content``.
+_CONTENT_FIELDS = (
     "admissible",
     "preempting",
     "code",
@@ -62,8 +64,9 @@ _ROW_FIELDS = [
     "eta_p90",
     "eta_method",
     "eta_samples",
-    "suggestions",
-]
+)
+#: Rows per statement when the refresh writes or deletes rows.
+STORE_BATCH = 500
 
 
 @dataclass
@@ -75,8 +78,10 @@ class RefreshResult:
     compute_seconds: float
     store_seconds: float
     ctx: EngineContext | None = field(default=None, repr=False)
+    written: int = 0  # rows whose verdict or ETA changed (or new), written out
 
 
+@fewer_collections()  # tens of thousands of short-lived objects: fewer young-generation collections
 def cluster_diagnosis_refresh(
     cluster: Cluster, *, now: datetime | None = None, version: int | None = None
 ) -> RefreshResult:
@@ -109,47 +114,113 @@ def cluster_diagnosis_refresh(
         etas[key] = eta_at(ctx, admitted_at[key], team=ctx.inp.jobs_by_key[key].team)
     compute = time.process_time() - started
     started = time.process_time()
-    rows = [_row(ctx.inp.jobs_by_key[key], verdicts[key], etas[key], version=version, now=now) for key in pending]
-    with transaction.atomic():
-        JobDiagnosis.objects.bulk_create(
-            rows,
-            batch_size=500,
-            update_conflicts=True,
-            unique_fields=["job"],
-            update_fields=_ROW_FIELDS,
-        )
-        JobDiagnosis.objects.filter(job__cluster=cluster, state_version__lt=version).delete()
-        ClusterDiagnosis.objects.update_or_create(
-            cluster=cluster,
-            defaults={"state_version": version, "computed_at": now, "jobs": len(rows), "compute_seconds": compute},
-        )
+    written = _store(cluster, ctx, pending, verdicts, etas, version=version, now=now, compute=compute)
     return RefreshResult(
         version=version,
-        jobs=len(rows),
+        jobs=len(pending),
         compute_seconds=compute,
         store_seconds=time.process_time() - started,
         ctx=ctx,
+        written=written,
     )
 
 
-def _row(job: Job, verdict: Verdict, eta: Eta, *, version: int, now: datetime) -> JobDiagnosis:
-    return JobDiagnosis(
-        job=job,
-        state_version=version,
-        computed_at=now,
-        admissible=verdict.admissible,
-        preempting=bool(verdict.preemption_targets),
-        code=verdict.code,
-        message=verdict.message,
-        kueue_message=verdict.kueue_message,
-        details=verdict.details,
-        eta_starts_now=eta.starts_now,
-        eta_p50=eta.p50,
-        eta_p90=eta.p90,
-        eta_method=eta.method,
-        eta_samples=eta.samples,
-        suggestions=None,
+def _store(
+    cluster: Cluster,
+    ctx: EngineContext,
+    pending: list[str],
+    verdicts: dict[str, Verdict],
+    etas: dict[str, Eta],
+    *,
+    version: int,
+    now: datetime,
+    compute: float,
+) -> int:
+    """Write the refresh: every row moves to ``version`` (one UPDATE, suggestions reset), and only the rows whose
+    verdict or ETA changed (by their digest) or that are new are written out (their number is returned); rows of
+    jobs no longer pending go.
+    """
+    fresh: dict[int, tuple[str, tuple]] = {}
+    for key in pending:
+        content = _content(verdicts[key], etas[key])
+        digest = hashlib.blake2b(repr(content).encode(), digest_size=16).hexdigest()
+        fresh[ctx.inp.jobs_by_key[key].pk] = (digest, content)
+    stored = dict(JobDiagnosis.objects.filter(job__cluster=cluster).values_list("job_id", "digest"))
+    gone = [pk for pk in stored if pk not in fresh]
+    changed = [
+        (pk, version, now, None, digest, *content)
+        for pk, (digest, content) in fresh.items()
+        if stored.get(pk) != digest
+    ]
+    with transaction.atomic():
+        for i in range(0, len(gone), STORE_BATCH):
+            JobDiagnosis.objects.filter(job_id__in=gone[i : i + STORE_BATCH]).delete()
+        rows = JobDiagnosis.objects.filter(job__cluster=cluster)
+        rows.update(state_version=version, computed_at=now, suggestions=None)
+        for i in range(0, len(changed), STORE_BATCH):
+            _upsert(changed[i : i + STORE_BATCH])
+        ClusterDiagnosis.objects.update_or_create(
+            cluster=cluster,
+            defaults={"state_version": version, "computed_at": now, "jobs": len(fresh), "compute_seconds": compute},
+        )
+    return len(changed)
+
+
+def _content(verdict: Verdict, eta: Eta) -> tuple:
+    """What a row stores of a verdict and an ETA, in ``_CONTENT_FIELDS`` order (its digest decides a rewrite)."""
+    return (
+        verdict.admissible,
+        bool(verdict.preemption_targets),
+        verdict.code,
+        verdict.message,
+        verdict.kueue_message,
+        verdict.details,
+        eta.starts_now,
+        eta.p50,
+        eta.p90,
+        eta.method,
+        eta.samples,
     )
+
+
+#: The columns ``_upsert`` writes, in the order of its rows.
+_UPSERT_FIELDS = ("job", "state_version", "computed_at", "suggestions", "digest", *_CONTENT_FIELDS)
+
+
+def _upsert(rows: list[tuple]) -> None:
+    """Insert or overwrite ``JobDiagnosis`` rows (values in ``_UPSERT_FIELDS`` order) in one ``executemany``.
+
+    ``bulk_create(update_conflicts=True)`` spends about 0.1 ms of Python per row building the statement (1 s at
+    10,000 rows); here each value goes through the backend's own adapter for its column (datetimes, JSON) and one
+    ``INSERT … ON CONFLICT (job_id) DO UPDATE`` statement is sent for the batch (SQLite and PostgreSQL both).
+    """
+    if not rows:
+        return
+    ops = connection.ops
+    fields = [JobDiagnosis._meta.get_field(name) for name in _UPSERT_FIELDS]
+    adapters = []
+    for f in fields:
+        if isinstance(f, models.DateTimeField):
+            adapters.append(ops.adapt_datetimefield_value)
+        elif isinstance(f, models.JSONField):
+            adapters.append(functools.partial(_adapt_json, encoder=f.encoder))
+        else:
+            adapters.append(None)
+    params = [
+        [v if adapt is None or v is None else adapt(v) for v, adapt in zip(row, adapters, strict=True)] for row in rows
+    ]
+    columns = [ops.quote_name(f.column) for f in fields]
+    sql = (
+        f"INSERT INTO {ops.quote_name(JobDiagnosis._meta.db_table)} ({', '.join(columns)}) "
+        f"VALUES ({', '.join(['%s'] * len(columns))}) "
+        f"ON CONFLICT ({columns[0]}) DO UPDATE SET {', '.join(f'{c} = EXCLUDED.{c}' for c in columns[1:])}"
+    )
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
+
+
+def _adapt_json(value: object, *, encoder) -> object:  # type: ignore[no-untyped-def]
+    return connection.ops.adapt_json_value(value, encoder)
 
 
 @dataclass

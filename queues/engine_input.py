@@ -12,11 +12,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Count, F, Min, Q, QuerySet
+from django.db.models import Count, F, Min, Prefetch, Q, QuerySet
 
 from kernel.quantity import parse_quantity
 from pools.inventory.records import is_device_plugin_reason
-from pools.models import USABLE_HEALTH, Cluster, Device, HealthState, Node, ResourceFlavor, Topology
+from pools.models import (
+    USABLE_HEALTH,
+    Cluster,
+    Device,
+    HealthState,
+    Node,
+    ResourceClass,
+    ResourceClassFlavor,
+    ResourceFlavor,
+    Topology,
+)
 from queues.engine import model as m
 from queues.models import Cohort, Job, PriorityClass, QuotaLine, Team, TeamQuota
 
@@ -246,20 +256,46 @@ def _gap_by(excluded: bool, by_portal: bool) -> str:
     return "the portal's health checks" if by_portal else m.DEVICE_PLUGIN
 
 
-def job_pod_set(job: Job, *, declared: set[str]) -> m.PodSet:
-    """A job's single pod set: per-pod requests for the class's device resource (and cpu/memory if declared)."""
-    rc = job.resource_class
-    requests = {rc.resource_name: job.devices_per_pod}
+@dataclass(frozen=True)
+class ClassFacts:
+    """What every job of one resource class shares in the engine: its node affinity, topology default, requests."""
+
+    resource_name: str
+    cpu_per_device: int
+    memory_per_device: int
+    node_affinity: tuple[m.NodeSelectorTerm, ...]
+    topology_aware: bool  # a flavor of the class has a topology: ask for an unconstrained one at least
+
+
+def class_facts(rc: ResourceClass) -> ClassFacts:
+    """The engine facts of a class (reads its flavor links: prefetch ``flavor_links__flavor`` for many classes)."""
+    links = list(rc.flavor_links.all())
+    return ClassFacts(
+        resource_name=rc.resource_name,
+        cpu_per_device=parse_quantity(rc.cpu_per_device, "cpu"),
+        memory_per_device=parse_quantity(rc.memory_per_device, "memory"),
+        node_affinity=_class_affinity(rc, links),
+        topology_aware=any(link.flavor.topology_id for link in links),
+    )
+
+
+def job_pod_set(job: Job, *, declared: set[str], facts: ClassFacts | None = None) -> m.PodSet:
+    """A job's single pod set: per-pod requests for the class's device resource (and cpu/memory if declared).
+
+    ``facts``: the class's (``class_facts``), when the caller builds many jobs of few classes.
+    """
+    facts = facts or class_facts(job.resource_class)
+    requests = {facts.resource_name: job.devices_per_pod}
     if "cpu" in declared:
-        requests["cpu"] = parse_quantity(rc.cpu_per_device, "cpu") * job.devices_per_pod
+        requests["cpu"] = facts.cpu_per_device * job.devices_per_pod
     if "memory" in declared:
-        requests["memory"] = parse_quantity(rc.memory_per_device, "memory") * job.devices_per_pod
+        requests["memory"] = facts.memory_per_device * job.devices_per_pod
     return m.PodSet(
         name="main",
         count=job.pod_count,
         requests=requests,
-        node_affinity=class_node_affinity(job),
-        topology=job_topology_request(job),
+        node_affinity=facts.node_affinity,
+        topology=_topology_request(job, topology_aware=facts.topology_aware),
     )
 
 
@@ -270,14 +306,17 @@ def job_topology_request(job: Job) -> m.TopologyRequest | None:
     non-TAS flavors ("Flavor X supports only TopologyAwareScheduling"), so the portal always asks for
     ``podset-unconstrained-topology`` there, in the simulator and on a real cluster alike.
     """
+    aware = any(link.flavor.topology_id for link in job.resource_class.flavor_links.all())
+    return _topology_request(job, topology_aware=aware)
+
+
+def _topology_request(job: Job, *, topology_aware: bool) -> m.TopologyRequest | None:
     if job.topology_mode and job.topology_level:
         return m.TopologyRequest(
             required=job.topology_level if job.topology_mode == "required" else None,
             preferred=job.topology_level if job.topology_mode == "preferred" else None,
         )
-    if any(link.flavor.topology_id for link in job.resource_class.flavor_links.all()):
-        return m.TopologyRequest(unconstrained=True)
-    return None
+    return m.TopologyRequest(unconstrained=True) if topology_aware else None
 
 
 def class_node_affinity(job: Job) -> tuple[m.NodeSelectorTerm, ...]:
@@ -287,22 +326,34 @@ def class_node_affinity(job: Job) -> tuple[m.NodeSelectorTerm, ...]:
     required affinity excludes ("flavor X doesn't match node affinity"). A minimum NVIDIA driver adds a
     ``Gt`` on the GFD driver major version (finer minimums are checked against devices by the portal).
     """
+    return _class_affinity(job.resource_class, job.resource_class.flavor_links.all())
+
+
+def _class_affinity(rc: ResourceClass, links: Iterable[ResourceClassFlavor]) -> tuple[m.NodeSelectorTerm, ...]:
     extra: tuple[m.NodeSelectorRequirement, ...] = ()
-    minimum = job.resource_class.min_driver_version
-    if minimum and job.resource_class.resource_name.startswith("nvidia.com/"):
+    minimum = rc.min_driver_version
+    if minimum and rc.resource_name.startswith("nvidia.com/"):
         major = int(minimum.split(".")[0])
         extra = (m.NodeSelectorRequirement("nvidia.com/cuda.driver-version.major", "Gt", (str(major - 1),)),)
     terms = []
-    for link in job.resource_class.flavor_links.all():
+    for link in links:
         labels = link.flavor.node_labels or {}
         exprs = tuple(m.NodeSelectorRequirement(k, "In", (v,)) for k, v in sorted(labels.items()))
         terms.append(m.NodeSelectorTerm(match_expressions=exprs + extra))
     return tuple(terms)
 
 
-def job_workload(job: Job, *, declared: set[str]) -> m.Workload:
-    """A job as a Kueue Workload, with its admission when it holds quota."""
-    pod_set = job_pod_set(job, declared=declared)
+def job_workload(
+    job: Job, *, declared: set[str], facts: ClassFacts | None = None, priority_class: str | None = None
+) -> m.Workload:
+    """A job as a Kueue Workload, with its admission when it holds quota.
+
+    ``facts`` / ``priority_class``: the class's facts and the priority class's name, when the caller has them
+    (else read through the job's relations).
+    """
+    pod_set = job_pod_set(job, declared=declared, facts=facts)
+    if priority_class is None and job.priority_class_id:
+        priority_class = job.priority_class.name
     admission = None
     eviction = None
     if job.state in HOLDING_STATES and job.assignment:
@@ -328,7 +379,7 @@ def job_workload(job: Job, *, declared: set[str]) -> m.Workload:
         queue_name=job.team.local_queue_name,
         pod_sets=(pod_set,),
         priority=job.priority,
-        priority_class=job.priority_class.name if job.priority_class_id else None,
+        priority_class=priority_class,
         created_at=ts(job.submitted_at),
         requeued_at=ts(job.queued_at) if job.queued_at != job.submitted_at else None,
         uid=f"job-{job.pk}",
@@ -354,6 +405,60 @@ def cluster_fair_sharing(cluster: Cluster) -> m.FairSharing | None:
         return None
     strategies = tuple(s for s in cluster.fair_sharing_strategies.split(",") if s)
     return m.FairSharing(strategies) if strategies else m.FairSharing()  # type: ignore[arg-type]
+
+
+#: The job columns the engine input and the diagnosis read (``_engine_jobs`` loads only these).
+ENGINE_JOB_FIELDS = (
+    "id",
+    "team_id",
+    "cluster_id",
+    "resource_class_id",
+    "priority_class_id",
+    "name",
+    "k8s_name",
+    "state",
+    "devices_per_pod",
+    "pod_count",
+    "topology_mode",
+    "topology_level",
+    "assignment",
+    "eviction_reason",
+    "priority",
+    "submitted_at",
+    "queued_at",
+    "admitted_at",
+    "state_changed_at",
+    "sim_runtime_seconds",
+    "max_runtime_seconds",
+    "run_seconds_banked",
+    "checkpoint_path",
+    "checkpoint_signal",
+    "checkpoint_command",
+)
+
+
+def _engine_jobs(cluster: Cluster, *, teams: dict[int, Team], priority_classes: dict[int, PriorityClass]) -> list[Job]:
+    """The cluster's pending and quota-holding jobs, only the columns the engine reads, teams and priority classes
+    shared from the given maps (one query, no joins).
+    """
+    jobs = list(
+        Job.objects.filter(cluster=cluster, state__in=(Job.State.PENDING, *HOLDING_STATES)).only(*ENGINE_JOB_FIELDS)
+    )
+    team_cache = Job._meta.get_field("team")
+    pc_cache = Job._meta.get_field("priority_class")
+    for job in jobs:
+        team_cache.set_cached_value(job, teams[job.team_id])
+        if job.priority_class_id:
+            pc_cache.set_cached_value(job, priority_classes[job.priority_class_id])
+    return jobs
+
+
+def _classes_facts(class_ids: set[int]) -> dict[int, ClassFacts]:
+    """The engine facts of these classes (two queries: the classes, their flavor links with the flavors)."""
+    if not class_ids:
+        return {}
+    links = Prefetch("flavor_links", queryset=ResourceClassFlavor.objects.select_related("flavor"))
+    return {rc.pk: class_facts(rc) for rc in ResourceClass.objects.filter(pk__in=class_ids).prefetch_related(links)}
 
 
 def cluster_engine_input(
@@ -386,7 +491,8 @@ def cluster_engine_input(
         for q in quotas
         for t in [teams[q.team_id]]
     )
-    namespaces = tuple(m.Namespace(name=t.namespace) for t in Team.objects.all())
+    all_teams = {t.pk: t for t in Team.objects.all()}
+    namespaces = tuple(m.Namespace(name=t.namespace) for t in all_teams.values())
     flavors = tuple(
         m.ResourceFlavor(
             name=f.name,
@@ -399,18 +505,26 @@ def cluster_engine_input(
         for f in ResourceFlavor.objects.select_related("topology")
     )
     topologies = tuple(m.Topology(name=t.name, levels=tuple(t.levels)) for t in Topology.objects.all())
-    priority_classes = tuple(m.WorkloadPriorityClass(name=p.name, value=p.value) for p in PriorityClass.objects.all())
+    all_priority_classes = list(PriorityClass.objects.all())
+    priority_classes = tuple(m.WorkloadPriorityClass(name=p.name, value=p.value) for p in all_priority_classes)
     nodes, nodes_by_name = engine_nodes(cluster) if with_nodes else ((), {})
+    facts: dict[int, ClassFacts] = {}
     if jobs is None:
-        jobs = (
-            Job.objects.filter(cluster=cluster, state__in=(Job.State.PENDING, *HOLDING_STATES))
-            .select_related("team", "priority_class", "resource_class")
-            .prefetch_related("resource_class__flavor_links__flavor")
-        )
+        jobs = _engine_jobs(cluster, teams=all_teams, priority_classes={p.pk: p for p in all_priority_classes})
+        facts = _classes_facts({job.resource_class_id for job in jobs})
+    pc_names = {p.pk: p.name for p in all_priority_classes}
     jobs_by_key: dict[str, Job] = {}
     workloads = []
     for job in jobs:
-        wl = job_workload(job, declared=declared.get(job.team_id, set()))
+        job_facts = facts.get(job.resource_class_id)
+        if job_facts is None:
+            job_facts = facts[job.resource_class_id] = class_facts(job.resource_class)
+        wl = job_workload(
+            job,
+            declared=declared.get(job.team_id, set()),
+            facts=job_facts,
+            priority_class=pc_names.get(job.priority_class_id) if job.priority_class_id else None,
+        )
         jobs_by_key[wl.key] = job
         workloads.append(wl)
     state = m.ClusterState(

@@ -509,6 +509,9 @@ class JobDiagnosis(models.Model):
     eta_method = models.TextField(blank=True)
     eta_samples = models.PositiveIntegerField(default=0)
     suggestions = models.JSONField(null=True, blank=True, help_text="Null: not computed at this version yet.")
+    digest = models.CharField(
+        max_length=32, blank=True, help_text="Hash of the verdict and ETA: a refresh rewrites only rows that changed."
+    )
 
     def __str__(self) -> str:
         return f"diagnosis of job {self.job_id} at version {self.state_version}"

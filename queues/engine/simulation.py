@@ -346,21 +346,22 @@ class Replay:
 
         waiting = set(keys)
         found: dict[str, float] = {}
-        self._settle(self.now)
-        for key in [k for k in waiting if holds(k)]:
-            found[key] = self.now
-            waiting.discard(key)
-        while self._events and waiting:
-            when = self._events[0][0]
-            if horizon is not None and when > horizon:
-                break
-            self.granted = []
-            self._advance(when)
-            # Only a workload given quota during this instant can newly hold it at its end.
-            for key in self.granted:
-                if key in waiting and holds(key):
-                    found[key] = when
-                    waiting.discard(key)
+        with fewer_collections():
+            self._settle(self.now)
+            for key in [k for k in waiting if holds(k)]:
+                found[key] = self.now
+                waiting.discard(key)
+            while self._events and waiting:
+                when = self._events[0][0]
+                if horizon is not None and when > horizon:
+                    break
+                self.granted = []
+                self._advance(when)
+                # Only a workload given quota during this instant can newly hold it at its end.
+                for key in self.granted:
+                    if key in waiting and holds(key):
+                        found[key] = when
+                        waiting.discard(key)
         self.granted = None
         return found
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from pools.models import Node
+from pools.models import Device, Node
 from pools.state_version import state_version
 from queues import diagnosis, engine, services
 from queues import diagnosis_suggestions as ds
@@ -83,6 +85,56 @@ def test_state_version_counts_engine_changes_and_ignores_bookkeeping():
     assert state_version(pool.cluster) > v2
 
 
+def _node_with_devices(pool, name: str, count: int) -> Node:
+    now = timezone.now()
+    node = Node.objects.create(
+        cluster=pool.cluster, name=name, flavor=pool.nodes[0].flavor, first_seen_at=now, last_seen_at=now
+    )
+    Device.objects.bulk_create(
+        Device(
+            node=node,
+            key=f"{name}-{i}",
+            vendor="nvidia",
+            resource_name="nvidia.com/gpu",
+            first_seen_at=now,
+            last_seen_at=now,
+        )
+        for i in range(count)
+    )
+    return node
+
+
+def test_deleting_a_node_counts_once_and_not_per_device():
+    pool = research_pool()
+    small, large = _node_with_devices(pool, "small", 2), _node_with_devices(pool, "large", 16)
+    v0 = state_version(pool.cluster)
+    with CaptureQueriesContext(connection) as few:
+        small.delete()
+    v1 = state_version(pool.cluster)
+    assert v1 > v0
+    with CaptureQueriesContext(connection) as many:
+        large.delete()
+    assert state_version(pool.cluster) > v1
+    assert len(many.captured_queries) == len(few.captured_queries)  # a cascade is not signalled device by device
+    assert not Device.objects.filter(node__name__in=["small", "large"]).exists()
+
+
+def test_the_device_admin_counts_its_deletes(admin_client):
+    pool = research_pool()
+    node = _node_with_devices(pool, "spare", 3)
+    devices = list(node.devices.order_by("pk"))
+    v0 = state_version(pool.cluster)
+    url = reverse("admin:pools_device_delete", args=[devices[0].pk])
+    assert admin_client.post(url, {"post": "yes"}).status_code == 302
+    v1 = state_version(pool.cluster)
+    assert v1 > v0
+    changelist = reverse("admin:pools_device_changelist")
+    data = {"action": "delete_selected", "_selected_action": [d.pk for d in devices[1:]], "post": "yes"}
+    assert admin_client.post(changelist, data).status_code == 302
+    assert state_version(pool.cluster) > v1
+    assert not node.devices.exists()
+
+
 # --------------------------------------------------------------------------- polls between changes
 
 
@@ -147,6 +199,27 @@ def test_catalogue_estimates_are_computed_once_per_change(client, engines):
 
 
 # --------------------------------------------------------------------------- one replay = the per-job replays
+
+
+def test_a_refresh_rewrites_only_the_rows_that_changed():
+    pool = busy_pool()
+    jobs = waiting(pool, 4)
+    now = timezone.now()
+    first = diagnosis.cluster_diagnosis_refresh(pool.cluster, now=now)
+    JobDiagnosis.objects.filter(job=jobs[0]).update(suggestions=[])  # as if its page had been viewed
+    JobDiagnosis.objects.filter(job=jobs[1]).update(message="stale", digest="not-the-digest")
+    with CaptureQueriesContext(connection) as queries:
+        second = diagnosis.cluster_diagnosis_refresh(pool.cluster, now=now, version=first.version + 1)
+    rows = {row.job_id: row for row in JobDiagnosis.objects.filter(job__in=jobs)}
+    assert {row.state_version for row in rows.values()} == {second.version}  # every row at the new version
+    assert rows[jobs[0].pk].suggestions is None  # suggestions are recomputed after a change
+    assert rows[jobs[1].pk].message != "stale"  # a row whose digest differs is rewritten
+    inserts = [q["sql"] for q in queries.captured_queries if "INSERT" in q["sql"]]
+    assert len(inserts) == 1  # one statement
+    assert inserts[0].startswith("1 times: INSERT")  # of the one changed row
+    services.job_cancel(job=jobs[3], user=pool.user)
+    diagnosis.cluster_diagnosis_refresh(pool.cluster, now=now)
+    assert not JobDiagnosis.objects.filter(job=jobs[3]).exists()  # no longer pending: its row goes
 
 
 def test_one_replay_etas_equal_the_per_job_etas():
