@@ -3,7 +3,8 @@ navigation and of each page visited is followed, breadth-first.
 
 For each role (researcher alice, team lead carol, operator oscar, platform admin admin) on two days of the demo:
 no page or request answers 5xx, no console error or uncaught script error, and no link shown to the role leads to
-a page that refuses it (403, 404, or a bounce to the login page). Pages are visited once per kind (ids and query
+a page that refuses it (403, 404, or a bounce to the login page); the GET forms (the filters) are followed like
+links, with each option of their selects. Pages are visited once per kind (ids and query
 values left out: one job page, one ticket, one filter of each name), but every distinct link is checked. The
 admin site is toured at its index, app indexes and changelists, not the change pages behind them
 (tests/admin/test_every_admin_page.py opens those). Playwright driving Debian's /usr/bin/chromium headless.
@@ -126,6 +127,31 @@ def links_of(page: Page) -> list[str]:
     return [h.split("#", 1)[0] for h in hrefs if h.split("#", 1)[0]]
 
 
+FORM_URLS = """forms => forms
+  .filter(f => (f.getAttribute("method") || "get").toLowerCase() === "get")
+  .flatMap(f => {
+    const action = f.action.split("#")[0].split("?")[0];
+    const at = params => action + (params.toString() ? "?" + params.toString() : "");
+    const out = [at(new URLSearchParams(new FormData(f)))];
+    for (const select of f.querySelectorAll("select[name]")) {
+      for (const option of select.options) {
+        const params = new URLSearchParams(new FormData(f));
+        params.set(select.name, option.value);
+        out.push(at(params));
+      }
+    }
+    return out;
+  })"""
+
+
+def form_urls_of(page: Page) -> list[str]:
+    """What the page's GET forms (the filters) ask for: as they stand, and with each option of each of their
+    selects in turn."""
+    if urlsplit(page.url).path.startswith("/admin/") and not urlsplit(page.url).path.startswith("/admin/policy/"):
+        return []  # the admin's own search and action forms
+    return page.eval_on_selector_all("form", FORM_URLS)
+
+
 def check_link(page: Page, tour: Tour, url: str) -> None:
     """Follow a link outside the browser tab (same cookies): it must not refuse the role, nor fail."""
     response = page.request.get(url)
@@ -186,12 +212,12 @@ def tour_of(page: Page, origin: str, job_states: dict[int, str]) -> Tour:
             )
             continue
         settle(page)
-        for href in links_of(page):
+        for href, how in [(h, "") for h in links_of(page)] + [(h, " (a filter)") for h in form_urls_of(page)]:
             link = tour.local(href)
             if link is None or link in seen_links:
                 continue
             seen_links.add(link)
-            tour.found_on[link] = url
+            tour.found_on[link] = url + how
             queue.append(link)
     return tour
 
