@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
 from django.db import transaction
 from django.utils import timezone
 
@@ -23,6 +24,7 @@ from pools.models import Cluster, ResourceClass, ResourceFlavor
 from pools.services import ClassSpec, resource_class_save
 from queues import services as job_services
 from queues.models import Cohort, Job, Membership, PriorityClass, QuotaLine, Team, TeamQuota
+from queues.selectors import OPERATOR_GROUP, OPERATOR_PERMISSION
 
 DEMO_CLUSTER = "sim-1"
 DEMO_PASSWORD = "demo-password"  # published: scripts/demo prints it
@@ -36,7 +38,10 @@ USERS = [
     ("erin", "Erin", False, [("nlp", "lead")]),
     ("dave", "Dave", False, [("speech", "member")]),
     ("frank", "Frank", False, [("speech", "lead"), ("vision", "member")]),
+    ("oscar", "Oscar", False, []),
 ]
+#: Users of the read-only operator role (the ``operator`` group): every team's jobs and the pool, no actions.
+OPERATORS = {"oscar"}
 TEAMS = [
     ("vision", "Computer Vision", "team-vision"),
     ("nlp", "Language Models", "team-nlp"),
@@ -185,6 +190,8 @@ def demo_logins() -> list[dict[str, str]]:
     for username, _, is_admin, roles in USERS:
         if is_admin:
             role = "platform admin"
+        elif username in OPERATORS:
+            role = "operator (reads every team's jobs)"
         else:
             role = ", ".join(f"{'team lead' if r == 'lead' else 'researcher'} in {t}" for t, r in roles)
         out.append({"username": username, "password": DEMO_PASSWORD, "role": role})
@@ -202,8 +209,11 @@ class DemoReport:
 
 
 def _users() -> int:
-    """Demo users with the published password; admin is a superuser."""
+    """Demo users with the published password; admin is a superuser, the operators are in the operator group."""
     user_model = get_user_model()
+    operators, _ = Group.objects.get_or_create(name=OPERATOR_GROUP)  # kept by queues.apps after migrate, too
+    app_label, codename = OPERATOR_PERMISSION.split(".")
+    operators.permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
     created = 0
     for username, first, is_admin, _ in USERS:
         user, made = user_model.objects.get_or_create(
@@ -219,6 +229,8 @@ def _users() -> int:
             user.set_password(DEMO_PASSWORD)
             user.save(update_fields=["password"])
             created += 1
+        if username in OPERATORS:
+            user.groups.add(operators)
     return created
 
 
@@ -492,4 +504,4 @@ def demo_seed(
     )
 
 
-__all__ = ["DEGRADED_NODE", "DEMO_CLUSTER", "DEMO_PASSWORD", "DemoReport", "demo_seed"]
+__all__ = ["DEGRADED_NODE", "DEMO_CLUSTER", "DEMO_PASSWORD", "OPERATORS", "DemoReport", "demo_seed"]

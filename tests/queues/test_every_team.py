@@ -178,6 +178,15 @@ def test_admin_outside_any_team_sees_every_class_and_a_way_on(client, pool, admi
     assert "You are not in a team yet" not in jobs_page
 
 
+def test_operator_outside_any_team_sees_every_class_and_no_admin_link(client, pool, admin_user, operator):
+    client.force_login(operator)
+    html = client.get(reverse("queues:classes")).content.decode()
+    assert "this shows every active class" in html
+    assert "/admin/" not in html  # the admin would send an operator to its login page
+    client.force_login(admin_user)
+    assert reverse("admin:queues_teamquota_changelist") in client.get(reverse("queues:classes")).content.decode()
+
+
 def test_researcher_outside_any_team_is_told_so(client):
     client.force_login(UserFactory(username="newcomer"))
     assert "You are not in a team yet" in client.get(reverse("queues:job_submit")).content.decode()
