@@ -1,4 +1,4 @@
-"""The site shell app: base templates, navigation, login, shared domain errors."""
+"""The site shell app: base templates, navigation, login, shared domain errors, the metrics endpoint."""
 
 from django.apps import AppConfig
 
@@ -8,3 +8,11 @@ class PortalConfig(AppConfig):
 
     name = "portal"
     verbose_name = "Portal"
+
+    def ready(self) -> None:
+        """Count every Celery task failure (in the worker processes) for ``/metrics``."""
+        from celery.signals import task_failure
+
+        from portal.task_failures import on_task_failure
+
+        task_failure.connect(on_task_failure, weak=False, dispatch_uid="portal.task_failures")

@@ -152,6 +152,8 @@ CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+# Bearer token /metrics requires; empty: the endpoint is open (scrapes from inside the cluster).
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env.str("TIME_ZONE", default="UTC")

@@ -5,10 +5,12 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from portal import views
+from portal.metrics import views as metrics_views
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", metrics_views.metrics, name="metrics"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/policy/", include("queues.policy.urls")),

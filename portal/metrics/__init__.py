@@ -1,0 +1,1 @@
+"""The portal's Prometheus metrics: a collector that reads the current state from the database at each scrape."""
