@@ -142,19 +142,18 @@ def _nominate(
 ) -> list[CycleEntry]:
     """Kueue's nomination: every head's flavor assignment and, when it needs preemption, its targets."""
     entries: list[CycleEntry] = []
-    # Heads per cohort tree: a capacity reservation can only matter to another head of the same tree.
-    per_tree = Counter(id(node_root(cq.node)) for cq, _ in heads)
+    # Without preemption a head that fails ``may_fit`` is inadmissible (an exact shortcut). It still needs its full
+    # assignment when that could reserve capacity (``_unreclaimable_reservation``) that another head of its cohort
+    # tree might otherwise take: one that passes, or whose queue preempts (only those can be admitted).
+    quick = {
+        id(wl): not may_fit(engine, cq, wl.group)
+        for cq, wl in heads
+        if engine.fair is None and not cq.preempts and wl.group is not None
+    }
+    live = Counter(id(node_root(cq.node)) for cq, wl in heads if not quick.get(id(wl), False))
     for cq, wl in heads:
         wl.note = None
-        if (
-            engine.fair is None
-            and not cq.preempts
-            and wl.group is not None
-            and not may_fit(engine, cq, wl.group)
-            and not (per_tree[id(node_root(cq.node))] > 1 and _may_reserve(cq, wl))
-        ):
-            # Exact shortcut: without preemption a head that fails this check is inadmissible (and, alone in its
-            # tree this cycle, whatever it would reserve holds nobody up).
+        if quick.get(id(wl), False) and not (live[id(node_root(cq.node))] > 0 and _may_reserve(cq, wl)):
             _inadmissible(engine, wl, cq, outcome)
             continue
         assignment = _assign(engine, wl, cq)

@@ -76,11 +76,12 @@ class PodSetFlavors:
         """Kueue's representative mode of the pod set."""
         if self.failed:
             return PS_NOFIT
-        if not self.reasons and all(m == PS_FIT for m in self.modes.values()):
+        worst = min(self.modes.values(), default=PS_FIT)
+        if not self.reasons and worst == PS_FIT:
             return PS_FIT
         if not self.flavors:
             return PS_NOFIT
-        return min(self.modes.values(), default=PS_FIT)
+        return worst
 
 
 @dataclass(slots=True)
@@ -96,9 +97,12 @@ class FlavorAssignment:
     @property
     def mode(self) -> int:
         """The worst pod-set mode."""
-        if not self.pod_sets:
+        pod_sets = self.pod_sets
+        if not pod_sets:
             return PS_NOFIT
-        return min(ps.mode for ps in self.pod_sets)
+        if len(pod_sets) == 1:
+            return pod_sets[0].mode
+        return min(ps.mode for ps in pod_sets)
 
     def message(self) -> str:
         """Kueue's QuotaReserved=False message for this assignment."""
