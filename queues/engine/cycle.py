@@ -87,10 +87,15 @@ def run_cycle(
     reservations: list[tuple[ClusterQueueInfo, dict[FlavorResource, int], list[tuple[str, dict[str, int]]]]] = []
     admitted_cqs: set[str] = set()
     changed = False
+    # Nominated entries not yet processed, per cohort tree: a reservation can only hold up one of those.
+    waiting = Counter(id(node_root(e.cq.node)) for e in entries if e.nominated)
     for e in ordered:
         wl, cq, assignment = e.wl, e.cq, e.assignment
+        tree = id(node_root(cq.node))
+        if e.nominated:
+            waiting[tree] -= 1
         if not e.nominated:
-            reserved = _unreclaimable_reservation(cq, assignment) if not e.targets else {}
+            reserved = _unreclaimable_reservation(cq, assignment) if not e.targets and waiting[tree] > 0 else {}
             if reserved:
                 # Kueue's reserveCapacityForUnreclaimablePreempt: hold the capacity for the rest of the cycle.
                 QuotaTree.add_usage(cq.node, reserved)
