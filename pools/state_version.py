@@ -11,15 +11,18 @@ their flavor links, nodes and devices, and the cluster's fair-sharing switch. De
 cascade from a deleted node would signal every device one by one): the node's delete counts a cascade, and the
 device admin's deletes call :func:`bump_for_deleted_devices`. Bulk writes send no signal:
 the few that touch those tables call :func:`bump` themselves (inventory sync, class flavors, team priority
-override, Kueue configuration import). The bump is written in the caller's transaction, so it commits (or rolls
-back) with the change; a reader that reads the version *before* reading the state never stores a result
-under a version newer than its data.
+override, Kueue configuration import). The bump is written when the caller's transaction commits (at once
+outside one), in its own short statement: a rolled-back change counts nothing, and no transaction holds the
+counter's row locked while it runs (every job write of every worker would otherwise queue behind the longest
+open transaction). A reader that reads the version *before* reading the state never stores a result under a
+version newer than its data: the data is visible before its bump.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.db import connection, transaction
 from django.db.models import F, Q, Sum
 from django.db.models.signals import post_delete, post_save
 
@@ -43,11 +46,28 @@ def _scope(cluster_id: int) -> str:
 
 
 def bump(*, cluster_ids: Iterable[int | None] | None = None) -> None:
-    """Count one change: of the given clusters' state, or (``cluster_ids`` None) of the shared configuration."""
+    """Count one change: of the given clusters' state, or (``cluster_ids`` None) of the shared configuration.
+
+    The count is written once the current transaction commits (see the module's docstring).
+    """
     if cluster_ids is None:
         scopes = [EngineStateVersion.GLOBAL]
     else:
         scopes = sorted({_scope(pk) for pk in cluster_ids if pk is not None})
+    if not scopes:
+        return
+    if _in_transaction():
+        transaction.on_commit(lambda: _increment(scopes))
+    else:
+        _increment(scopes)
+
+
+def _in_transaction() -> bool:
+    """True inside an atomic block the code opened (a test case's own wrapping blocks stand for autocommit)."""
+    return any(not getattr(block, "_from_testcase", False) for block in connection.atomic_blocks)
+
+
+def _increment(scopes: list[str]) -> None:
     for scope in scopes:
         if EngineStateVersion.objects.filter(scope=scope).update(version=F("version") + 1):
             continue

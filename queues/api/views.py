@@ -125,6 +125,7 @@ class JobPageSchema(AutoSchema):
 
 @extend_schema_view(
     list=extend_schema(
+        operation_id="jobs_list",
         summary="List jobs (newest first, cursor-paginated)",
         parameters=[
             TEAM_PARAM,

@@ -76,7 +76,8 @@ def test_nginx_sets_x_forwarded_proto_from_its_own_scheme():
     doc = yaml.safe_load((ROOT / "deploy/base/nginx-configmap.yaml").read_text())
     conf = doc["data"]["default.conf"]
     proto = re.findall(r"proxy_set_header\s+X-Forwarded-Proto\s+(\S+);", conf)
-    assert proto == ["$portal_forwarded_proto"]
+    assert proto
+    assert set(proto) == {"$portal_forwarded_proto"}  # every location, /metrics included
     assert "proxy_set_header X-Forwarded-Proto $http_x_forwarded_proto" not in conf
     # what it sends: its own $scheme, unless the connection comes from the TLS-terminating proxy in front
     assert re.search(

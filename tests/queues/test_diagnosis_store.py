@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import partial
 
 import pytest
 from django.db import connection
@@ -68,20 +69,25 @@ def waiting(pool, n: int, **kw) -> list[Job]:
 # --------------------------------------------------------------------------- the state version
 
 
-def test_state_version_counts_engine_changes_and_ignores_bookkeeping():
+def test_state_version_counts_engine_changes_and_ignores_bookkeeping(django_capture_on_commit_callbacks):
+    commit = partial(django_capture_on_commit_callbacks, execute=True)  # the bumps are written at commit
     pool = busy_pool()
     job = waiting(pool, 1)[0]
     v0 = state_version(pool.cluster)
-    services.job_set_wait_reason(job, code="quota_exhausted", message="m", now=timezone.now())
+    with commit():
+        services.job_set_wait_reason(job, code="quota_exhausted", message="m", now=timezone.now())
     assert state_version(pool.cluster) == v0  # the stored wait reason is not engine input
     job.priority = 5
-    job.save()
+    with commit():
+        job.save()
     v1 = state_version(pool.cluster)
     assert v1 > v0
-    Node.objects.filter(pk=pool.nodes[0].pk).get().save()
+    with commit():
+        Node.objects.filter(pk=pool.nodes[0].pk).get().save()
     v2 = state_version(pool.cluster)
     assert v2 > v1
-    PriorityClassFactory(name="urgent", value=1000)  # shared configuration: every cluster's version moves
+    with commit():
+        PriorityClassFactory(name="urgent", value=1000)  # shared configuration: every cluster's version moves
     assert state_version(pool.cluster) > v2
 
 
@@ -104,33 +110,37 @@ def _node_with_devices(pool, name: str, count: int) -> Node:
     return node
 
 
-def test_deleting_a_node_counts_once_and_not_per_device():
+def test_deleting_a_node_counts_once_and_not_per_device(django_capture_on_commit_callbacks):
+    commit = partial(django_capture_on_commit_callbacks, execute=True)
     pool = research_pool()
     small, large = _node_with_devices(pool, "small", 2), _node_with_devices(pool, "large", 16)
     v0 = state_version(pool.cluster)
-    with CaptureQueriesContext(connection) as few:
+    with CaptureQueriesContext(connection) as few, commit():
         small.delete()
     v1 = state_version(pool.cluster)
     assert v1 > v0
-    with CaptureQueriesContext(connection) as many:
+    with CaptureQueriesContext(connection) as many, commit():
         large.delete()
     assert state_version(pool.cluster) > v1
     assert len(many.captured_queries) == len(few.captured_queries)  # a cascade is not signalled device by device
     assert not Device.objects.filter(node__name__in=["small", "large"]).exists()
 
 
-def test_the_device_admin_counts_its_deletes(admin_client):
+def test_the_device_admin_counts_its_deletes(admin_client, django_capture_on_commit_callbacks):
+    commit = partial(django_capture_on_commit_callbacks, execute=True)
     pool = research_pool()
     node = _node_with_devices(pool, "spare", 3)
     devices = list(node.devices.order_by("pk"))
     v0 = state_version(pool.cluster)
     url = reverse("admin:pools_device_delete", args=[devices[0].pk])
-    assert admin_client.post(url, {"post": "yes"}).status_code == 302
+    with commit():
+        assert admin_client.post(url, {"post": "yes"}).status_code == 302
     v1 = state_version(pool.cluster)
     assert v1 > v0
     changelist = reverse("admin:pools_device_changelist")
     data = {"action": "delete_selected", "_selected_action": [d.pk for d in devices[1:]], "post": "yes"}
-    assert admin_client.post(changelist, data).status_code == 302
+    with commit():
+        assert admin_client.post(changelist, data).status_code == 302
     assert state_version(pool.cluster) > v1
     assert not node.devices.exists()
 
@@ -155,7 +165,7 @@ def test_job_page_polls_between_changes_run_no_engine(client, engines):
     assert stored.suggestions is not None
 
 
-def test_a_state_change_triggers_a_recompute(engines):
+def test_a_state_change_triggers_a_recompute(engines, django_capture_on_commit_callbacks):
     pool = busy_pool()
     jobs = waiting(pool, 3)
     now = timezone.now()
@@ -164,7 +174,8 @@ def test_a_state_change_triggers_a_recompute(engines):
     diagnosis.job_diagnosis(jobs[0], now=now)
     assert engines["n"] == built
     version = ClusterDiagnosis.objects.get(cluster=pool.cluster).state_version
-    services.job_cancel(job=jobs[1], user=pool.user)  # one job ahead leaves: the version moves
+    with django_capture_on_commit_callbacks(execute=True):
+        services.job_cancel(job=jobs[1], user=pool.user)  # one job ahead leaves: the version moves
     after = diagnosis.job_diagnosis(Job.objects.get(pk=jobs[0].pk), now=now)
     assert engines["n"] > built
     assert ClusterDiagnosis.objects.get(cluster=pool.cluster).state_version > version
@@ -184,7 +195,7 @@ def test_stored_rows_older_than_the_max_age_are_recomputed(engines):
     assert engines["n"] > built
 
 
-def test_catalogue_estimates_are_computed_once_per_change(client, engines):
+def test_catalogue_estimates_are_computed_once_per_change(client, engines, django_capture_on_commit_callbacks):
     pool = busy_pool()
     client.force_login(pool.user)
     client.get(reverse("queues:classes"))
@@ -193,7 +204,8 @@ def test_catalogue_estimates_are_computed_once_per_change(client, engines):
     html = client.get(reverse("queues:classes")).content.decode()
     assert engines["n"] == built
     assert "card" in html
-    waiting(pool, 1)
+    with django_capture_on_commit_callbacks(execute=True):
+        waiting(pool, 1)
     client.get(reverse("queues:classes"))
     assert engines["n"] > built
 
