@@ -200,8 +200,8 @@ class DemoReport:
     devices: int
 
 
-def _users() -> int:
-    """Demo users with the published password; admin is a superuser."""
+def _users(password: str = DEMO_PASSWORD) -> int:
+    """Demo users with the given password (the published one by default); admin is a superuser."""
     user_model = get_user_model()
     created = 0
     for username, first, is_admin, _ in USERS:
@@ -215,7 +215,7 @@ def _users() -> int:
             },
         )
         if made:
-            user.set_password(DEMO_PASSWORD)
+            user.set_password(password)
             user.save(update_fields=["password"])
             created += 1
     return created
@@ -444,14 +444,16 @@ def _live(cluster: Cluster, now: datetime) -> int:
 
 
 @transaction.atomic
-def demo_seed(*, now: datetime | None = None, days: int = 30, seed: int = 7) -> DemoReport:
+def demo_seed(
+    *, now: datetime | None = None, days: int = 30, seed: int = 7, password: str = DEMO_PASSWORD
+) -> DemoReport:
     """Seed (or top up) the demo; the history is generated only into a demo cluster that has no jobs yet."""
     now = now or timezone.now()
     cluster, _ = Cluster.objects.get_or_create(
         name=DEMO_CLUSTER, defaults={"display_name": "Simulated cluster", "backend": Cluster.Backend.SIMULATED}
     )
     import_report = demo_pool_install(cluster=cluster, now=now)
-    created = _users()
+    created = _users(password)
     _policy(cluster)
     _classes()
     history_jobs = ticks = 0

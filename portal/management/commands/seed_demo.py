@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import secrets
 import time
 
-from django.core.management.base import BaseCommand
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from billing.demo import billing_demo_seed
@@ -19,12 +21,19 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         """Options."""
         parser.add_argument("--days", type=int, default=30, help="days of history to generate (default 30)")
+        parser.add_argument(
+            "--i-know-this-is-production",
+            action="store_true",
+            dest="production_ok",
+            help="seed although PORTAL_MODE=production; new demo users get a random password, printed once",
+        )
 
     def handle(self, *args, **options):
         """Seed and report."""
+        password = self._password(options["production_ok"])
         started = time.monotonic()
         now = timezone.now()
-        report = demo_seed(now=now, days=options["days"])
+        report = demo_seed(now=now, days=options["days"], password=password)
         billing = billing_demo_seed(now=now, days=options["days"])
         took = time.monotonic() - started
         if report.history_jobs:
@@ -39,4 +48,21 @@ class Command(BaseCommand):
             f"metered, {billing.days} days rolled up."
         )
         logins = ", ".join(username for username, *_ in USERS)
-        self.stdout.write(f"Logins: {logins} (password {DEMO_PASSWORD!r}).")
+        self.stdout.write(f"Logins: {logins} (password {password!r}).")
+
+    def _password(self, production_ok: bool) -> str:
+        """The demo users' password: the published one in development, never in production (refused unless asked)."""
+        if settings.PORTAL_MODE == "development":
+            return DEMO_PASSWORD
+        if not production_ok:
+            raise CommandError(
+                f'PORTAL_MODE={settings.PORTAL_MODE}: seed_demo creates a superuser "admin" and demo users; '
+                "refused. Pass --i-know-this-is-production to seed anyway with a random password.",
+                returncode=2,
+            )
+        password = secrets.token_urlsafe(18)
+        self.stdout.write(
+            self.style.WARNING("PORTAL_MODE=production: new demo users get this password (shown only here): ")
+            + password
+        )
+        return password
