@@ -208,6 +208,11 @@ HEALTH_NODE_ACTION = env.str("HEALTH_NODE_ACTION", default="taint")
 # Simulated clusters: whether burn-in validation jobs pass or fail (to rehearse the failure path).
 HEALTH_SIMULATED_VALIDATION_OUTCOME = env.str("HEALTH_SIMULATED_VALIDATION_OUTCOME", default="pass")
 
+# Inventory import guard (manage.py import_inventory, the kube sync's node relist): a complete listing that holds no
+# Node, or would mark gone more than this share of the live nodes (one node may always go), is refused unless
+# --allow-mass-removal; the kube sync keeps its last good state and marks itself stale.
+INVENTORY_MAX_REMOVAL_SHARE = env.float("INVENTORY_MAX_REMOVAL_SHARE", default=0.2)
+
 # Kubernetes clusters: a sync pass (watch deltas since the bookmarks; the `kube_watch` process gives the
 # low latency), the quota configuration push with drift detection, and the reconciler.
 KUBE_SYNC_INTERVAL_SECONDS = env.float("KUBE_SYNC_INTERVAL_SECONDS", default=60.0)
