@@ -19,8 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
+from kernel import safe_yaml
 from kernel.quantity import is_device_resource, parse_quantity
 from pools.matching import flavor_matches
 from queues import kueue_messages as km
@@ -74,9 +73,11 @@ def load_documents(text: str, *, source: str = "<text>") -> list[Mapping[str, An
             data = json.loads(text)
             docs = data if isinstance(data, list) else [data]
         else:
-            docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+            docs = [d for d in safe_yaml.safe_load_all(text) if d is not None]
+    except (json.JSONDecodeError, safe_yaml.YAMLError) as exc:
         raise ExplainError(f"{source}: cannot parse as YAML or JSON: {exc}") from None
+    except RecursionError:
+        raise ExplainError(f"{source}: nested too deeply for a Kubernetes object") from None
     out: list[Mapping[str, Any]] = []
     for i, doc in enumerate(docs):
         where = f"{source}: document[{i}]"
