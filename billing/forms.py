@@ -20,6 +20,9 @@ ALL_TEAMS = "all"
 MAX_RANGE_DAYS = 3 * 366
 #: The report's range when none is given: the last 30 days, today included.
 DEFAULT_DAYS = 30
+#: Dates a report may name: none before the portal's time, none past a year ahead (9999-12-31 + 1 day overflows).
+EARLIEST_DATE = date(2000, 1, 1)
+MAX_FUTURE_DAYS = 366
 
 
 @dataclass
@@ -98,7 +101,13 @@ class CostFilterForm(forms.Form):
         data = super().clean()
         start = data.get("start") or self.today - timedelta(days=DEFAULT_DAYS - 1)
         end = data.get("end") or self.today
-        if end < start:
+        earliest, latest = EARLIEST_DATE, self.today + timedelta(days=MAX_FUTURE_DAYS)
+        out_of_range = [(name, day) for name, day in (("start", start), ("end", end)) if not earliest <= day <= latest]
+        for name, _ in out_of_range:
+            self.add_error(name, f"Choose a date between {earliest:%Y-%m-%d} and {latest:%Y-%m-%d}.")
+        if out_of_range:
+            start, end = self.today - timedelta(days=DEFAULT_DAYS - 1), self.today
+        elif end < start:
             self.add_error("end", "“To” must not be before “From”.")
         elif (end - start).days > MAX_RANGE_DAYS:
             self.add_error("start", f"Choose at most {MAX_RANGE_DAYS} days.")

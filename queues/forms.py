@@ -17,6 +17,7 @@ from pools.models import ResourceClass
 from queues import selectors as sel
 from queues.models import Job, PriorityClass, Team
 from queues.services import MAX_NAME, JobSpec, job_spec_errors
+from queues.spec_limits import MAX_CHECKPOINT_PATH, MAX_CHECKPOINT_SIGNAL, MAX_IMAGE
 
 _DURATION = re.compile(r"^(?:(?P<d>\d+)\s*d)?\s*(?:(?P<h>\d+)\s*h)?\s*(?:(?P<m>\d+)\s*m)?\s*(?:(?P<s>\d+)\s*s)?$")
 
@@ -111,7 +112,7 @@ class JobSubmitForm(forms.Form):
     name = forms.CharField(
         max_length=MAX_NAME, help_text=f"Lower-case letters, digits and '-', at most {MAX_NAME} characters."
     )
-    image = forms.CharField(max_length=500, help_text="e.g. registry.example.org/team/train:1.4")
+    image = forms.CharField(max_length=MAX_IMAGE, help_text="e.g. registry.example.org/team/train:1.4")
     command = ShellWordsField(required=False, help_text="The container's command, e.g. python train.py")
     args = ShellWordsField(required=False, help_text="Arguments, e.g. --epochs 10 --lr 3e-4")
     env = EnvField(required=False, label="Environment", help_text="One KEY=VALUE per line.")
@@ -134,8 +135,10 @@ class JobSubmitForm(forms.Form):
     max_runtime = DurationField(
         required=False, label="Maximum runtime", help_text="e.g. 8h or 2d; a number is minutes."
     )
-    checkpoint_path = forms.CharField(max_length=500, required=False, help_text="Where checkpoints are written.")
-    checkpoint_signal = forms.CharField(max_length=20, required=False, help_text="e.g. SIGUSR1")
+    checkpoint_path = forms.CharField(
+        max_length=MAX_CHECKPOINT_PATH, required=False, help_text="Where checkpoints are written."
+    )
+    checkpoint_signal = forms.CharField(max_length=MAX_CHECKPOINT_SIGNAL, required=False, help_text="e.g. SIGUSR1")
     checkpoint_command = ShellWordsField(required=False, help_text="Or a command that writes a checkpoint.")
     checkpoint_interval = DurationField(required=False, help_text="e.g. 30m")
     sim_runtime = DurationField(
