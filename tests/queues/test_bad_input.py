@@ -10,6 +10,7 @@ from rest_framework.test import APIClient
 
 from queues.api.tokens import api_token_create
 from tests.browser.scenarios import research_pool
+from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -126,3 +127,52 @@ def test_deep_json_is_400(api):
     body = json.dumps(BODY)[:-1] + ', "env": ' + deep + "}"
     response = api.post("/api/jobs/", body, content_type="application/json")
     assert response.status_code == 400
+
+
+LIMIT_CASES = [
+    ("sim_runtime_seconds", "sim_runtime", 10**12, "25000d", "between 0 s and 30 days"),
+    ("checkpoint_interval_seconds", "checkpoint_interval", 10**12, "25000d", "between 60 s and 30 days"),
+    ("max_runtime_seconds", "max_runtime", 10**12, "25000d", "between 60 s and 30 days"),
+]
+
+
+@pytest.mark.parametrize(("api_field", "form_field", "api_value", "form_value", "limit"), LIMIT_CASES)
+def test_page_check_and_api_give_the_same_message(pool, api, web, api_field, form_field, api_value, form_value, limit):
+    extra = {"checkpoint_path": "/ckpt"}
+    messages = []
+    for url in ("/api/jobs/", "/api/feasibility/"):
+        response = api.post(url, {**BODY, **extra, api_field: api_value}, format="json")
+        assert response.status_code == 400
+        (message,) = response.json()[api_field]
+        messages.append(message.replace(str(api_value), "N"))
+    for url in ("/submit/", "/submit/check/"):
+        response = web.post(url, {**FORM, **extra, form_field: form_value}, HTTP_HX_REQUEST="true")
+        assert response.status_code in (200, 400)
+        text = response.content.decode()
+        assert limit in text, url
+    assert len(set(messages)) == 1
+    assert limit in messages[0]
+    assert not pool.team.jobs.exists()
+
+
+def test_env_name_with_a_trailing_newline_is_refused(api):
+    response = api.post("/api/jobs/", {**BODY, "env": {"FOO\n": "1"}}, format="json")
+    assert response.status_code == 400
+    assert "not a valid environment variable name" in response.json()["env"][0]
+
+
+def test_nul_is_refused_by_the_middleware_naming_the_parameter(web, api):
+    response = web.get("/jobs/?team=%00")
+    assert response.status_code == 400
+    assert b"'team'" in response.content
+    assert api.post("/api/jobs/", {**BODY, "name": "a\x00"}, format="json").status_code == 400
+    assert web.post("/team/", {"team": "vis\x00ion"}).status_code == 400
+
+
+@pytest.mark.parametrize("start", ["9999-12-30", "1800-01-01"])
+def test_cost_dates_out_of_range_name_the_limit(pool, start):
+    admin = Client()
+    admin.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
+    response = admin.get(f"/cost/?start={start}&end={start}")
+    assert response.status_code < 500
+    assert b"Choose a date between 2000-01-01" in response.content
