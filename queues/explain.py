@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernel import safe_yaml
-from kernel.quantity import is_device_resource, parse_quantity
+from kernel.k8s_names import dns_subdomain_problem
+from kernel.quantity import MAX_NODE_DEVICE_UNITS, is_device_resource, parse_decimal, parse_quantity
 from pools.matching import flavor_matches
 from queues import kueue_messages as km
 
@@ -103,6 +104,8 @@ def _meta(obj: Mapping[str, Any], where: str) -> Mapping[str, Any]:
     meta = obj.get("metadata")
     if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta.get("name"):
         raise ExplainError(f"{where}: metadata.name: missing")
+    if problem := dns_subdomain_problem(meta["name"]):
+        raise ExplainError(f"{where}: metadata.name: {problem}")
     return meta
 
 
@@ -129,10 +132,15 @@ def _list(obj: Mapping[str, Any], path: str, where: str) -> list:
 
 
 def _qty(value: Any, resource: str, where: str) -> int:
+    """A quantity; device counts whole (Kubernetes refuses "8.5" or "8500m" GPUs) and at most a node's worth."""
     try:
-        return parse_quantity(value, resource)
+        amount = parse_quantity(value, resource)
+        whole = parse_decimal(value) == amount
     except (ValueError, TypeError):
         raise ExplainError(f"{where}: {resource}: {value!r} is not a Kubernetes quantity") from None
+    if is_device_resource(resource) and not whole:
+        raise ExplainError(f"{where}: {resource}: {value!r} is not a whole number of devices")
+    return amount
 
 
 def _container_requests(pod_spec: Mapping[str, Any], where: str) -> dict[str, int]:
@@ -277,6 +285,8 @@ def _pool_figures(pool: _Pool, admitted_by_flavor: Mapping[tuple[str, str], int]
                 if not is_device_resource(res):
                     continue
                 n = _qty(value, res, where)
+                if n > MAX_NODE_DEVICE_UNITS:
+                    raise ExplainError(f"{where}: {res}: {n} devices, at most {MAX_NODE_DEVICE_UNITS} on a node")
                 key = (flavor, res)
                 total[key] += n
                 if is_out:

@@ -150,3 +150,41 @@ def test_simulate_exits_2_on_a_bad_scenario(tmp_path):
         call_command("simulate", str(path), stdout=io.StringIO())
     assert caught.value.returncode == 2
     assert "Node/gpu-1: status.capacity.nvidia.com/gpu" in str(caught.value)
+
+
+# --- kubectl dumps (explain) ----------------------------------------------------------------------------------
+
+
+def _workload(name: str = "train", gpus: str = "8") -> dict:
+    pod = {"containers": [{"name": "c", "image": "i", "resources": {"requests": {"nvidia.com/gpu": gpus}}}]}
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": "team-a"},
+        "spec": {"queueName": "main", "podSets": [{"name": "main", "count": 1, "template": {"spec": pod}}]},
+        "status": {"conditions": []},
+    }
+
+
+@pytest.mark.parametrize(
+    ("workload", "problem"),
+    [
+        (_workload(gpus="8.5"), "not a whole number of devices"),
+        (_workload(gpus="8500m"), "not a whole number of devices"),
+        (_workload(name="Train_1"), "not an RFC 1123 DNS subdomain"),
+    ],
+)
+def test_explain_refuses_impossible_dumps(tmp_path, workload, problem):
+    path = tmp_path / "dump.yaml"
+    path.write_text(yaml.safe_dump(workload))
+    with pytest.raises(CommandError) as caught:
+        call_command("explain", str(path), stdout=io.StringIO())
+    assert caught.value.returncode == 2
+    assert problem in str(caught.value)
+
+
+def test_explain_refuses_aliases(tmp_path):
+    path = tmp_path / "dump.yaml"
+    path.write_text("a: &a [1, 2]\nb: [*a, *a]\n")
+    with pytest.raises(CommandError, match="aliases are not accepted"):
+        call_command("explain", str(path), stdout=io.StringIO())
