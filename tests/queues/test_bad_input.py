@@ -167,6 +167,8 @@ def test_nul_is_refused_by_the_middleware_naming_the_parameter(web, api):
     assert b"'team'" in response.content
     assert api.post("/api/jobs/", {**BODY, "name": "a\x00"}, format="json").status_code == 400
     assert web.post("/team/", {"team": "vis\x00ion"}).status_code == 400
+    assert api.get("/api/classes/h1%0000/").status_code == 400  # a slug in the path
+    assert api.post("/api/jobs/", '{"name": "a\\u0000"}', content_type="application/json").status_code == 400
 
 
 @pytest.mark.parametrize("start", ["9999-12-30", "1800-01-01"])
