@@ -80,7 +80,7 @@ class InventoryEvents:
         cluster (the pool page shows it, :meth:`mark_reachable` keeps it) until a relist is accepted.
         """
         now = self.clock()
-        message = f"{SUSPECT_PREFIX}{exc.problem}"[:2000]
+        message = f"{SUSPECT_PREFIX}{exc.reason}; the next sync lists the nodes again"[:2000]
         self.report.suspect = message
         self.report.errors.append(f"inventory: {exc}")
         with transaction.atomic():

@@ -104,11 +104,16 @@ class ImportReport:
 
 
 class MassRemovalRefused(InventoryError):
-    """A complete listing that would mark too much of the pool gone: refused, nothing changed."""
+    """A complete listing that would mark too much of the pool gone: refused, nothing changed.
 
-    def __init__(self, cluster: str, problem: str, *, live: int, removing: int) -> None:
+    ``reason`` says what the listing would do; the message adds the likely causes and the command's way out.
+    """
+
+    def __init__(self, cluster: str, reason: str, causes: str, *, live: int, removing: int) -> None:
+        self.reason = reason
         self.live = live
         self.removing = removing
+        problem = f"{reason}. Nothing changed ({causes}). Use --allow-mass-removal if the nodes really left"
         super().__init__(f'cluster "{cluster}"', "", problem)
 
 
@@ -124,8 +129,8 @@ def removal_guard(*, cluster: str, live: int, listed_nodes: int, removing: int) 
         effect = f"it would mark all {live} nodes gone" if live else "a complete listing must hold the cluster's nodes"
         raise MassRemovalRefused(
             cluster,
-            f"the listing holds no Node (nor ResourceSlice): {effect}. Nothing changed (an empty file, a listing of "
-            "other kinds, the wrong context?). Use --allow-mass-removal if the whole pool really left",
+            f"the listing holds no Node (nor ResourceSlice): {effect}",
+            "an empty file, a listing of other kinds, the wrong context?",
             live=live,
             removing=removing,
         )
@@ -134,8 +139,8 @@ def removal_guard(*, cluster: str, live: int, listed_nodes: int, removing: int) 
         raise MassRemovalRefused(
             cluster,
             f"the listing would mark {removing} of {live} nodes gone, more than "
-            f"INVENTORY_MAX_REMOVAL_SHARE={share:.0%} of the pool. Nothing changed (a truncated listing or the "
-            "wrong cluster?). Use --allow-mass-removal if these nodes really left",
+            f"INVENTORY_MAX_REMOVAL_SHARE={share:.0%} of the pool",
+            "a truncated listing or the wrong cluster?",
             live=live,
             removing=removing,
         )
