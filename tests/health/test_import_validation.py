@@ -71,3 +71,14 @@ def test_scrape_with_a_negative_gpu_index_is_refused(pool, tmp_path):
     text = exposition([gpu(pool.devices[0], DCGM_FI_DEV_GPU_TEMP=40)])
     path.write_text(text.replace(f'gpu="{pool.devices[0].index}"', 'gpu="-1"'))
     assert 'label gpu: "-1"' in str(import_health(path)).replace("'", '"')
+
+
+def test_an_impossible_xid_is_refused_by_the_service_too(pool):
+    from pools.health.events import EventRecord
+    from pools.health.ingest import health_ingest_events
+    from pools.health.services import HealthInputError
+
+    record = EventRecord(kind="xid", xid=-5, at=pool.at(0), uuid=pool.devices[0].uuid)
+    with pytest.raises(HealthInputError, match="-5 is not an XID"):
+        health_ingest_events(records=[record], now=pool.at(1))
+    assert not RepairTicket.objects.exists()
