@@ -13,6 +13,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from billing.selectors import BUCKETS
+from kernel.dates import date_range_problem
 from pools.models import ResourceClass
 from queues.models import Team
 
@@ -20,9 +21,6 @@ ALL_TEAMS = "all"
 MAX_RANGE_DAYS = 3 * 366
 #: The report's range when none is given: the last 30 days, today included.
 DEFAULT_DAYS = 30
-#: Dates a report may name: none before the portal's time, none past a year ahead (9999-12-31 + 1 day overflows).
-EARLIEST_DATE = date(2000, 1, 1)
-MAX_FUTURE_DAYS = 366
 
 
 @dataclass
@@ -101,10 +99,13 @@ class CostFilterForm(forms.Form):
         data = super().clean()
         start = data.get("start") or self.today - timedelta(days=DEFAULT_DAYS - 1)
         end = data.get("end") or self.today
-        earliest, latest = EARLIEST_DATE, self.today + timedelta(days=MAX_FUTURE_DAYS)
-        out_of_range = [(name, day) for name, day in (("start", start), ("end", end)) if not earliest <= day <= latest]
-        for name, _ in out_of_range:
-            self.add_error(name, f"Choose a date between {earliest:%Y-%m-%d} and {latest:%Y-%m-%d}.")
+        out_of_range = [
+            (name, problem)
+            for name, day in (("start", start), ("end", end))
+            if (problem := date_range_problem(day, today=self.today))
+        ]
+        for name, problem in out_of_range:
+            self.add_error(name, problem)
         if out_of_range:
             start, end = self.today - timedelta(days=DEFAULT_DAYS - 1), self.today
         elif end < start:

@@ -11,7 +11,9 @@ import shlex
 
 from django import forms
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
+from kernel.dates import date_range_problem
 from kernel.errors import ValidationFailed
 from pools.models import ResourceClass
 from queues import selectors as sel
@@ -324,6 +326,20 @@ class JobFilterForm(forms.Form):
         self.fields["owner"].queryset = users
         if user is not None:
             self.fields["resource_class"].queryset = sel.filter_classes(user, team)
+
+    def clean_submitted_from(self):
+        """A date within the range filters accept (a day added to 9999-12-31 would overflow)."""
+        return self._bounded_date("submitted_from")
+
+    def clean_submitted_to(self):
+        """A date within the range filters accept."""
+        return self._bounded_date("submitted_to")
+
+    def _bounded_date(self, name: str):
+        day = self.cleaned_data.get(name)
+        if day is not None and (problem := date_range_problem(day, today=timezone.localdate())):
+            raise forms.ValidationError(problem, code="date_range")
+        return day
 
     def chosen_team(self) -> Team | None:
         """The team picked in the team filter (admins and operators only); ``None`` for every team or a bad slug."""
