@@ -13,6 +13,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from billing.selectors import BUCKETS
+from kernel.dates import date_range_problem
 from pools.models import ResourceClass
 from queues.models import Team
 
@@ -98,7 +99,16 @@ class CostFilterForm(forms.Form):
         data = super().clean()
         start = data.get("start") or self.today - timedelta(days=DEFAULT_DAYS - 1)
         end = data.get("end") or self.today
-        if end < start:
+        out_of_range = [
+            (name, problem)
+            for name, day in (("start", start), ("end", end))
+            if (problem := date_range_problem(day, today=self.today))
+        ]
+        for name, problem in out_of_range:
+            self.add_error(name, problem)
+        if out_of_range:
+            start, end = self.today - timedelta(days=DEFAULT_DAYS - 1), self.today
+        elif end < start:
             self.add_error("end", "“To” must not be before “From”.")
         elif (end - start).days > MAX_RANGE_DAYS:
             self.add_error("start", f"Choose at most {MAX_RANGE_DAYS} days.")

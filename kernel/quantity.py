@@ -22,6 +22,10 @@ _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "
 _DECIMAL_SUFFIX = {exp: suffix for suffix, exp in _DECIMAL.items()}
 _BINARY_SUFFIX = {power: suffix for suffix, power in _BINARY.items()}
 
+#: Schedulable units of one extended resource on one node, at most: 8 cards x 48 time-slicing replicas is 384 and a
+#: trn2 node has 128 NeuronCores, so this leaves room to spare; 100,000 GPUs on a node is a typo.
+MAX_NODE_DEVICE_UNITS = 4096
+
 _NON_DEVICE = frozenset({"cpu", "memory", "ephemeral-storage", "pods", "storage"})
 _BINARY_RESOURCES = frozenset({"memory", "ephemeral-storage", "storage"})
 

@@ -208,8 +208,9 @@ class DemoReport:
     devices: int
 
 
-def _users() -> int:
-    """Demo users with the published password; admin is a superuser, the operators are in the operator group."""
+def _users(password: str = DEMO_PASSWORD) -> int:
+    """Demo users with the given password (the published one by default); admin is a superuser, the operators are
+    in the operator group."""
     user_model = get_user_model()
     operators, _ = Group.objects.get_or_create(name=OPERATOR_GROUP)  # kept by queues.apps after migrate, too
     app_label, codename = OPERATOR_PERMISSION.split(".")
@@ -226,7 +227,7 @@ def _users() -> int:
             },
         )
         if made:
-            user.set_password(DEMO_PASSWORD)
+            user.set_password(password)
             user.save(update_fields=["password"])
             created += 1
         if username in OPERATORS:
@@ -473,12 +474,17 @@ def _live(cluster: Cluster, now: datetime, progress: Progress = _no_progress) ->
 
 @transaction.atomic
 def demo_seed(
-    *, now: datetime | None = None, days: int = 30, seed: int = 7, progress: Progress = _no_progress
+    *,
+    now: datetime | None = None,
+    days: int = 30,
+    seed: int = 7,
+    progress: Progress = _no_progress,
+    password: str = DEMO_PASSWORD,
 ) -> DemoReport:
     """Seed (or top up) the demo; the history is generated only into a demo cluster that has no jobs yet.
 
     ``progress(step, fraction)`` is told each step and how far the replay of the history is (``seed_demo``
-    prints it: the replay takes minutes on a small machine).
+    prints it: the replay takes minutes on a small machine). New demo users get ``password``.
     """
     now = now or timezone.now()
     progress("installing the pool, users, policy and classes", 0.0)
@@ -486,7 +492,7 @@ def demo_seed(
         name=DEMO_CLUSTER, defaults={"display_name": "Simulated cluster", "backend": Cluster.Backend.SIMULATED}
     )
     import_report = demo_pool_install(cluster=cluster, now=now)
-    created = _users()
+    created = _users(password)
     _policy(cluster)
     _classes()
     history_jobs = ticks = 0

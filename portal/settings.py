@@ -83,6 +83,7 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "portal.middleware.RejectNulMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "portal.middleware.PrivateCacheMiddleware",
@@ -211,8 +212,9 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    # JSON only: a form or multipart body cannot say null, which several fields take.
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # JSON only (a form or multipart body cannot say null, which several fields take), refusing deep nesting with
+    # a 400 (queues.api.parsers).
+    "DEFAULT_PARSER_CLASSES": ["queues.api.parsers.JSONParser"],
     # Throttles (queues/api/throttling.py): anonymous calls and invalid tokens by address, token calls by token,
     # session calls by user. A rate is "N/second|minute|hour|day"; empty turns that throttle off.
     "DEFAULT_THROTTLE_CLASSES": [
@@ -278,6 +280,11 @@ HEALTH_MANAGED_NODE_LABELS = env.dict("HEALTH_MANAGED_NODE_LABELS", default={})
 HEALTH_NODE_ACTION = env.str("HEALTH_NODE_ACTION", default="taint")
 # Simulated clusters: whether burn-in validation jobs pass or fail (to rehearse the failure path).
 HEALTH_SIMULATED_VALIDATION_OUTCOME = env.str("HEALTH_SIMULATED_VALIDATION_OUTCOME", default="pass")
+
+# Inventory import guard (manage.py import_inventory, the kube sync's node relist): a complete listing that holds no
+# Node, or would mark gone more than this share of the live nodes (one node may always go), is refused unless
+# --allow-mass-removal; the kube sync keeps its last good state and marks itself stale.
+INVENTORY_MAX_REMOVAL_SHARE = env.float("INVENTORY_MAX_REMOVAL_SHARE", default=0.2)
 
 # Kubernetes clusters: a sync pass (watch deltas since the bookmarks; the `kube_watch` process gives the
 # low latency), the quota configuration push with drift detection, and the reconciler.

@@ -19,9 +19,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
-from kernel.quantity import is_device_resource, parse_quantity
+from kernel import safe_yaml
+from kernel.k8s_names import dns_subdomain_problem
+from kernel.quantity import MAX_NODE_DEVICE_UNITS, is_device_resource, parse_decimal, parse_quantity
 from pools.matching import flavor_matches
 from queues import kueue_messages as km
 
@@ -77,9 +77,11 @@ def load_documents(text: str, *, source: str = "<text>") -> list[Mapping[str, An
             data = json.loads(text)
             docs = data if isinstance(data, list) else [data]
         else:
-            docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+            docs = [d for d in safe_yaml.safe_load_all(text) if d is not None]
+    except (json.JSONDecodeError, safe_yaml.YAMLError) as exc:
         raise ExplainError(f"{source}: cannot parse as YAML or JSON: {exc}") from None
+    except RecursionError:
+        raise ExplainError(f"{source}: nested too deeply for a Kubernetes object") from None
     out: list[Mapping[str, Any]] = []
     for i, doc in enumerate(docs):
         where = f"{source}: document[{i}]"
@@ -105,6 +107,8 @@ def _meta(obj: Mapping[str, Any], where: str) -> Mapping[str, Any]:
     meta = obj.get("metadata")
     if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta.get("name"):
         raise ExplainError(f"{where}: metadata.name: missing")
+    if problem := dns_subdomain_problem(meta["name"]):
+        raise ExplainError(f"{where}: metadata.name: {problem}")
     return meta
 
 
@@ -131,10 +135,15 @@ def _list(obj: Mapping[str, Any], path: str, where: str) -> list:
 
 
 def _qty(value: Any, resource: str, where: str) -> int:
+    """A quantity; device counts whole (Kubernetes refuses "8.5" or "8500m" GPUs) and at most a node's worth."""
     try:
-        return parse_quantity(value, resource)
+        amount = parse_quantity(value, resource)
+        whole = parse_decimal(value) == amount
     except (ValueError, TypeError):
         raise ExplainError(f"{where}: {resource}: {value!r} is not a Kubernetes quantity") from None
+    if is_device_resource(resource) and not whole:
+        raise ExplainError(f"{where}: {resource}: {value!r} is not a whole number of devices")
+    return amount
 
 
 def _container_requests(pod_spec: Mapping[str, Any], where: str) -> dict[str, int]:
@@ -311,6 +320,8 @@ def _pool_figures(pool: _Pool, admitted_by_flavor: Mapping[tuple[str, str], int]
                 if not is_device_resource(res):
                     continue
                 n = _qty(value, res, where)
+                if n > MAX_NODE_DEVICE_UNITS:
+                    raise ExplainError(f"{where}: {res}: {n} devices, at most {MAX_NODE_DEVICE_UNITS} on a node")
                 key = (flavor, res)
                 total[key] += n
                 if is_out:

@@ -11,12 +11,15 @@ import shlex
 
 from django import forms
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
+from kernel.dates import date_range_problem
 from kernel.errors import ValidationFailed
 from pools.models import ResourceClass
 from queues import selectors as sel
 from queues.models import Job, PriorityClass, Team
 from queues.services import MAX_NAME, JobSpec, job_spec_errors
+from queues.spec_limits import MAX_CHECKPOINT_PATH, MAX_CHECKPOINT_SIGNAL, MAX_IMAGE
 
 _DURATION = re.compile(r"^(?:(?P<d>\d+)\s*d)?\s*(?:(?P<h>\d+)\s*h)?\s*(?:(?P<m>\d+)\s*m)?\s*(?:(?P<s>\d+)\s*s)?$")
 
@@ -111,7 +114,7 @@ class JobSubmitForm(forms.Form):
     name = forms.CharField(
         max_length=MAX_NAME, help_text=f"Lower-case letters, digits and '-', at most {MAX_NAME} characters."
     )
-    image = forms.CharField(max_length=500, help_text="e.g. registry.example.org/team/train:1.4")
+    image = forms.CharField(max_length=MAX_IMAGE, help_text="e.g. registry.example.org/team/train:1.4")
     command = ShellWordsField(required=False, help_text="The container's command, e.g. python train.py")
     args = ShellWordsField(required=False, help_text="Arguments, e.g. --epochs 10 --lr 3e-4")
     env = EnvField(required=False, label="Environment", help_text="One KEY=VALUE per line.")
@@ -134,8 +137,10 @@ class JobSubmitForm(forms.Form):
     max_runtime = DurationField(
         required=False, label="Maximum runtime", help_text="e.g. 8h or 2d; a number is minutes."
     )
-    checkpoint_path = forms.CharField(max_length=500, required=False, help_text="Where checkpoints are written.")
-    checkpoint_signal = forms.CharField(max_length=20, required=False, help_text="e.g. SIGUSR1")
+    checkpoint_path = forms.CharField(
+        max_length=MAX_CHECKPOINT_PATH, required=False, help_text="Where checkpoints are written."
+    )
+    checkpoint_signal = forms.CharField(max_length=MAX_CHECKPOINT_SIGNAL, required=False, help_text="e.g. SIGUSR1")
     checkpoint_command = ShellWordsField(required=False, help_text="Or a command that writes a checkpoint.")
     checkpoint_interval = DurationField(required=False, help_text="e.g. 30m")
     sim_runtime = DurationField(
@@ -321,6 +326,20 @@ class JobFilterForm(forms.Form):
         self.fields["owner"].queryset = users
         if user is not None:
             self.fields["resource_class"].queryset = sel.filter_classes(user, team)
+
+    def clean_submitted_from(self):
+        """A date within the range filters accept (a day added to 9999-12-31 would overflow)."""
+        return self._bounded_date("submitted_from")
+
+    def clean_submitted_to(self):
+        """A date within the range filters accept."""
+        return self._bounded_date("submitted_to")
+
+    def _bounded_date(self, name: str):
+        day = self.cleaned_data.get(name)
+        if day is not None and (problem := date_range_problem(day, today=timezone.localdate())):
+            raise forms.ValidationError(problem, code="date_range")
+        return day
 
     def chosen_team(self) -> Team | None:
         """The team picked in the team filter (admins and operators only); ``None`` for every team or a bad slug."""

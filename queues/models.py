@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
 from kernel.history import PolicyHistory
 from pools.models import Cluster, ResourceClass, ResourceFlavor, dns_label
 from queues.engine.wait_codes import WAIT_CODE_LABELS
+from queues.spec_limits import (
+    MAX_CHECKPOINT_PATH,
+    MAX_CHECKPOINT_SIGNAL,
+    MAX_IMAGE,
+    MAX_RUNTIME_SECONDS,
+    MAX_TOPOLOGY_LEVEL,
+    MIN_CHECKPOINT_INTERVAL_SECONDS,
+    MIN_RUNTIME_SECONDS,
+)
 
 
 class Team(models.Model):
@@ -240,7 +250,7 @@ class Job(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs")
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="jobs")
     name = models.CharField(max_length=63, validators=[dns_label])
-    image = models.CharField(max_length=500)
+    image = models.CharField(max_length=MAX_IMAGE)
     command = models.JSONField(default=list, blank=True)
     args = models.JSONField(default=list, blank=True)
     env = models.JSONField(default=dict, blank=True)
@@ -248,16 +258,28 @@ class Job(models.Model):
     devices_per_pod = models.PositiveIntegerField(default=1)
     pod_count = models.PositiveIntegerField(default=1)
     topology_mode = models.CharField(max_length=10, choices=TopologyMode.choices, blank=True, default="")
-    topology_level = models.CharField(max_length=253, blank=True)
+    topology_level = models.CharField(max_length=MAX_TOPOLOGY_LEVEL, blank=True)
     priority_class = models.ForeignKey(PriorityClass, null=True, blank=True, on_delete=models.PROTECT)
     priority = models.IntegerField(default=0, help_text="Value of the priority class at submission.")
-    max_runtime_seconds = models.PositiveIntegerField(null=True, blank=True)
-    checkpoint_path = models.CharField(max_length=500, blank=True)
-    checkpoint_signal = models.CharField(max_length=20, blank=True)
+    # The limits are queues.spec_limits', which job_spec_errors applies to every submission.
+    max_runtime_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(MIN_RUNTIME_SECONDS), MaxValueValidator(MAX_RUNTIME_SECONDS)],
+    )
+    checkpoint_path = models.CharField(max_length=MAX_CHECKPOINT_PATH, blank=True)
+    checkpoint_signal = models.CharField(max_length=MAX_CHECKPOINT_SIGNAL, blank=True)
     checkpoint_command = models.JSONField(default=list, blank=True)
-    checkpoint_interval_seconds = models.PositiveIntegerField(null=True, blank=True)
+    checkpoint_interval_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(MIN_CHECKPOINT_INTERVAL_SECONDS), MaxValueValidator(MAX_RUNTIME_SECONDS)],
+    )
     sim_runtime_seconds = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Simulated backend only: how long the job runs once started."
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(MAX_RUNTIME_SECONDS)],
+        help_text="Simulated backend only: how long the job runs once started.",
     )
     sim_fails = models.BooleanField(
         default=False, help_text="Simulated backend only: the job's pods exit with an error at the end of its run."

@@ -8,7 +8,10 @@ the fields it reads). Every batch of events is processed, its jobs re-evaluated 
 transaction, so a crash replays the batch (idempotently) and loses nothing.
 
 A cluster that cannot be reached keeps its data: ``last_sync_error``/``last_sync_error_at`` are set, and after
-``KUBE_STALE_AFTER_SECONDS`` its pending jobs say ``cluster_unreachable`` ("as of" the last good sync).
+``KUBE_STALE_AFTER_SECONDS`` its pending jobs say ``cluster_unreachable`` ("as of" the last good sync). A node
+relist that would mark gone more than ``INVENTORY_MAX_REMOVAL_SHARE`` of the known nodes (or lists none) is
+refused as suspect: the inventory stays as it was, the cluster is marked stale with the reason, and the next pass
+relists again.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from clusters.kube_sync.batches import BATCH, chunks
 from clusters.kube_sync.conf import kube_setting
 from clusters.kube_sync.evaluate import EvalContext, evaluate_job
 from clusters.kube_sync.manifests import PORTAL_JOBS_SELECTOR
-from clusters.kube_sync.sync_inventory import InventoryEvents
+from clusters.kube_sync.sync_inventory import SUSPECT_PREFIX, InventoryEvents
 from clusters.kube_sync.sync_objects import JobObjectEvents
 from clusters.models import KubeConfigObject, KubeJobState
 from kernel.db import update_rows
@@ -66,6 +69,8 @@ class SyncReport:
     inventory: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     unreachable: str = ""
+    #: Set when a node relist was refused as suspect (see ``InventoryEvents.mark_suspect``).
+    suspect: str = ""
 
     def text(self) -> str:
         """One line for logs."""
@@ -75,6 +80,8 @@ class SyncReport:
             parts.append(", ".join(f"{k}×{v}" for k, v in sorted(self.actions.items())))
         if self.unreachable:
             parts.append(f"UNREACHABLE: {self.unreachable}")
+        if self.suspect:
+            parts.append(f"SUSPECT: {self.suspect}")
         return "; ".join(parts)
 
 
@@ -160,8 +167,14 @@ class ClusterSync(InventoryEvents, JobObjectEvents):
         return self.report
 
     def mark_reachable(self, *, reevaluate: bool = False) -> None:
-        """Record a good sync; after an outage re-read every live job (their reasons said "unreachable")."""
+        """Record a good sync; after an outage re-read every live job (their reasons said "unreachable").
+
+        A refused node listing (``SUSPECT_PREFIX``) keeps the cluster stale until an inventory relist is accepted.
+        """
         now = self.clock()
+        error = Cluster.objects.filter(pk=self.cluster.pk).values_list("last_sync_error", flat=True).first() or ""
+        if self.report.suspect or (error.startswith(SUSPECT_PREFIX) and "inventory" not in self.report.relisted):
+            return
         Cluster.objects.filter(pk=self.cluster.pk).update(last_synced_at=now, last_sync_error="")
         self.cluster.last_synced_at, self.cluster.last_sync_error = now, ""
         if reevaluate:

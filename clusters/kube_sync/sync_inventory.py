@@ -15,10 +15,13 @@ from clusters.kube_sync.batches import chunks
 from clusters.kube_sync.conf import kube_setting
 from pools.inventory.parse import parse_inventory
 from pools.inventory.records import InventoryError
-from pools.inventory.service import NODE_FIELDS, inventory_import
-from pools.models import Allocation, Node
+from pools.inventory.service import NODE_FIELDS, MassRemovalRefused, inventory_import
+from pools.models import Allocation, Cluster, Node
 
 log = logging.getLogger(__name__)
+
+#: ``Cluster.last_sync_error`` of a sync that refused a node listing; kept until a relist is accepted.
+SUSPECT_PREFIX = "Node list suspect, last good inventory kept: "
 
 
 def node_fields(obj: dict) -> dict:
@@ -58,18 +61,44 @@ class InventoryEvents:
                     objects += page.items
             except KubeNotFound:
                 self._slices_served = False
-        touched = self.inventory_apply(objects, complete=True)
+        try:
+            touched = self.inventory_apply(objects, complete=True)
+        except MassRemovalRefused as exc:
+            self.mark_suspect(exc)
+            return
         with transaction.atomic():
             self.mark_dirty(touched)
             for kind, rv in rvs.items():
                 self.save_bookmark(kind, rv)
         self.report.relisted.append("inventory")
 
+    def mark_suspect(self, exc: MassRemovalRefused) -> None:
+        """A node list far shorter than what is known: keep the last good state, say the sync is stale, relist next.
+
+        A control plane under repair, a lister with reduced RBAC or an API server answering from an empty cache
+        can list no or few nodes; marking them gone would requeue every running job. The error stays on the
+        cluster (the pool page shows it, :meth:`mark_reachable` keeps it) until a relist is accepted.
+        """
+        now = self.clock()
+        message = f"{SUSPECT_PREFIX}{exc.reason}; the next sync lists the nodes again"[:2000]
+        self.report.suspect = message
+        self.report.errors.append(f"inventory: {exc}")
+        with transaction.atomic():
+            cluster = Cluster.objects.select_for_update().get(pk=self.cluster.pk)
+            marks = {k: v for k, v in (cluster.sync_bookmarks or {}).items() if k not in ("nodes", "resourceslices")}
+            Cluster.objects.filter(pk=cluster.pk).update(
+                sync_bookmarks=marks, last_sync_error=message, last_sync_error_at=now
+            )
+        self.cluster.sync_bookmarks, self.cluster.last_sync_error, self.cluster.last_sync_error_at = marks, message, now
+        log.warning("cluster %s: %s", self.cluster.name, message)
+
     def inventory_apply(self, objects: list[dict], *, complete: bool) -> set[int]:
         """Run the inventory import; returns the jobs holding devices that left capacity."""
         before = self.clock()
         try:
             result = inventory_import(cluster=self.cluster, objects=objects, complete=complete, now=before)
+        except MassRemovalRefused:
+            raise
         except InventoryError as exc:
             self.report.errors.append(f"inventory: {exc}")
             log.warning("cluster %s: inventory import refused: %s", self.cluster.name, exc)

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from pools.health.events import MAX_GPU_INDEX, MAX_XID
+
 #: DCGM blank sentinels: DCGM_INT32_BLANK, DCGM_INT64_BLANK, DCGM_FP64_BLANK (values at or above are "no value").
 INT32_BLANK = 0x7FFFFFF0
 INT64_BLANK = 0x7FFFFFFFFFFFFFF0
@@ -202,6 +204,9 @@ def parse_scrape(text: str) -> Scrape:
             if not uuid and not gpu:
                 skipped += 1  # NVSwitch / NVLink / exporter-level series: not a GPU
                 continue
+            where = f"GPU {uuid or gpu}" + (f" on {host}" if host else "") + f" ({s.name})"
+            if gpu and not (_gpu_index(gpu) is not None and 0 <= int(gpu) <= MAX_GPU_INDEX):
+                raise ScrapeError(f"{where}: label gpu: {gpu!r} is not a GPU index (0 to {MAX_GPU_INDEX})")
             key = (uuid, host if not uuid else "", gpu if not uuid else "")
             sample = gpus.get(key)
             if sample is None:
@@ -228,6 +233,10 @@ def parse_scrape(text: str) -> Scrape:
             value = float(s.value)
             if family.name == XID_COUNT_FAMILY or name == XID_COUNT_FAMILY:
                 xid = _gpu_index(labels.get("xid", ""))
+                if xid is not None and not 1 <= xid <= MAX_XID:
+                    raise ScrapeError(f"{where}: label xid: {xid} is out of range (1 to {MAX_XID})")
+                if xid is not None and not is_blank(name, value) and value < 0:
+                    raise ScrapeError(f"{where}: a count of XID {xid} events cannot be negative ({value:g})")
                 if xid is not None and not is_blank(name, value):
                     sample.xid_counts[xid] = value
                     window = labels.get("window_size_in_ms")
@@ -243,6 +252,8 @@ def parse_scrape(text: str) -> Scrape:
                 sample.blank_fields.append(name)
                 continue
             if name == XID_FIELD:
+                if not (value.is_integer() and 0 <= value <= MAX_XID):
+                    raise ScrapeError(f"{where}: {value:g} is not an XID (0 for none, else 1 to {MAX_XID})")
                 sample.last_xid = int(value)
                 sample.last_xid_message = _label(labels, "err_msg")
             sample.fields[name] = value

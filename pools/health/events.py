@@ -16,8 +16,20 @@ from typing import Any
 
 import yaml
 
+from kernel import safe_yaml
+
 NVRM_XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F:.]+)\): (?P<xid>\d+),\s*(?P<message>.*)$")
 ISO_PREFIX = re.compile(r"^\s*(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d))\s")
+
+
+#: XIDs are positive integers; NVIDIA's catalogue (xid.yaml) ends near 160, new ones are added slowly.
+MAX_XID = 999
+#: GPU indices on one node (nvidia-smi numbers from 0; the largest servers hold 16 cards).
+MAX_GPU_INDEX = 63
+#: A GPU UUID is "GPU-" and 36 characters; a MIG UUID "MIG-" and 36; longer is not one.
+MAX_UUID = 100
+#: A node name: an RFC 1123 DNS subdomain of at most 253 characters.
+MAX_NODE_NAME = 253
 
 
 class EventError(ValueError):
@@ -66,13 +78,27 @@ def _time(raw: Any, where: str) -> datetime | None:
     return value
 
 
-def _int(raw: Any, where: str, name: str) -> int | None:
+def _int(raw: Any, where: str, name: str, *, minimum: int, maximum: int) -> int | None:
+    """A whole number within [minimum, maximum], or None when absent; anything else names the field."""
     if raw in (None, ""):
         return None
+    if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+        raise EventError(f"{where}: {name}: {raw!r} is not a whole number")
     try:
-        return int(raw)
-    except (TypeError, ValueError):
+        value = int(raw)
+    except (TypeError, ValueError, OverflowError):
         raise EventError(f"{where}: {name}: {raw!r} is not a whole number") from None
+    if not minimum <= value <= maximum:
+        raise EventError(f"{where}: {name}: {value} is out of range ({minimum} to {maximum})")
+    return value
+
+
+def _text(raw: Any, where: str, name: str, maximum: int) -> str:
+    """A string field of at most ``maximum`` characters."""
+    value = str(raw or "")
+    if len(value) > maximum or "\x00" in value:
+        raise EventError(f"{where}: {name}: {len(value)} characters or a NUL byte; at most {maximum} characters")
+    return value
 
 
 def parse_records(objects: Any, *, origin: str = "") -> list[EventRecord]:
@@ -89,17 +115,17 @@ def parse_records(objects: Any, *, origin: str = "") -> list[EventRecord]:
         kind = str(raw.get("event") or raw.get("kind") or "xid").lower()
         if kind not in ("xid", "reset"):
             raise EventError(f"{where}: event: {kind!r} is not xid or reset")
-        xid = _int(raw.get("xid"), where, "xid")
+        xid = _int(raw.get("xid"), where, "xid", minimum=1, maximum=MAX_XID)
         if kind == "xid" and xid is None:
             raise EventError(f"{where}: xid: required for an XID event")
         record = EventRecord(
             kind=kind,
             xid=xid,
             at=_time(raw.get("at") or raw.get("time") or raw.get("timestamp"), where),
-            message=str(raw.get("message") or ""),
-            uuid=str(raw.get("uuid") or raw.get("UUID") or ""),
-            node=str(raw.get("node") or raw.get("hostname") or raw.get("Hostname") or ""),
-            gpu=_int(raw.get("gpu"), where, "gpu"),
+            message=_text(raw.get("message"), where, "message", 4000),
+            uuid=_text(raw.get("uuid") or raw.get("UUID"), where, "uuid", MAX_UUID),
+            node=_text(raw.get("node") or raw.get("hostname") or raw.get("Hostname"), where, "node", MAX_NODE_NAME),
+            gpu=_int(raw.get("gpu"), where, "gpu", minimum=0, maximum=MAX_GPU_INDEX),
             pci_bus_id=normalise_pci(str(raw.get("pci_bus_id") or raw.get("pci") or "")),
             origin=where,
         )
@@ -117,15 +143,16 @@ def parse_nvrm_lines(text: str, *, node: str = "", origin: str = "") -> list[Eve
         if not match:
             continue
         ts = ISO_PREFIX.match(line)
+        where = f"{origin or 'input'}: line {number}"
         out.append(
             EventRecord(
                 kind="xid",
-                xid=int(match.group("xid")),
+                xid=_int(match.group("xid"), where, "xid", minimum=1, maximum=MAX_XID),
                 at=_time(ts.group("ts"), f"{origin} line {number}") if ts else None,
                 message=match.group("message").strip(),
                 node=node,
                 pci_bus_id=normalise_pci(match.group("pci")),
-                origin=f"{origin or 'input'}: line {number}",
+                origin=where,
             )
         )
     return out
@@ -153,8 +180,12 @@ def load_event_text(text: str, *, node: str = "", origin: str = "") -> list[Even
         loaded = json.loads(text)
     except json.JSONDecodeError:
         try:
-            loaded = yaml.safe_load(text)
+            loaded = safe_yaml.safe_load(text)
         except yaml.YAMLError as exc:
             where = origin or "input"
             raise EventError(f"{where}: neither a scrape, JSON/YAML records nor NVRM lines: {exc}") from None
+        except RecursionError:
+            raise EventError(f"{origin or 'input'}: nested too deeply for event records") from None
+    except RecursionError:
+        raise EventError(f"{origin or 'input'}: nested too deeply for event records") from None
     return parse_records(loaded, origin=origin)

@@ -22,6 +22,7 @@ from kernel.errors import DomainError, ValidationFailed
 from kernel.labels import state_words
 from pools.health import policy as pol
 from pools.health.catalog import XidEvent, correlate, xid_info
+from pools.health.events import MAX_XID
 from pools.health.ports import repair_jobs_port
 from pools.health.state import check_transition
 from pools.models import (
@@ -307,6 +308,8 @@ def record_xid(
     evidence: Mapping | None = None,
 ) -> bool:
     """Store one XID event of a card as an observation (its own level, catalogue facts as evidence)."""
+    if isinstance(event.xid, bool) or not isinstance(event.xid, int) or not 1 <= event.xid <= MAX_XID:
+        raise HealthInputError(f"{card.node.name}/{card.key}: xid: {event.xid!r} is not an XID (1 to {MAX_XID})")
     info = xid_info(event.xid)
     _, created = observation_record(
         source=source,

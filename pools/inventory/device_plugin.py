@@ -19,6 +19,8 @@ from pools.inventory.records import (
     GOOGLE_TPU,
     HABANA,
     INTEL,
+    MAX_CARDS_PER_NODE,
+    MAX_UNITS_PER_RESOURCE,
     MIG,
     NVIDIA,
     SHARED,
@@ -34,6 +36,8 @@ AMD_PARTITION = re.compile(r"^amd\.com/(?P<compute>spx|dpx|tpx|qpx|cpx)_(?P<memo
 #: Compute partitions per AMD Instinct card for each compute-partition mode (MI300X: 8 XCDs).
 AMD_PARTITIONS_PER_CARD = {"spx": 1, "dpx": 2, "tpx": 3, "qpx": 4, "cpx": 8}
 SHARING_ON = ("time-slicing", "mps")
+#: Memory of one accelerator in MiB, at most (``nvidia.com/gpu.memory``): 16 TiB, far above any card.
+MAX_MEMORY_MIB = 16 * 2**20
 
 _ARCH_BY_COMPUTE = {
     (3,): "Kepler",
@@ -67,8 +71,8 @@ class _Context:
         self.allocatable = allocatable
         self.where = where
 
-    def label_int(self, key: str) -> int | None:
-        """An integer label, or None when absent; a non-integer value is an error."""
+    def label_int(self, key: str, maximum: int = MAX_UNITS_PER_RESOURCE) -> int | None:
+        """An integer label, or None when absent; a non-integer, negative or too large value is an error."""
         value = self.labels.get(key)
         if value is None or value == "":
             return None
@@ -78,6 +82,8 @@ class _Context:
             raise InventoryError(self.where, f'metadata.labels["{key}"]', f"not an integer: {value!r}") from None
         if number < 0:
             raise InventoryError(self.where, f'metadata.labels["{key}"]', f"must not be negative: {value!r}")
+        if number > maximum:
+            raise InventoryError(self.where, f'metadata.labels["{key}"]', f"{number} is more than {maximum}")
         return number
 
     def alloc(self, resource: str) -> int:
@@ -234,7 +240,7 @@ def _nvidia(ctx: _Context, warn: Warn) -> list[ParsedDevice]:
         match = MIG_RESOURCE.match(resource)
         if match and n > 0:  # per-profile resources left over from mixed mode linger at 0: ignored
             mig_resources[match["profile"]] = (resource, n, bool(match["shared"]))
-    count = ctx.label_int("nvidia.com/gpu.count")
+    count = ctx.label_int("nvidia.com/gpu.count", MAX_CARDS_PER_NODE)
     if not gpu_resources and not mig_resources:
         if GPU not in capacity or not count:
             return []
@@ -244,7 +250,7 @@ def _nvidia(ctx: _Context, warn: Warn) -> list[ParsedDevice]:
         gpu_resources = [(GPU, 0)]  # gpu.count cards exist but the plugin advertises none: all unhealthy
 
     product = labels.get("nvidia.com/gpu.product") or labels.get("cloud.google.com/gke-accelerator", "")
-    memory_mib = ctx.label_int("nvidia.com/gpu.memory")
+    memory_mib = ctx.label_int("nvidia.com/gpu.memory", MAX_MEMORY_MIB)
     replicas = ctx.label_int("nvidia.com/gpu.replicas") or 1
     sharing = labels.get("nvidia.com/gpu.sharing-strategy", "none")
     attributes: dict[str, str] = {}
@@ -308,7 +314,7 @@ def _nvidia(ctx: _Context, warn: Warn) -> list[ParsedDevice]:
         parents += partitioned
         for profile, (resource, n, renamed) in mig_resources.items():
             prefix = f"nvidia.com/mig-{profile}."
-            mig_memory = ctx.label_int(prefix + "memory")
+            mig_memory = ctx.label_int(prefix + "memory", MAX_MEMORY_MIB)
             mig_rep = (ctx.label_int(prefix + "replicas") or 1) if (renamed or sharing in SHARING_ON) else 1
             units += _mig_units(
                 ctx,

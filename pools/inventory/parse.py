@@ -19,10 +19,15 @@ from typing import Any
 
 import yaml
 
-from kernel.quantity import parse_quantity
+from kernel import safe_yaml
+from kernel.quantity import is_device_resource, parse_decimal, parse_quantity
 from pools.inventory.device_plugin import plugin_devices
 from pools.inventory.dra import slice_devices, taint_text
 from pools.inventory.records import (
+    DEVICE_FIELD_MAX,
+    MAX_DEVICES_PER_NODE,
+    MAX_INDEX,
+    MAX_UNITS_PER_RESOURCE,
     NVIDIA,
     UNHEALTHY,
     Document,
@@ -30,6 +35,7 @@ from pools.inventory.records import (
     ParsedDevice,
     ParsedInventory,
     ParsedNode,
+    node_name_problem,
 )
 
 __all__ = [
@@ -62,9 +68,11 @@ def load_text(text: str, *, origin: str = "", json_only: bool = False) -> list[D
             loaded = json.loads(text)
             raw = loaded if isinstance(loaded, list) else [loaded]
         else:
-            raw = list(yaml.safe_load_all(text))
+            raw = safe_yaml.safe_load_all(text)
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
         raise InventoryError(origin or "input", "", f"not valid {'JSON' if json_only else 'YAML'}: {exc}") from None
+    except RecursionError:
+        raise InventoryError(origin or "input", "", "nested too deeply for a Kubernetes object") from None
     return [Document(obj=obj, origin=origin, position=f"document {i + 1}") for i, obj in enumerate(raw)]
 
 
@@ -152,10 +160,19 @@ def _quantities(raw: Any, where: str, path: str) -> tuple[dict[str, str], dict[s
     """Resource quantities as strings (stored) and as canonical integers (counted); each one validated."""
     strings, numbers = {}, {}
     for resource, value in _map(raw, where, path).items():
+        field_path = f'{path}["{resource}"]'
         try:
             numbers[resource] = parse_quantity(value, resource)
         except ValueError:
-            raise InventoryError(where, f'{path}["{resource}"]', f"invalid quantity {_quoted(value)}") from None
+            raise InventoryError(where, field_path, f"invalid quantity {_quoted(value)}") from None
+        if is_device_resource(str(resource)):
+            # Kubernetes accepts only whole numbers for extended resources: "8.5" or "8500m" is not a GPU count
+            if parse_decimal(value) != numbers[resource]:
+                raise InventoryError(where, field_path, f"{_quoted(value)} is not a whole number of devices")
+            if numbers[resource] > MAX_UNITS_PER_RESOURCE:
+                raise InventoryError(
+                    where, field_path, f"{numbers[resource]} devices, at most {MAX_UNITS_PER_RESOURCE} on a node"
+                )
         strings[resource] = str(value)
     return strings, numbers
 
@@ -205,6 +222,8 @@ def _parse_node(doc: Document) -> tuple[ParsedNode, dict[str, int], dict[str, in
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise InventoryError(doc.describe("Node"), "metadata.name", "missing")
+    if problem := node_name_problem(name):
+        raise InventoryError(doc.describe("Node", name[:80]), "metadata.name", problem)
     where = doc.describe("Node", name)
     spec = _map(obj.get("spec"), where, "spec")
     status = _map(obj.get("status"), where, "status")
@@ -310,9 +329,29 @@ def parse_inventory(objects: Iterable[Any]) -> ParsedInventory:
     by_node = inv.devices_by_node()
     for node in inv.nodes:
         devices = by_node.get(node.name, [])
+        _check_limits(node, devices, where_of[node.name])
         _apply_health_taints(node, devices)
         _settle_health(devices, where_of[node.name])
     return inv
+
+
+def _check_limits(node: ParsedNode, devices: list[ParsedDevice], where: str) -> None:
+    """Refuse what no real cluster produces and the database could not store: bad names, too many, too long."""
+    if problem := node_name_problem(node.name):  # a node known from its slices: spec.nodeName
+        raise InventoryError(where[:200], "spec.nodeName", problem)
+    if len(devices) > MAX_DEVICES_PER_NODE:
+        raise InventoryError(where, "", f"{len(devices)} devices on one node, at most {MAX_DEVICES_PER_NODE}")
+    for device in devices:
+        for name, limit in DEVICE_FIELD_MAX.items():
+            value = getattr(device, name)
+            if len(value) > limit:
+                raise InventoryError(
+                    where, f"device {device.key[:80]!r} {name}", f"{len(value)} characters, at most {limit}"
+                )
+        for name in ("index", "replica_index"):
+            value = getattr(device, name)
+            if value is not None and not 0 <= value <= MAX_INDEX:
+                raise InventoryError(where, f"device {device.key!r} {name}", f"{value} is out of range")
 
 
 def _apply_health_taints(node: ParsedNode, devices: list[ParsedDevice]) -> None:

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernel.errors import DomainError
+from kernel.k8s_names import DNS_SUBDOMAIN_MAX, dns_subdomain_problem
+from kernel.quantity import MAX_NODE_DEVICE_UNITS
 
 # Values of pools.models.Device / HealthState, repeated here so parsing needs no Django.
 NVIDIA, AMD, INTEL, HABANA, AWS_NEURON, GOOGLE_TPU = "nvidia", "amd", "intel", "habana", "aws-neuron", "google-tpu"
@@ -34,6 +36,38 @@ DEVICE_PLUGIN_REASON_PREFIXES = ("node allocatable ", "node capacity ")
 def is_device_plugin_reason(reason: str) -> bool:
     """Whether a health reason says the device plugin marked the unit unhealthy (what the node itself reports)."""
     return reason.startswith(DEVICE_PLUGIN_REASON_PREFIXES)
+
+
+#: What a real cluster can produce, and no more: larger values are refused naming the object and the field.
+#: A Node name is an RFC 1123 DNS subdomain of at most 253 characters (what the API server accepts).
+NODE_NAME_MAX = DNS_SUBDOMAIN_MAX
+#: Schedulable units of one extended resource on a node (see kernel.quantity).
+MAX_UNITS_PER_RESOURCE = MAX_NODE_DEVICE_UNITS
+#: Physical accelerator cards a node can hold (``nvidia.com/gpu.count``; the largest servers have 16).
+MAX_CARDS_PER_NODE = 64
+#: Devices (cards and their units, every vendor) on one node.
+MAX_DEVICES_PER_NODE = 8192
+#: Longest stored value of each device field: the max_length of ``pools.models.Device`` (a test checks they match).
+DEVICE_FIELD_MAX = {
+    "key": 200,
+    "uuid": 100,
+    "product": 200,
+    "architecture": 60,
+    "driver_version": 40,
+    "cuda_version": 40,
+    "resource_name": 253,
+    "mig_profile": 40,
+    "dra_driver": 253,
+    "dra_pool": 253,
+    "dra_device": 253,
+}
+#: Largest device index or replica index (``PositiveIntegerField``).
+MAX_INDEX = 2**31 - 1
+
+
+def node_name_problem(name: str) -> str:
+    """Why Kubernetes would reject a node name, or "" when it is valid."""
+    return dns_subdomain_problem(name)
 
 
 def is_source_reason(reason: str) -> bool:

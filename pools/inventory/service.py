@@ -8,6 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -102,6 +103,49 @@ class ImportReport:
         return asdict(self)
 
 
+class MassRemovalRefused(InventoryError):
+    """A complete listing that would mark too much of the pool gone: refused, nothing changed.
+
+    ``reason`` says what the listing would do; the message adds the likely causes and the command's way out.
+    """
+
+    def __init__(self, cluster: str, reason: str, causes: str, *, live: int, removing: int) -> None:
+        self.reason = reason
+        self.live = live
+        self.removing = removing
+        problem = f"{reason}. Nothing changed ({causes}). Use --allow-mass-removal if the nodes really left"
+        super().__init__(f'cluster "{cluster}"', "", problem)
+
+
+def removal_guard(*, cluster: str, live: int, listed_nodes: int, removing: int) -> None:
+    """Refuse a complete listing that holds no Node, or that would mark gone more than the allowed share.
+
+    ``live``: nodes of the cluster not gone now; ``listed_nodes``: nodes the listing describes (Nodes, or
+    ResourceSlices of a node); ``removing``: live nodes the listing leaves out. One node may always go (a node
+    lost is ordinary); more than ``INVENTORY_MAX_REMOVAL_SHARE`` of the live nodes is refused, as is a listing
+    with no Node at all (even into an empty pool: such a listing is a mistake, not a description of a cluster).
+    """
+    if listed_nodes == 0:
+        effect = f"it would mark all {live} nodes gone" if live else "a complete listing must hold the cluster's nodes"
+        raise MassRemovalRefused(
+            cluster,
+            f"the listing holds no Node (nor ResourceSlice): {effect}",
+            "an empty file, a listing of other kinds, the wrong context?",
+            live=live,
+            removing=removing,
+        )
+    share = float(settings.INVENTORY_MAX_REMOVAL_SHARE)
+    if removing > max(1, share * live):
+        raise MassRemovalRefused(
+            cluster,
+            f"the listing would mark {removing} of {live} nodes gone, more than "
+            f"INVENTORY_MAX_REMOVAL_SHARE={share:.0%} of the pool",
+            "a truncated listing or the wrong cluster?",
+            live=live,
+            removing=removing,
+        )
+
+
 @dataclass(frozen=True)
 class ClusterChoice:
     """The cluster an import goes to and why that one."""
@@ -129,27 +173,49 @@ def inventory_target_cluster(*, name: str | None = None) -> ClusterChoice:
 
 
 def inventory_import_files(
-    *, cluster: Cluster, paths: Sequence[str | Path], now: datetime | None = None, complete: bool = True
+    *,
+    cluster: Cluster,
+    paths: Sequence[str | Path],
+    now: datetime | None = None,
+    complete: bool = True,
+    allow_mass_removal: bool = False,
 ) -> ImportReport:
     """Import YAML/JSON files (multi-document YAML, ``kind: List``) as one input: all of them or nothing."""
     documents: list[Document] = []
     for path in paths:
         documents += load_file(path)
-    return inventory_import(cluster=cluster, objects=documents, now=now, complete=complete)
+    return inventory_import(
+        cluster=cluster, objects=documents, now=now, complete=complete, allow_mass_removal=allow_mass_removal
+    )
 
 
 @transaction.atomic
 def inventory_import(
-    *, cluster: Cluster, objects: Iterable[Any], now: datetime | None = None, complete: bool = True
+    *,
+    cluster: Cluster,
+    objects: Iterable[Any],
+    now: datetime | None = None,
+    complete: bool = True,
+    allow_mass_removal: bool = False,
 ) -> ImportReport:
     """Make the cluster's nodes and devices match ``objects``, all validated first; idempotent, all or nothing."""
     # complete: the objects list the whole cluster, so a node missing from them is marked gone (never deleted)
-    # and its devices leave capacity; otherwise only the given nodes are touched.
+    # and its devices leave capacity; otherwise only the given nodes are touched. A complete listing that would
+    # empty the pool or remove a large share of it is refused (see removal_guard) unless allow_mass_removal.
     inventory = parse_inventory(objects)
     now = now or timezone.now()
     if timezone.is_naive(now):
         raise ValueError("now must be timezone-aware")
     Cluster.objects.select_for_update().filter(pk=cluster.pk).first()  # one import per cluster at a time
+    if complete and not allow_mass_removal:
+        listed = {p.name for p in inventory.nodes}
+        live = list(Node.objects.filter(cluster=cluster, gone_at__isnull=True).values_list("name", flat=True))
+        removal_guard(
+            cluster=cluster.name,
+            live=len(live),
+            listed_nodes=len(inventory.nodes),
+            removing=sum(1 for name in live if name not in listed),
+        )
     report = ImportReport(
         cluster=cluster.name, complete=complete, warnings=list(inventory.warnings), ignored=dict(inventory.ignored)
     )
@@ -272,6 +338,7 @@ def _sync_devices(
                 up, depth = keyed[up.parent_key], depth + 1
             levels.setdefault(depth, []).append((node, p))
     to_update: list[Device] = []
+    to_create: list[Device] = []
     changed_fields: set[str] = set()
     for depth in sorted(levels):
         to_create = []
@@ -361,8 +428,16 @@ def _touch(nodes: dict[str, Node], stale_device_nodes: set[int], now: datetime) 
 
 @transaction.atomic
 def inventory_import_into(
-    *, cluster_name: str | None, paths: Sequence[str | Path], complete: bool = True, now: datetime | None = None
+    *,
+    cluster_name: str | None,
+    paths: Sequence[str | Path],
+    complete: bool = True,
+    now: datetime | None = None,
+    allow_mass_removal: bool = False,
 ) -> tuple[ClusterChoice, ImportReport]:
     """Choose the target cluster (see :func:`inventory_target_cluster`) and import files into it, all or nothing."""
     choice = inventory_target_cluster(name=cluster_name)
-    return choice, inventory_import_files(cluster=choice.cluster, paths=paths, now=now, complete=complete)
+    report = inventory_import_files(
+        cluster=choice.cluster, paths=paths, now=now, complete=complete, allow_mass_removal=allow_mass_removal
+    )
+    return choice, report

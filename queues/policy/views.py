@@ -74,7 +74,15 @@ def audit(request):
     if model not in POLICY_MODELS:
         model = None
     user = (request.GET.get("user") or "").strip() or None
-    since_day = parse_date(request.GET.get("since") or "")
+    raw_since = request.GET.get("since") or ""
+    try:
+        since_day = parse_date(raw_since)
+    except ValueError:  # well formed but no such day: 2024-13-45
+        since_day = None
+    if raw_since and since_day is None:
+        messages.error(
+            request, f"“Since” must be a date such as 2026-01-31, not {raw_since[:40]!r}: showing every change."
+        )
     since = None
     if since_day is not None:
         since = timezone.make_aware(datetime.combine(since_day, time.min))

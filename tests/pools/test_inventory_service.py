@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
@@ -31,7 +32,8 @@ T0 = timezone.now().replace(microsecond=0) - timedelta(days=1)
 def case(reference, title_start):
     """One excerpt case as a Node object."""
     doc = next(c for c in excerpt_cases(reference) if str(c.get("case", "")).startswith(title_start))
-    return excerpt_node(doc, name=title_start.split(",")[0].lower().replace(" ", "-").replace("(", "")[:40])
+    name = re.sub(r"[^a-z0-9-]+", "", title_start.split(",")[0].lower().replace(" ", "-"))[:40]  # a valid node name
+    return excerpt_node(doc, name=name)
 
 
 def samples(reference) -> dict[str, list]:

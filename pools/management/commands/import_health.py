@@ -12,9 +12,9 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-import yaml
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from kernel import safe_yaml
 from kernel.errors import DomainError
 from pools.health.ingest import health_ingest_text
 from pools.health.services import Actor
@@ -28,17 +28,21 @@ def _node_map(values: list[str]) -> dict[str, str]:
         if "=" in value and not Path(value).exists():
             host, _, node = value.partition("=")
             if not host or not node:
-                raise CommandError(f"--node-map {value!r}: write HOST=NODE")
+                raise CommandError(f"--node-map {value!r}: write HOST=NODE", returncode=2)
             out[host] = node
             continue
         path = Path(value)
         try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
-            raise CommandError(f"--node-map {value}: not HOST=NODE and not a readable YAML/JSON file ({exc})") from None
+            loaded = safe_yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, safe_yaml.YAMLError, RecursionError) as exc:
+            raise CommandError(
+                f"--node-map {value}: not HOST=NODE and not a readable YAML/JSON file ({exc})", returncode=2
+            ) from None
         pairs = loaded.items() if isinstance(loaded, dict) else []
         if not isinstance(loaded, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in pairs):
-            raise CommandError(f"--node-map {value}: expected a mapping of exporter host name to node name")
+            raise CommandError(
+                f"--node-map {value}: expected a mapping of exporter host name to node name", returncode=2
+            )
         out.update(loaded)
     return out
 
@@ -65,20 +69,20 @@ class Command(BaseCommand):
         try:
             text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise CommandError(f"{name}: cannot read: {exc}") from None
+            raise CommandError(f"{name}: cannot read: {exc}", returncode=2) from None
         cluster = None
         if options["cluster"]:
             cluster = Cluster.objects.filter(name=options["cluster"]).first()
             if cluster is None:
-                raise CommandError(f"no cluster named {options['cluster']!r}")
+                raise CommandError(f"no cluster named {options['cluster']!r}", returncode=2)
         now = None
         if options["at"]:
             try:
                 now = datetime.fromisoformat(options["at"].replace("Z", "+00:00"))
             except ValueError:
-                raise CommandError(f"--at {options['at']!r} is not an ISO 8601 time") from None
+                raise CommandError(f"--at {options['at']!r} is not an ISO 8601 time", returncode=2) from None
             if now.tzinfo is None:
-                raise CommandError("--at needs a time zone, e.g. 2025-01-31T12:00:00Z")
+                raise CommandError("--at needs a time zone, e.g. 2025-01-31T12:00:00Z", returncode=2)
         try:
             report = health_ingest_text(
                 text=text,
@@ -90,7 +94,7 @@ class Command(BaseCommand):
                 actor=Actor(label=f"import_health {Path(name).name}"),
             )
         except DomainError as exc:
-            raise CommandError(str(exc)) from None
+            raise CommandError(str(exc), returncode=2) from None
         if options["json"]:
             self.stdout.write(json.dumps(report.as_dict(), indent=2, default=str))
             return

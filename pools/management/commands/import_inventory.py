@@ -14,7 +14,9 @@ class Command(BaseCommand):
     help = (
         "Import Kubernetes Nodes and DRA ResourceSlices (kubectl get -o yaml|json; multi-document YAML and "
         "kind: List accepted) into a cluster's pool. The files are one listing of the whole cluster: nodes "
-        "missing from them are marked gone, unless --partial. Bad input changes nothing and exits with status 2."
+        "missing from them are marked gone, unless --partial (a listing with no Node, or one removing more than "
+        "INVENTORY_MAX_REMOVAL_SHARE of the pool, is refused unless --allow-mass-removal). Bad input changes "
+        "nothing and exits with status 2."
     )
 
     def add_arguments(self, parser):
@@ -27,11 +29,19 @@ class Command(BaseCommand):
         parser.add_argument(
             "--partial", action="store_true", help="The files list some nodes only: do not mark the others gone."
         )
+        parser.add_argument(
+            "--allow-mass-removal",
+            action="store_true",
+            help="Accept a complete listing that holds no Node or marks gone more than INVENTORY_MAX_REMOVAL_SHARE "
+            "of the live nodes (refused otherwise).",
+        )
         parser.add_argument("--json", action="store_true", help="Print the import report as JSON.")
 
-    def handle(self, *args, files, cluster=None, partial=False, **options):
+    def handle(self, *args, files, cluster=None, partial=False, allow_mass_removal=False, **options):
         try:
-            choice, report = inventory_import_into(cluster_name=cluster, paths=files, complete=not partial)
+            choice, report = inventory_import_into(
+                cluster_name=cluster, paths=files, complete=not partial, allow_mass_removal=allow_mass_removal
+            )
         except InventoryError as exc:
             raise CommandError(f"Nothing imported. {exc}", returncode=2) from exc
         if options["json"]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import secrets
 import time
 
-from django.core.management.base import BaseCommand, OutputWrapper
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 from django.utils import timezone
 
 from billing.demo import billing_demo_seed
@@ -58,13 +60,20 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         """Options."""
         parser.add_argument("--days", type=int, default=30, help="days of history to generate (default 30)")
+        parser.add_argument(
+            "--i-know-this-is-production",
+            action="store_true",
+            dest="production_ok",
+            help="seed although PORTAL_MODE=production; new demo users get a random password, printed once",
+        )
 
     def handle(self, *args, **options):
         """Seed, saying what it is doing, and report."""
+        password = self._password(options["production_ok"])
         started = time.monotonic()
         now = timezone.now()
         progress = ProgressPrinter(self.stdout, tty=self.stdout.isatty())
-        report = demo_seed(now=now, days=options["days"], progress=progress)
+        report = demo_seed(now=now, days=options["days"], progress=progress, password=password)
         progress("billing: rates, metering, daily rollups and budget checks", 0.0)
         billing = billing_demo_seed(now=now, days=options["days"])
         progress("billing: rates, metering, daily rollups and budget checks", 1.0)
@@ -82,4 +91,21 @@ class Command(BaseCommand):
             f"metered, {billing.days} days rolled up."
         )
         logins = ", ".join(username for username, *_ in USERS)
-        self.stdout.write(f"Logins: {logins} (password {DEMO_PASSWORD!r}).")
+        self.stdout.write(f"Logins: {logins} (password {password!r}).")
+
+    def _password(self, production_ok: bool) -> str:
+        """The demo users' password: the published one in development, never in production (refused unless asked)."""
+        if settings.PORTAL_MODE == "development":
+            return DEMO_PASSWORD
+        if not production_ok:
+            raise CommandError(
+                f'PORTAL_MODE={settings.PORTAL_MODE}: seed_demo creates a superuser "admin" and demo users; '
+                "refused. Pass --i-know-this-is-production to seed anyway with a random password.",
+                returncode=2,
+            )
+        password = secrets.token_urlsafe(18)
+        self.stdout.write(
+            self.style.WARNING("PORTAL_MODE=production: new demo users get this password (shown only here): ")
+            + password
+        )
+        return password

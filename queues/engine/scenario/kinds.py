@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kernel.quantity import parse_quantity
+from kernel.quantity import MAX_NODE_DEVICE_UNITS, is_device_resource, parse_quantity
 from queues.engine.kueue_config import configuration, configuration_from_config_map
 from queues.engine.model import (
     AdmissionCheck,
@@ -233,6 +233,12 @@ def parse_node(obj: Manifest) -> Node:
         str(r): obj.quantity(f"status.allocatable.{r}", v, str(r))
         for r, v in (status.get("allocatable") or capacity).items()
     }
+    for section, amounts in (("capacity", capacity), ("allocatable", allocatable)):
+        for resource, amount in amounts.items():
+            if is_device_resource(resource) and amount > MAX_NODE_DEVICE_UNITS:
+                raise obj.fail(
+                    f"status.{section}.{resource}", f"{amount} devices, at most {MAX_NODE_DEVICE_UNITS} on a node"
+                )
     ready = True
     for cond in status.get("conditions") or []:
         if isinstance(cond, Mapping) and cond.get("type") == "Ready":

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernel.k8s_names import dns_subdomain_problem
 from queues.engine.model import ClusterState, FairSharing, Workload
 
 from .kinds import (
@@ -70,6 +71,8 @@ def _by_kind(objs: list[Manifest]) -> tuple[dict[str, list[Manifest]], FairShari
             )
         if not obj.name:
             raise ScenarioError(obj.kind, "", "metadata.name", "required field is missing")
+        if problem := dns_subdomain_problem(obj.name):
+            raise ScenarioError(obj.kind, obj.name[:80], "metadata.name", problem)
         by_kind.setdefault(obj.kind, []).append(obj)
     for items in by_kind.values():
         seen = set()

@@ -8,9 +8,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-import yaml
-
-from kernel.quantity import parse_quantity
+from kernel import safe_yaml
+from kernel.quantity import is_device_resource, parse_decimal, parse_quantity
 
 KUEUE_VERSIONS = ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1")
 CORE_KINDS = {"Namespace", "Node"}
@@ -126,11 +125,14 @@ class Manifest:
         return cur
 
     def quantity(self, path: str, value: Any, resource: str) -> int:
-        """Parse a quantity, reporting errors at ``path``."""
+        """Parse a quantity, reporting errors at ``path``; a device count must be whole, as Kubernetes requires."""
         try:
-            return parse_quantity(value, resource)
+            amount = parse_quantity(value, resource)
         except ValueError as exc:
             raise self.fail(path, str(exc)) from None
+        if is_device_resource(resource) and parse_decimal(value) != amount:
+            raise self.fail(path, f"{value!r} is not a whole number of {resource} (Kubernetes counts devices whole)")
+        return amount
 
     def duration(self, path: str, value: Any) -> float:
         """Parse a duration, reporting errors at ``path``."""
@@ -162,9 +164,11 @@ def documents(text: str, source: str) -> list[Mapping[str, Any]]:
             data = json.loads(text)
             docs = data if isinstance(data, list) else [data]
         else:
-            docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+            docs = [d for d in safe_yaml.safe_load_all(text) if d is not None]
+    except (json.JSONDecodeError, safe_yaml.YAMLError) as exc:
         raise ScenarioError("file", source, "", f"cannot parse: {exc}") from None
+    except RecursionError:
+        raise ScenarioError("file", source, "", "nested too deeply") from None
     out: list[Mapping[str, Any]] = []
     for i, doc in enumerate(docs):
         if not isinstance(doc, Mapping):
