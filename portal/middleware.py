@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.utils.cache import patch_cache_control
 
 #: A NUL in a JSON body: the raw byte, or the \u0000 escape (any case).
@@ -26,6 +26,8 @@ class RejectNulMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         problem = self.problem(request)
         if problem:
+            if request.path.startswith("/api/"):  # the API answers errors as JSON (its schema says so)
+                return JsonResponse({"detail": f"Bad request: {problem}."}, status=400)
             return HttpResponseBadRequest(f"Bad request: {problem}.", content_type="text/plain; charset=utf-8")
         return self.get_response(request)
 

@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth import authenticate, get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.test import override_settings
+from django.test import RequestFactory, override_settings
 
 from portal.demo import DEMO_PASSWORD
 
@@ -33,10 +33,10 @@ def test_seed_demo_forced_in_production_uses_a_random_password_printed_once():
     assert DEMO_PASSWORD not in text
     password = re.search(r"shown only here\): (\S+)", text)[1]
     assert text.count(password) == 2  # the warning and the logins line, nothing else
-    assert authenticate(username="admin", password=DEMO_PASSWORD) is None
-    assert authenticate(username="admin", password=password) is not None
+    assert authenticate(RequestFactory().post("/accounts/login/"), username="admin", password=DEMO_PASSWORD) is None
+    assert authenticate(RequestFactory().post("/accounts/login/"), username="admin", password=password) is not None
 
 
 def test_seed_demo_in_development_keeps_the_published_password():
     call_command("seed_demo", "--days", "1", stdout=io.StringIO())
-    assert authenticate(username="admin", password=DEMO_PASSWORD) is not None
+    assert authenticate(RequestFactory().post("/accounts/login/"), username="admin", password=DEMO_PASSWORD) is not None
