@@ -32,6 +32,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
 from pools.health.selectors import health_blocked_details
+from pools.inventory.service import SUSPECT_NODE_LIST
 from pools.models import Cluster, ResourceClass, Topology
 from queues import selectors as sel
 from queues.diagnosis_context import (
@@ -154,6 +155,12 @@ def cluster_staleness(cluster: Cluster) -> str:
     ):
         return ""
     as_of = f"as of {cluster.last_synced_at:%Y-%m-%d %H:%M %Z}" if cluster.last_synced_at else "never synced"
+    if cluster.last_sync_error.startswith(SUSPECT_NODE_LIST):
+        return (
+            f"The last node list of cluster {cluster} looked wrong (since {cluster.last_sync_error_at:%H:%M %Z}) "
+            f"and was not applied: {cluster.last_sync_error.removeprefix(SUSPECT_NODE_LIST)}; "
+            f"what is shown is {as_of}."
+        )
     return (
         f"The portal cannot reach cluster {cluster} since {cluster.last_sync_error_at:%H:%M %Z}; "
         f"what is shown is {as_of}."

@@ -15,13 +15,13 @@ from clusters.kube_sync.batches import chunks
 from clusters.kube_sync.conf import kube_setting
 from pools.inventory.parse import parse_inventory
 from pools.inventory.records import InventoryError
-from pools.inventory.service import NODE_FIELDS, MassRemovalRefused, inventory_import
+from pools.inventory.service import NODE_FIELDS, SUSPECT_NODE_LIST, MassRemovalRefused, inventory_import
 from pools.models import Allocation, Cluster, Node
 
 log = logging.getLogger(__name__)
 
 #: ``Cluster.last_sync_error`` of a sync that refused a node listing; kept until a relist is accepted.
-SUSPECT_PREFIX = "Node list suspect, last good inventory kept: "
+SUSPECT_PREFIX = SUSPECT_NODE_LIST
 
 
 def node_fields(obj: dict) -> dict:

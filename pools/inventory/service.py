@@ -103,6 +103,10 @@ class ImportReport:
         return asdict(self)
 
 
+#: ``Cluster.last_sync_error`` of a kube sync that refused a node listing as suspect (kept until one is accepted).
+SUSPECT_NODE_LIST = "Node list suspect, last good inventory kept: "
+
+
 class MassRemovalRefused(InventoryError):
     """A complete listing that would mark too much of the pool gone: refused, nothing changed.
 

@@ -6,6 +6,7 @@ import pytest
 
 from clusters.kube_sync.sync_inventory import SUSPECT_PREFIX
 from pools.models import Allocation, Cluster, Node
+from queues.diagnosis import cluster_staleness
 from tests.kube.cluster import at, gpu_node
 
 pytestmark = pytest.mark.django_db
@@ -44,6 +45,9 @@ def test_an_empty_node_list_keeps_the_pool_and_marks_the_sync_stale(world, kube,
     assert stored.last_sync_error.startswith(SUSPECT_PREFIX)
     assert stored.last_synced_at is None or stored.last_sync_error_at > stored.last_synced_at  # shown as stale
     assert "nodes" not in stored.sync_bookmarks  # the next pass relists
+    stale = cluster_staleness(stored)
+    assert "last node list of cluster" in stale
+    assert "was not applied" in stale
 
     again = world.sync()  # still suspect: still kept, still stale
     assert again.suspect
