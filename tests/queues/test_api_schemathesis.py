@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
 from django.test import Client
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
@@ -48,8 +50,28 @@ def credentials(db):
     }
 
 
+class _KeepTheTestConnection:
+    """The WSGI app, without Django closing "old" connections around each request: on PostgreSQL that would end the
+    test's transaction (Django's test client does the same; schemathesis calls the app directly)."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    def __call__(self, environ, start_response):
+        request_started.disconnect(close_old_connections)
+        request_finished.disconnect(close_old_connections)
+        try:
+            result = self.app(environ, start_response)
+            body = list(result)
+            result.close()  # sends request_finished while its receiver is off
+            return body
+        finally:
+            request_started.connect(close_old_connections)
+            request_finished.connect(close_old_connections)
+
+
 #: The served document, loaded through the app at collection (the schema view reads no database).
-schema = schemathesis.openapi.from_wsgi("/api/schema/", application)
+schema = schemathesis.openapi.from_wsgi("/api/schema/", _KeepTheTestConnection(application))
 
 
 @schema.parametrize()
