@@ -13,7 +13,7 @@ from .flavor_assignment import assign
 from .model import Eviction, FlavorResource
 from .pod_placement import placement_ok
 from .preemption import preemption_targets
-from .queueing import may_fit, next_head, node_root, on_admission, park, push_group
+from .queueing import may_fit, next_head, on_admission, park, push_group
 from .quota import QuotaTree
 from .records import (
     ADMITTED,
@@ -88,10 +88,10 @@ def run_cycle(
     admitted_cqs: set[str] = set()
     changed = False
     # Nominated entries not yet processed, per cohort tree: a reservation can only hold up one of those.
-    waiting = Counter(id(node_root(e.cq.node)) for e in entries if e.nominated)
+    waiting = Counter(id(e.cq.node.root()) for e in entries if e.nominated)
     for e in ordered:
         wl, cq, assignment = e.wl, e.cq, e.assignment
-        tree = id(node_root(cq.node))
+        tree = id(cq.node.root())
         if e.nominated:
             waiting[tree] -= 1
         if not e.nominated:
@@ -155,10 +155,10 @@ def _nominate(
         for cq, wl in heads
         if engine.fair is None and not cq.preempts and wl.group is not None
     }
-    live = Counter(id(node_root(cq.node)) for cq, wl in heads if not quick.get(id(wl), False))
+    live = Counter(id(cq.node.root()) for cq, wl in heads if not quick.get(id(wl), False))
     for cq, wl in heads:
         wl.note = None
-        if quick.get(id(wl), False) and not (live[id(node_root(cq.node))] > 0 and _may_reserve(cq, wl)):
+        if quick.get(id(wl), False) and not (live[id(cq.node.root())] > 0 and _may_reserve(cq, wl)):
             _inadmissible(engine, wl, cq, outcome)
             continue
         assignment = _assign(engine, wl, cq)
@@ -226,7 +226,7 @@ def _assign(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> FlavorAss
     group = wl.group
     if cq.preempts or group is None:
         return assign(engine, wl, cq)
-    root = node_root(cq.node)
+    root = cq.node.root()
     pool = engine.pool
     memo = group.assign_memo
     if memo is not None and memo[0] == root.usage_version and memo[1] in (None, pool.version, -pool.nodes_version - 1):

@@ -67,7 +67,7 @@ def park(engine: Engine, group: ShapeGroup) -> None:
         return
     group.active = False
     memo = group.fit_memo
-    if memo is not None and memo[0] == node_root(group.cq.node).usage_version and memo[1] == engine.pool.version:
+    if memo is not None and memo[0] == group.cq.node.root().usage_version and memo[1] == engine.pool.version:
         # ``may_fit`` just judged it at this very state: keep what it found blocks the group.
         group.quota_blocked, group.quota_wait = memo[3], memo[4]
     else:
@@ -139,7 +139,7 @@ def may_fit(engine: Engine, cq: ClusterQueueInfo, group: ShapeGroup) -> bool:
     if not items:
         group.quota_blocked = False
         return False
-    root = node_root(cq.node)
+    root = cq.node.root()
     memo = group.fit_memo
     if memo is not None and memo[0] == root.usage_version and memo[1] == engine.pool.version:
         # Same quota usage in its tree and same node usage: the same answer (it depends on the shape only).
@@ -168,7 +168,7 @@ def _may_fit(engine: Engine, cq: ClusterQueueInfo, group: ShapeGroup, head: Work
         short = next(((r, v - a) for r, v in wanted if v > (a := available(node, (fname, r)))), None)
         if short is not None:
             fr = (fname, short[0])
-            waits.append((fr, node_root(node).released.get(fr, 0) + short[1]))
+            waits.append((fr, node.root().released.get(fr, 0) + short[1]))
         else:
             quota_ok = True
             if not engine.pool.enabled or not per_pod:
@@ -184,11 +184,6 @@ def _may_fit(engine: Engine, cq: ClusterQueueInfo, group: ShapeGroup, head: Work
     return False
 
 
-def node_root(node) -> object:
-    """The root of a quota node's tree (where usage versions and released totals are kept)."""
-    return node.chain[0] if node.chain else node
-
-
 def _still_short(cq: ClusterQueueInfo, group: ShapeGroup) -> bool:
     """True when no flavor's quota can have grown enough since the group's last check to fit its head.
 
@@ -198,7 +193,7 @@ def _still_short(cq: ClusterQueueInfo, group: ShapeGroup) -> bool:
     wait = group.quota_wait
     if not group.quota_blocked or wait is None:
         return False
-    released = node_root(cq.node).released
+    released = cq.node.root().released
     return all(released.get(fr, 0) < threshold for fr, threshold in wait)
 
 

@@ -78,7 +78,9 @@ class QuotaNode:
         return out
 
     def root(self) -> QuotaNode:
-        """The root of this node's tree (itself without a parent)."""
+        """The root of this node's tree (itself without a parent): where usage versions and released totals live."""
+        if self.chain:
+            return self.chain[0]
         node = self
         while node.parent is not None:
             node = node.parent
@@ -203,7 +205,7 @@ class QuotaTree:
     @staticmethod
     def add_usage(node: QuotaNode, usage: Mapping[FlavorResource, int]) -> None:
         """Account ``usage`` to a ClusterQueue and, beyond its guaranteed part, to its ancestors."""
-        (node.chain[0] if node.chain else node).usage_version += 1
+        node.root().usage_version += 1
         for fr, val in usage.items():
             cur: QuotaNode | None = node
             while cur is not None and val > 0:
@@ -218,7 +220,7 @@ class QuotaTree:
     @staticmethod
     def remove_usage(node: QuotaNode, usage: Mapping[FlavorResource, int]) -> None:
         """Undo ``add_usage``."""
-        root = node.chain[0] if node.chain else node
+        root = node.root()
         root.usage_version += 1
         released = root.released
         for fr, val in usage.items():
