@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -88,14 +87,18 @@ def run_cycle(
     admitted_cqs: set[str] = set()
     changed = False
     # Nominated entries not yet processed, per cohort tree: a reservation can only hold up one of those.
-    waiting = Counter(id(e.cq.node.root()) for e in entries if e.nominated)
+    waiting: dict[int, int] = {}
+    for e in entries:
+        if e.nominated:
+            tree = id(e.cq.node.root())
+            waiting[tree] = waiting.get(tree, 0) + 1
     for e in ordered:
         wl, cq, assignment = e.wl, e.cq, e.assignment
         tree = id(cq.node.root())
         if e.nominated:
             waiting[tree] -= 1
         if not e.nominated:
-            reserved = _unreclaimable_reservation(cq, assignment) if not e.targets and waiting[tree] > 0 else {}
+            reserved = _unreclaimable_reservation(cq, assignment) if not e.targets and waiting.get(tree, 0) > 0 else {}
             if reserved:
                 # Kueue's reserveCapacityForUnreclaimablePreempt: hold the capacity for the rest of the cycle.
                 QuotaTree.add_usage(cq.node, reserved)
@@ -155,10 +158,10 @@ def _nominate(
         for cq, wl in heads
         if engine.fair is None and not cq.preempts and wl.group is not None
     }
-    live = Counter(id(cq.node.root()) for cq, wl in heads if not quick.get(id(wl), False))
+    live: set[int] = {id(cq.node.root()) for cq, wl in heads if not quick.get(id(wl), False)}
     for cq, wl in heads:
         wl.note = None
-        if quick.get(id(wl), False) and not (live[id(cq.node.root())] > 0 and _may_reserve(cq, wl)):
+        if quick.get(id(wl), False) and not (id(cq.node.root()) in live and _may_reserve(cq, wl)):
             _inadmissible(engine, wl, cq, outcome)
             continue
         assignment = _assign(engine, wl, cq)

@@ -165,10 +165,15 @@ def _may_fit(engine: Engine, cq: ClusterQueueInfo, group: ShapeGroup, head: Work
     quota_ok = False
     waits = []
     for fname, labels in flavors:
-        short = next(((r, v - a) for r, v in wanted if v > (a := available(node, (fname, r)))), None)
-        if short is not None:
-            fr = (fname, short[0])
-            waits.append((fr, node.root().released.get(fr, 0) + short[1]))
+        short_fr = None
+        for r, v in wanted:
+            fr = (fname, r)
+            a = available(node, fr)
+            if v > a:
+                short_fr, short_by = fr, v - a
+                break
+        if short_fr is not None:
+            waits.append((short_fr, node.root().released.get(short_fr, 0) + short_by))
         else:
             quota_ok = True
             if not engine.pool.enabled or not per_pod:
