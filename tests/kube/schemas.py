@@ -246,3 +246,11 @@ def validate(obj: dict) -> list[str]:
     if str(obj.get("apiVersion", "")).startswith("kueue.x-k8s.io/"):
         return validate_kueue(obj)
     return validate_core(obj)
+
+
+def crd_json_schema(crd: dict, version: str) -> dict:
+    """One version's openAPIV3Schema of any CRD as a strict JSON Schema (translated as for Kueue's, above)."""
+    served = next(v for v in crd["spec"]["versions"] if v["name"] == version)
+    schema = _translate(served["schema"]["openAPIV3Schema"])
+    schema["properties"]["metadata"] = {"type": "object"}
+    return schema
