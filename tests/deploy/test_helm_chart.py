@@ -314,6 +314,19 @@ def test_helm_chart_replicas_per_component(chart):
     assert not [d for d in render(chart, {"watch": {"enabled": False}}) if d["metadata"]["name"].endswith("-watch")]
 
 
+def test_helm_chart_migrations_job_is_new_at_every_revision(chart):
+    """A Job's pod template is immutable: each upgrade gets a Job of its own name (Helm deletes the last one)."""
+    for revision in (1, 2, 7):
+        manifests = chart.render(name="gpu-portal", namespace="gpu-portal", revision=revision)
+        (job,) = [d for d in yaml.safe_load_all(manifests["gpu-pool-portal/templates/migrate-job.yaml"]) if d]
+        assert job["metadata"]["name"] == f"gpu-portal-gpu-pool-portal-migrate-{revision}"
+        assert f"job/{job['metadata']['name']}" in manifests["gpu-pool-portal/templates/NOTES.txt"]
+    # rendered by `helm template` (revision always 1): the suffix comes from the values
+    job = component(render(chart, {"migrations": {"nameSuffix": "0-2-0"}}), "migrate")
+    assert job["metadata"]["name"] == "gpu-portal-gpu-pool-portal-migrate-0-2-0"
+    assert pod_spec(job)["containers"][0]["command"] == ["python", "manage.py", "migrate", "--noinput"]
+
+
 def test_helm_chart_image_resources_and_security_context_come_from_values(chart):
     values = {
         "image": {"repository": "example.org/portal", "tag": "2.3.4", "pullPolicy": "Always"},
