@@ -369,6 +369,7 @@ DEFAULT_REFS = {
     "DATABASE_URL": {"name": "gpu-portal-secrets", "key": "DATABASE_URL"},
     "CELERY_BROKER_URL": {"name": "gpu-portal-secrets", "key": "CELERY_BROKER_URL"},
     "METRICS_TOKEN": {"name": "gpu-portal-secrets", "key": "METRICS_TOKEN", "optional": True},
+    "CACHE_URL": {"name": "gpu-portal-secrets", "key": "CACHE_URL", "optional": True},
 }
 
 
@@ -388,6 +389,7 @@ def test_helm_chart_reads_each_secret_from_its_own_existing_secret(chart):
         "METRICS_TOKEN": {"name": "gpu-portal-metrics", "key": "token"},
         "OIDC_RP_CLIENT_SECRET": {"name": "gpu-portal-oidc", "key": "client-secret"},
         "CACHE_URL": {"name": "gpu-portal-redis", "key": "cache-url"},
+        "EMAIL_HOST_PASSWORD": {"name": "gpu-portal-smtp", "key": "password"},
     }
     for name in PORTAL_COMPONENTS:
         assert secret_env(component(docs, name)) == expected, name
@@ -400,6 +402,7 @@ def test_helm_chart_creates_a_secret_for_inline_values_and_never_inlines_them_el
         "database": {"url": "postgres://portal:db-pw-7f3a@db.example.com:5432/portal"},
         "broker": {"url": "redis://:broker-pw-91c2@redis.example.com:6379/0"},
         "metrics": {"token": "metrics-token-5d8e"},
+        "cache": {"url": "redis://:cache-pw-44b1@redis.example.com:6379/1"},
         "oidc": {
             "enabled": True,
             "issuer": "https://sso.example.com",
@@ -415,6 +418,7 @@ def test_helm_chart_creates_a_secret_for_inline_values_and_never_inlines_them_el
         "DATABASE_URL": values["database"]["url"],
         "CELERY_BROKER_URL": values["broker"]["url"],
         "METRICS_TOKEN": values["metrics"]["token"],
+        "CACHE_URL": values["cache"]["url"],
         "OIDC_RP_CLIENT_SECRET": values["oidc"]["clientSecret"],
     }
     for name in PORTAL_COMPONENTS:
@@ -516,7 +520,7 @@ def test_helm_chart_service_monitor_toggles_and_scrapes_the_web_service(chart):
     }
     docs = render(chart, open_metrics)
     assert "authorization" not in one(docs, "ServiceMonitor")["spec"]["endpoints"][0]
-    assert "METRICS_TOKEN" not in secret_env(component(docs, "web"))
+    assert not {"METRICS_TOKEN", "CACHE_URL"} & set(secret_env(component(docs, "web")))
     validate_all(docs)
 
 

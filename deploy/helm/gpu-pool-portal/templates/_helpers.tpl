@@ -78,6 +78,10 @@ the portal cannot start without it. One list, read by the Secret, the pods' env 
   block: metrics
   field: token
   required: false
+- env: CACHE_URL
+  block: cache
+  field: url
+  required: false
 {{- if .Values.oidc.enabled }}
 - env: OIDC_RP_CLIENT_SECRET
   block: oidc
