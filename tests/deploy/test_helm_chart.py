@@ -13,6 +13,7 @@ import base64
 import copy
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -208,6 +209,24 @@ def test_helm_lint_finds_nothing_above_info(values):
     result = helm_python.lint(CHART, copy.deepcopy(values) if values else None)
     assert result["errors"] == []
     assert [m for m in result["messages"] if m["severity"] > 1] == []  # 1: info ("icon is recommended")
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"web": {"replica": 3}}, "additional properties 'replica' not allowed"),
+        ({"worker": {"replicas": "two"}}, "got string, want integer"),
+        ({"ingres": {"enabled": True}}, "additional properties 'ingres' not allowed"),
+        ({"serviceMonitor": {"enabled": "yes"}}, "got string, want boolean"),
+        ({"database": {"existingSecret": "db", "key": "uri"}}, "additional properties 'key' not allowed"),
+    ],
+)
+def test_helm_chart_values_schema_refuses_typos(chart, values, message):
+    """values.schema.json: Helm checks the values before rendering (install, upgrade, template, lint)."""
+    chart.validate_schema(None)
+    chart.validate_schema(copy.deepcopy(PRODUCTION))
+    with pytest.raises(helm_python.HelmValuesError, match=re.escape(message)):
+        render(chart, values)
 
 
 # --- the same deployment as the kustomize base ----------------------------------------------------------------------
