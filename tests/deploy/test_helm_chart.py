@@ -453,7 +453,13 @@ def test_helm_chart_creates_a_secret_for_inline_values_and_never_inlines_them_el
         "key": "METRICS_TOKEN",
         "optional": False,
     }
-    # the pods roll when a secret value changes
+    # the pods roll when a secret value or the sidecar's configuration changes
+    cidrs = render(chart, merged(values, {"web": {"static": {"trustedProxyCIDRs": ["10.42.0.0/16"]}}}))
+    annotations = component(docs, "web")["spec"]["template"]["metadata"]["annotations"]
+    assert (
+        component(cidrs, "web")["spec"]["template"]["metadata"]["annotations"]["checksum/nginx"]
+        != annotations["checksum/nginx"]
+    )
     before = component(docs, "web")["spec"]["template"]["metadata"]["annotations"]["checksum/secret"]
     after_docs = render(chart, merged(values, {"database": {"url": "postgres://portal:new@db.example.com/portal"}}))
     assert component(after_docs, "web")["spec"]["template"]["metadata"]["annotations"]["checksum/secret"] != before
@@ -512,6 +518,13 @@ def test_helm_chart_ingress_is_off_by_default_and_follows_its_values(chart):
     assert config["ALLOWED_HOSTS"] == "a.example.com,localhost"
     assert config["CSRF_TRUSTED_ORIGINS"] == "https://a.example.com"
     assert one(render(chart), "ConfigMap", "gpu-portal-gpu-pool-portal-config")["data"]["ALLOWED_HOSTS"] == "localhost"
+    # an Ingress serves /metrics too: the notes warn when no token is configured for it
+    notes = chart.render(values=copy.deepcopy(hosts), name="gpu-portal")["gpu-pool-portal/templates/NOTES.txt"]
+    assert "WARNING: the Ingress also serves /metrics" in notes
+    assert (
+        "WARNING"
+        not in chart.render(values=copy.deepcopy(PRODUCTION), name="gpu-portal")["gpu-pool-portal/templates/NOTES.txt"]
+    )
 
 
 def test_helm_chart_service_monitor_toggles_and_scrapes_the_web_service(chart):
