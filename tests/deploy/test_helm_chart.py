@@ -564,6 +564,14 @@ def test_helm_chart_grafana_dashboard_is_the_deploy_dashboard(chart):
     assert json.loads(dashboard["data"]["portal-dashboard.json"]) == shipped
 
 
+def test_helm_chart_packages_with_the_dashboard_file(chart, tmp_path):
+    """``helm package``: the archive holds the dashboard itself (files/ links to deploy/grafana), and renders alike."""
+    archive = Path(chart.save(tmp_path))
+    with helm_python.Chart.load_archive(archive.read_bytes()) as packaged:
+        assert packaged.metadata["version"] == chart.metadata["version"]
+        assert render(packaged, PRODUCTION) == render(chart, PRODUCTION)
+
+
 # --- the settings work ----------------------------------------------------------------------------------------------
 
 
