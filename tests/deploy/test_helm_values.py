@@ -264,3 +264,13 @@ def test_helm_chart_service_monitor_toggles_and_scrapes_the_web_service(chart):
     assert "authorization" not in one(docs, "ServiceMonitor")["spec"]["endpoints"][0]
     assert not {"METRICS_TOKEN", "CACHE_URL"} & set(secret_env(component(docs, "web")))
     validate_all(docs)
+
+
+def test_helm_chart_optional_objects_go_with_their_values(chart):
+    docs = render(chart, {"web": {"pdbMinAvailable": None}, "serviceAccount": {"create": False, "name": "portal-sa"}})
+    assert not by(docs, "PodDisruptionBudget")
+    assert not by(docs, "ServiceAccount")
+    for name in PORTAL_COMPONENTS:
+        assert pod_spec(component(docs, name))["serviceAccountName"] == "portal-sa"
+    assert one(docs, "ClusterRoleBinding")["subjects"][0]["name"] == "portal-sa"
+    assert one(render(chart, PRODUCTION), "PodDisruptionBudget")["spec"]["minAvailable"] == 2
