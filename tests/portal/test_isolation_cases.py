@@ -117,6 +117,19 @@ def test_an_operator_may_not_cancel_through_the_api(w):
     assert w.job.state == Job.State.PENDING
 
 
+def test_listing_jobs_never_shows_another_teams_job(w):
+    session = APIClient()
+    session.force_login(w.users["outsider"])
+    token = token_client(w.users["outsider"], w.pool.other_team)
+    for client in (session, token):
+        listed = client.get("/api/jobs/")
+        assert listed.status_code == 200
+        assert w.job.pk not in [j["id"] for j in listed.json()["results"]]
+    page = signed_in(w, "outsider").get("/jobs/", {"team": "vision", "scope": "team"})
+    assert page.status_code == 200
+    assert w.job.name not in page.content.decode()
+
+
 # --------------------------------------------------------------------------- POST /api/jobs/, /api/feasibility/
 
 
