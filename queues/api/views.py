@@ -214,7 +214,12 @@ class JobViewSet(PortalAPIMixin, viewsets.GenericViewSet):
     @extend_schema(summary="Cancel a job", request=None, responses={200: s.JobSerializer, 409: OpenApiTypes.OBJECT})
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str) -> Response:
-        job = services.job_cancel(job=self.get_object(), user=request.user)
+        job = self.get_object()
+        if not sel.may_act_on_job(request.user, job):  # an operator: 403, as on the page (not the service's 400)
+            raise exceptions.PermissionDenied(
+                "operators see every team's jobs read-only: cancelling is for the team's members"
+            )
+        job = services.job_cancel(job=job, user=request.user)
         return Response(s.JobSerializer(job, context=self._private()).data)
 
     @extend_schema(

@@ -1,0 +1,86 @@
+"""The world of the isolation tests (tests/portal/test_isolation_*.py): two teams, a job, a token, the roles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.contrib.auth.models import Group
+from django.urls import reverse
+from django.utils import timezone
+
+from pools.models import RepairTicket
+from queues import selectors as sel
+from queues.api.tokens import api_token_create
+from queues.models import ApiToken, Job, Membership, PolicyPreview
+from tests.browser.scenarios import Pool, research_pool
+from tests.factories import JobFactory, MembershipFactory, UserFactory
+
+ROLES = ("anonymous", "outsider", "member", "lead", "staff", "operator", "admin")
+METHODS = ("GET", "POST", "HX")
+
+#: 302 to the portal's sign-in page, ``next`` = the URL asked for.
+LOGIN = "login"
+#: An htmx request without a session: 200 with ``HX-Redirect`` to the sign-in page (the whole page goes there).
+HX_LOGIN = "hx-login"
+#: 302 to the admin's sign-in page (the admin site's own guard: signed in but not staff is sent there too).
+ADMIN_LOGIN = "admin-login"
+
+
+@dataclass
+class World:
+    """What the matrix's URLs point at (all of team vision) and who asks."""
+
+    pool: Pool
+    users: dict
+    job: Job
+    token: ApiToken
+    ticket: RepairTicket
+    preview: PolicyPreview
+
+
+def build_world() -> World:
+    """Two teams on one small simulated pool, a pending job and a token of alice (vision), a ticket, a preview."""
+    pool = research_pool(racks={"rack-a": [2]})
+    carol = UserFactory(username="carol")
+    MembershipFactory(team=pool.team, user=carol, role=Membership.Role.LEAD)
+    staff = UserFactory(username="staffer", is_staff=True)
+    operator = UserFactory(username="watcher")
+    operator.groups.add(Group.objects.get(name=sel.OPERATOR_GROUP))
+    root = UserFactory(username="root", is_staff=True, is_superuser=True)
+    job = JobFactory(team=pool.team, owner=pool.user, cluster=pool.cluster, resource_class=pool.rc, name="secret-run")
+    token = api_token_create(user=pool.user, team=pool.team, name="ci").token
+    now = timezone.now()
+    node = pool.nodes[0]
+    ticket = RepairTicket.objects.create(node=node, reason="XID 79", opened_at=now, state_changed_at=now)
+    preview = PolicyPreview.objects.create(
+        requested_by=root,
+        requested_at=now - timedelta(minutes=1),
+        model_label="queues.teamquota",
+        object_id=str(pool.quota.pk),
+        object_repr=str(pool.quota),
+        days=7,
+    )
+    users = {
+        "anonymous": None,
+        "outsider": pool.other_user,
+        "member": pool.user,
+        "lead": carol,
+        "staff": staff,
+        "operator": operator,
+        "admin": root,
+    }
+    return World(pool=pool, users=users, job=job, token=token, ticket=ticket, preview=preview)
+
+
+def describe(response) -> object:
+    """The answer as the matrix writes it: a status, or LOGIN / HX_LOGIN / ADMIN_LOGIN."""
+    status = response.status_code
+    location = response.headers.get("Location", "")
+    if status == 302 and location.startswith(reverse("login") + "?next="):
+        return LOGIN
+    if status == 302 and location.startswith(reverse("admin:login") + "?next="):
+        return ADMIN_LOGIN
+    if status == 200 and response.headers.get("HX-Redirect", "").startswith(reverse("login") + "?next="):
+        return HX_LOGIN
+    return status
