@@ -72,6 +72,17 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
             raise SuspiciousOperation("the token endpoint sent no ID token")
         return answer
 
+    def verify_token(self, token: str, **kwargs: Any) -> dict:
+        """The token's claims once every check passed; the algorithm is checked before any key is looked up."""
+        self._check_algorithm(token)
+        return super().verify_token(token, **kwargs)
+
+    def _check_algorithm(self, token: str) -> None:
+        """Refuse a token not signed with ``OIDC_SIGN_ALGORITHM`` (``none``, or HMAC keyed with the client secret)."""
+        alg = jwt.get_unverified_header(token).get("alg")
+        if alg != self.OIDC_RP_SIGN_ALGO:
+            raise SuspiciousOperation(f"ID token signed with {alg!r}, not {self.OIDC_RP_SIGN_ALGO}")
+
     def retrieve_matching_jwk(self, token: str) -> jwt.PyJWK:
         """The provider's key that signed the token (by ``kid`` and ``alg``); a token naming none is refused."""
         try:
@@ -81,9 +92,7 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
 
     def _verify_jws(self, payload: str, key: Any) -> dict:
         """Signature, algorithm, issuer, audience, expiry and the required claims of an ID token."""
-        header = jwt.get_unverified_header(payload)
-        if header.get("alg") != self.OIDC_RP_SIGN_ALGO:
-            raise SuspiciousOperation(f"ID token signed with {header.get('alg')!r}, not {self.OIDC_RP_SIGN_ALGO}")
+        self._check_algorithm(payload)
         try:
             claims = jwt.decode(
                 payload,
