@@ -68,7 +68,7 @@ def _discovery_document(issuer: str) -> dict:
 def provider_endpoints() -> ProviderEndpoints:
     """The endpoints in use: explicit settings first, the discovery document for the rest."""
     issuer = settings.OIDC_OP_ISSUER
-    found = {name: getattr(settings, setting, "") or "" for name, setting, _ in _ENDPOINTS}
+    found = {name: getattr(settings, setting) or "" for name, setting, _ in _ENDPOINTS}
     if not all(found[name] for name in _REQUIRED):
         document = _discovery_document(issuer)
         for name, _, key in _ENDPOINTS:
