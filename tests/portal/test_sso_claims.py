@@ -14,7 +14,7 @@ from portal.models import SsoIdentity, SsoMapping
 from portal.sso.claims import claim_values, profile, username_base
 from portal.sso.services import sso_sign_in
 from queues.models import Membership
-from tests.factories import TeamFactory
+from tests.factories import TeamFactory, UserFactory
 
 ROOT = Path(__file__).resolve().parents[2]
 ISSUER = "https://login.example.org/realms/research"
@@ -152,3 +152,22 @@ def test_settings_switch_sign_on_on_and_refuse_half_configurations():
     assert "OIDC_CLIENT_SECRET is needed" in _settings_error(**{**on, "OIDC_CLIENT_SECRET": ""})
     assert "is not RS256" in _settings_error(**on, OIDC_SIGN_ALGORITHM="HS256")
     assert "must include openid" in _settings_error(**on, OIDC_SCOPES="email profile")
+
+
+@pytest.mark.django_db
+def test_admins_edit_the_mapping_in_the_admin(client):
+    admin_user = UserFactory(username="root", is_staff=True, is_superuser=True)
+    client.force_login(admin_user)
+    vision = TeamFactory(slug="vision")
+    form = {"claim": "group", "value": "/vision", "grants": "lead", "team": vision.pk, "note": "Keycloak group"}
+    assert client.post("/admin/portal/ssomapping/add/", form).status_code == 302
+    row = SsoMapping.objects.get()
+    assert (row.value, row.grants, row.team) == ("/vision", "lead", vision)
+    assert row.history.count() == 1
+    refused = client.post("/admin/portal/ssomapping/add/", {**form, "grants": "member", "team": ""})
+    assert refused.status_code == 200
+    assert b"needs a team" in refused.content
+    refused = client.post("/admin/portal/ssomapping/add/", {**form, "grants": "admin"})
+    assert b"leave the team empty" in refused.content
+    assert SsoMapping.objects.count() == 1
+    assert client.get("/admin/portal/ssoidentity/").status_code == 200
