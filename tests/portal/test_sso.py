@@ -189,15 +189,27 @@ def test_the_same_token_signs_in_once_the_tampering_stops(client, provider, mapp
     assert signed_in_user(client).username == "ada"
 
 
-def test_a_code_is_redeemed_once_and_a_replayed_callback_is_refused(client, provider, mapping):
+def test_a_code_is_redeemed_once_and_a_replayed_callback_is_refused(client, provider, mapping, caplog):
     provider.claims = dict(KEYCLOAK_ADA)
     start = client.get("/oidc/authenticate/")
     approved = requests.get(start["Location"], allow_redirects=False, timeout=10)
     callback = urlsplit(approved.headers["Location"])
     assert client.get(f"{callback.path}?{callback.query}").status_code == 302
+    ada = signed_in_user(client)
+    assert client.get(f"{callback.path}?{callback.query}").status_code == 400  # its state was used up
     client.logout()
-    assert client.get(f"{callback.path}?{callback.query}").status_code in (302, 400)
+    assert client.get(f"{callback.path}?{callback.query}")["Location"] == "/accounts/login/"  # no state at all
     assert signed_in_user(client) is None
+    # A second start in another browser gets its own state; the old code is refused by the provider.
+    other = Client()
+    start = other.get("/oidc/authenticate/")
+    state = parse_qs(urlsplit(start["Location"]).query)["state"][0]
+    code = parse_qs(callback.query)["code"][0]
+    with caplog.at_level(logging.WARNING):
+        assert other.get(f"/oidc/callback/?code={code}&state={state}")["Location"] == "/accounts/login/"
+    assert "invalid_grant" in caplog.text
+    assert signed_in_user(other) is None
+    assert User.objects.get() == ada
 
 
 def test_an_inactive_user_is_refused(client, provider, mapping):
