@@ -16,6 +16,7 @@ import jwt
 import requests
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import SuspiciousOperation
 from django.http import HttpRequest
@@ -64,6 +65,10 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
         if user is None:
             logger.warning("single sign-on refused: no user from the provider's answer")
         return user
+
+    def get_user(self, user_id: Any) -> AbstractBaseUser | None:
+        """The session's user, None once deactivated (mozilla-django-oidc's own returns inactive users too)."""
+        return ModelBackend.get_user(self, user_id)
 
     def get_token(self, payload: dict) -> dict:
         """The token endpoint's answer, which must hold an ID token."""

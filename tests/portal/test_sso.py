@@ -212,12 +212,14 @@ def test_a_code_is_redeemed_once_and_a_replayed_callback_is_refused(client, prov
     assert User.objects.get() == ada
 
 
-def test_an_inactive_user_is_refused(client, provider, mapping):
+def test_a_deactivated_user_loses_the_session_and_cannot_sign_on_again(client, provider, mapping):
     provider.claims = dict(KEYCLOAK_ADA)
     sign_in(client, provider)
     user = signed_in_user(client)
-    client.logout()
+    assert client.get("/").wsgi_request.user == user
     User.objects.filter(pk=user.pk).update(is_active=False)
+    assert client.get("/").wsgi_request.user.is_anonymous  # the open session ends with the account
+    client.logout()
     sign_in(client, provider)
     assert signed_in_user(client) is None
 
