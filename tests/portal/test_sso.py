@@ -248,11 +248,18 @@ def test_refused_sign_ons_are_throttled_by_axes(client, provider, mapping, setti
     assert answer.status_code == 302
 
 
-def test_the_sign_in_page_offers_the_provider_with_the_next_page(client, provider):
+def test_the_sign_in_page_offers_the_provider_and_local_accounts_still_sign_in(client, provider):
     page = client.get("/accounts/login/?next=/jobs/")
     assert b"Sign in with Keycloak" in page.content
     assert b'href="/oidc/authenticate/?next=/jobs/"' in page.content
     assert b'name="password"' in page.content  # local accounts stay
+    local = UserFactory(username="breakglass", is_staff=True, is_superuser=True)
+    local.set_password("a-long-right-password")
+    local.save()
+    answer = client.post("/accounts/login/", {"username": "breakglass", "password": "a-long-right-password"})
+    assert answer.status_code == 302
+    assert signed_in_user(client) == local
+    assert provider.calls == []  # a local sign-in never reaches the provider
 
 
 def test_discovery_naming_another_issuer_is_refused(client, provider, caplog):
