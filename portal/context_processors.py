@@ -13,7 +13,7 @@ from queues.selectors import teams_of
 
 def site(request: HttpRequest) -> dict:
     """Expose the site name, the mode, whether the user is in a team (the Submit link), whether the Cost page has
-    something for the user, and the demo logins."""
+    something for the user, the demo logins and whether single sign-on is on."""
     logins = []
     if settings.SHOW_DEMO_LOGINS:
         logins = demo_logins()
@@ -29,6 +29,8 @@ def site(request: HttpRequest) -> dict:
         "PORTAL_NAME": "GPU Pool Portal",
         "PORTAL_MODE": settings.PORTAL_MODE,
         "DEMO_LOGINS": logins,
+        "OIDC_ENABLED": settings.OIDC_ENABLED,
+        "OIDC_PROVIDER_NAME": settings.OIDC_PROVIDER_NAME,
         # Leads and staff see the Cost report; every other member sees their own usage instead of a dead end.
         # Lazy: one query, and only on pages whose navigation asks (not the admin's).
         "SHOW_COST_LINK": SimpleLazyObject(lambda: user is not None and leads_or_staff(user)),

@@ -132,9 +132,12 @@ AUTH_PASSWORD_VALIDATORS = [
 # Sign-in lockout (django-axes; the portal's and the admin's sign-in pages): AXES_FAILURE_LIMIT failed sign-ins of
 # one username from one address lock that pair out for AXES_COOLOFF_MINUTES (429, the right password included);
 # a success before the limit forgets the failures.
+# The sign-on backend is always listed: it does nothing unless OIDC_ENABLED and called by the sign-on callback, and
+# it comes after axes's, so a locked-out address reaches no provider and a refused sign-on counts as a failure.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
+    "portal.sso.backend.PortalOIDCBackend",
 ]
 AXES_ENABLED = env.bool("AXES_ENABLED", default=True)
 AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
@@ -149,6 +152,48 @@ TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
 # The cache holds the API throttles' counts: local memory (per process) unless CACHE_URL names a shared one
 # (redis://…, as in production, so that every web worker counts together).
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
+
+
+def _env_or(name: str, cast, default):
+    """``cast(name)`` from the environment, or ``default`` when unset or empty (an empty line copied from
+    .env.example must not turn PKCE or TLS verification off)."""
+    return cast(name) if env.str(name, default="") else default
+
+
+# Single sign-on with OpenID Connect (portal/sso/, docs/operations.md "Single sign-on"): on when OIDC_ISSUER and
+# OIDC_CLIENT_ID are set. The endpoints come from the issuer's discovery document unless set here; ID tokens are
+# checked for signature (the provider's JWKS), algorithm, issuer, audience, nonce and expiry. Local accounts stay.
+OIDC_OP_ISSUER = env.str("OIDC_ISSUER", default="")
+OIDC_RP_CLIENT_ID = env.str("OIDC_CLIENT_ID", default="")
+OIDC_RP_CLIENT_SECRET = env.str("OIDC_CLIENT_SECRET", default="")
+OIDC_ENABLED = bool(OIDC_OP_ISSUER and OIDC_RP_CLIENT_ID)
+OIDC_RP_SCOPES = env.str("OIDC_SCOPES", default="") or "openid email profile"
+OIDC_RP_SIGN_ALGO = env.str("OIDC_SIGN_ALGORITHM", default="") or "RS256"
+OIDC_OP_AUTHORIZATION_ENDPOINT = env.str("OIDC_AUTHORIZATION_ENDPOINT", default="")
+OIDC_OP_TOKEN_ENDPOINT = env.str("OIDC_TOKEN_ENDPOINT", default="")
+OIDC_OP_USER_ENDPOINT = env.str("OIDC_USERINFO_ENDPOINT", default="")
+OIDC_OP_JWKS_ENDPOINT = env.str("OIDC_JWKS_ENDPOINT", default="")
+# The button on the sign-in page says "Sign in with <this>".
+OIDC_PROVIDER_NAME = env.str("OIDC_PROVIDER_NAME", default="") or "single sign-on"
+# Claims other than "groups" that carry group names (an Okta authorization server's custom groups claim).
+OIDC_EXTRA_GROUP_CLAIMS = env.list("OIDC_EXTRA_GROUP_CLAIMS", default=[])
+OIDC_TOKEN_USE_BASIC_AUTH = _env_or("OIDC_TOKEN_USE_BASIC_AUTH", env.bool, False)  # client_secret_basic, else _post
+OIDC_USE_PKCE = _env_or("OIDC_USE_PKCE", env.bool, True)
+OIDC_USE_NONCE = True
+OIDC_TIMEOUT = _env_or("OIDC_TIMEOUT_SECONDS", env.float, 10.0)
+OIDC_VERIFY_SSL = _env_or("OIDC_VERIFY_SSL", env.bool, True)
+OIDC_CLOCK_SKEW_SECONDS = _env_or("OIDC_CLOCK_SKEW_SECONDS", env.int, 60)
+OIDC_DISCOVERY_CACHE_SECONDS = _env_or("OIDC_DISCOVERY_CACHE_SECONDS", env.int, 3600)
+OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_authentication_callback"
+if OIDC_ENABLED:
+    if not (OIDC_RP_SIGN_ALGO.startswith(("RS", "ES")) and OIDC_RP_SIGN_ALGO[2:] in {"256", "384", "512"}):
+        raise ImproperlyConfigured(f"OIDC_SIGN_ALGORITHM: {OIDC_RP_SIGN_ALGO!r} is not RS256/384/512 or ES256/384/512")
+    if not OIDC_RP_CLIENT_SECRET:
+        raise ImproperlyConfigured("OIDC_ISSUER and OIDC_CLIENT_ID are set: OIDC_CLIENT_SECRET is needed too")
+    if "openid" not in OIDC_RP_SCOPES.split():
+        raise ImproperlyConfigured(f"OIDC_SCOPES must include openid (it is {OIDC_RP_SCOPES!r})")
+    if PRODUCTION and not OIDC_OP_ISSUER.startswith("https://"):
+        raise ImproperlyConfigured("PORTAL_MODE=production needs an https:// OIDC_ISSUER")
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"

@@ -13,6 +13,7 @@ urlpatterns = [
     path("metrics", metrics_views.metrics, name="metrics"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("oidc/", include("portal.sso.urls")),
     path("admin/policy/", include("queues.policy.urls")),
     path("admin/", admin.site.urls),
     path("pool/", include("pools.urls")),

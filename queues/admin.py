@@ -52,8 +52,8 @@ class TeamAdmin(PolicyAdmin):
 class MembershipAdmin(SimpleHistoryAdmin):
     """Who is in which team, as member or lead; audited."""
 
-    list_display = ("user", "team", "role")
-    list_filter = ("role", "team")
+    list_display = ("user", "team", "role", "source")
+    list_filter = ("role", "source", "team")
     list_select_related = ("user", "team")
     search_fields = ("user__username", "team__name", "team__slug")
     raw_id_fields = ("user",)

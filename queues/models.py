@@ -63,7 +63,19 @@ class Membership(models.Model):
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+
+    class Source(models.TextChoices):
+        MANUAL = "manual", "Added by an admin"
+        SSO = "sso", "Single sign-on group"
+
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    source = models.CharField(
+        max_length=10,
+        choices=Source.choices,
+        default=Source.MANUAL,
+        help_text="Single sign-on memberships follow the identity provider's groups at every sign-in (added, "
+        "changed, removed); manual ones are never touched by a sign-in.",
+    )
     history = PolicyHistory()
 
     class Meta:

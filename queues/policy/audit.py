@@ -23,6 +23,7 @@ POLICY_MODELS = (
     "pools.ResourceClass",
     "pools.ResourceClassFlavor",
     "pools.Topology",
+    "portal.SsoMapping",
 )
 ACTIONS = {"+": "created", "~": "changed", "-": "deleted"}
 
