@@ -97,6 +97,10 @@ MATRIX: dict[str, Row] = {
         fixed("/accounts/login/"), ANY, ANY, ANY, body=lambda w: {"username": "alice", "password": "wrong"}
     ),
     "accounts/logout/": Row(fixed("/accounts/logout/"), NO_POST, who(302), NO_POST),
+    # Single sign-on is off in the tests' settings: its routes answer 404 to everyone (tests/portal/test_sso.py
+    # covers them with a provider configured).
+    "oidc/authenticate/": Row(fixed("/oidc/authenticate/"), who(404), who(404), who(404)),
+    "oidc/callback/": Row(fixed("/oidc/callback/"), who(404), who(404), who(404)),
     "admin/policy/dashboard/": Row(fixed("/admin/policy/dashboard/"), ADMIN_PERM, ADMIN_PERM, ADMIN_PERM),
     "admin/policy/audit/": Row(fixed("/admin/policy/audit/"), ADMIN_PERM, ADMIN_PERM, ADMIN_PERM),
     "admin/policy/previews/<int:pk>/": Row(
