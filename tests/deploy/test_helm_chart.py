@@ -233,15 +233,20 @@ def test_helm_chart_packages_with_the_dashboard_file(chart, tmp_path):
 
 
 def test_helm_chart_production_configmap_passes_the_deploy_check(chart, tmp_path):
-    """The production values' ConfigMap plus the three secrets make a configuration Django accepts."""
+    """The production values' ConfigMap plus its secrets make a configuration Django accepts (SSO included)."""
     config = one(render(chart, PRODUCTION), "ConfigMap", "gpu-portal-config")["data"]
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY", "OIDC_CLIENT_SECRET")
+    }
     env.update(config)
     env.update(
         {
             "SECRET_KEY": secrets.token_urlsafe(50),
             "DATABASE_URL": "postgres://portal:pw@db.example.com:5432/portal",
             "CELERY_BROKER_URL": "redis://redis.example.com:6379/0",
+            "OIDC_CLIENT_SECRET": secrets.token_urlsafe(32),
             "STATIC_ROOT": str(tmp_path / "static"),
         }
     )

@@ -116,7 +116,7 @@ def test_helm_chart_reads_each_secret_from_its_own_existing_secret(chart):
         "DATABASE_URL": {"name": "gpu-portal-db-app", "key": "uri"},
         "CELERY_BROKER_URL": {"name": "gpu-portal-redis", "key": "url"},
         "METRICS_TOKEN": {"name": "gpu-portal-metrics", "key": "token"},
-        "OIDC_RP_CLIENT_SECRET": {"name": "gpu-portal-oidc", "key": "client-secret"},
+        "OIDC_CLIENT_SECRET": {"name": "gpu-portal-oidc", "key": "client-secret"},
         "CACHE_URL": {"name": "gpu-portal-redis", "key": "cache-url"},
         "EMAIL_HOST_PASSWORD": {"name": "gpu-portal-smtp", "key": "password"},
     }
@@ -148,7 +148,7 @@ def test_helm_chart_creates_a_secret_for_inline_values_and_never_inlines_them_el
         "CELERY_BROKER_URL": values["broker"]["url"],
         "METRICS_TOKEN": values["metrics"]["token"],
         "CACHE_URL": values["cache"]["url"],
-        "OIDC_RP_CLIENT_SECRET": values["oidc"]["clientSecret"],
+        "OIDC_CLIENT_SECRET": values["oidc"]["clientSecret"],
     }
     for name in PORTAL_COMPONENTS:
         refs = secret_env(component(docs, name))
@@ -195,15 +195,16 @@ def test_helm_chart_oidc_settings(chart):
     docs = render(chart, PRODUCTION)
     config = one(docs, "ConfigMap", "gpu-portal-config")["data"]
     assert {k: v for k, v in config.items() if k.startswith("OIDC_")} == {
-        "OIDC_OP_ISSUER": "https://sso.example.com/realms/research",
-        "OIDC_RP_CLIENT_ID": "gpu-pool-portal",
-        "OIDC_RP_SCOPES": "openid email profile groups",
+        "OIDC_ISSUER": "https://sso.example.com/realms/research",
+        "OIDC_CLIENT_ID": "gpu-pool-portal",
+        "OIDC_SCOPES": "openid email profile groups",
+        "OIDC_PROVIDER_NAME": "Keycloak",
     }
     with pytest.raises(helm_python.HelmRenderError, match=r"oidc\.issuer is required"):
         render(chart, {"oidc": {"enabled": True, "clientId": "portal"}})
     shared = render(chart, {"oidc": {"enabled": True, "issuer": "https://sso.example.com", "clientId": "portal"}})
     refs = secret_env(component(shared, "web"))
-    assert refs["OIDC_RP_CLIENT_SECRET"] == {"name": "gpu-portal-secrets", "key": "OIDC_RP_CLIENT_SECRET"}  # required
+    assert refs["OIDC_CLIENT_SECRET"] == {"name": "gpu-portal-secrets", "key": "OIDC_CLIENT_SECRET"}  # required
 
 
 # --- ingress, ServiceMonitor, dashboard -----------------------------------------------------------------------------

@@ -83,7 +83,7 @@ the portal cannot start without it. One list, read by the Secret, the pods' env 
   field: url
   required: false
 {{- if .Values.oidc.enabled }}
-- env: OIDC_RP_CLIENT_SECRET
+- env: OIDC_CLIENT_SECRET
   block: oidc
   field: clientSecret
   required: true
