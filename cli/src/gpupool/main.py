@@ -16,7 +16,7 @@ import click
 
 from gpupool import __version__, show
 from gpupool.api import ApiError, Client
-from gpupool.spec import SpecError, submission
+from gpupool.spec import SpecError, submission, with_flags
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 
@@ -125,7 +125,9 @@ def submit(state: State, file: str | None, check: bool, as_json: bool, command: 
         body = submission(file, flags)
         client = state.client
         answer = client.feasibility(body) if check else client.submit(body)
-    except (ApiError, SpecError) as exc:
+    except ApiError as exc:
+        fail(ApiError(exc.message, exc.status, with_flags(exc.fields)))
+    except SpecError as exc:
         fail(exc)
     if as_json:
         emit(answer)

@@ -94,7 +94,7 @@ def eta_text(eta: dict | None, *, now: datetime) -> str:
     text = f"around {stamp(eta['p50'], now=now)}"
     if p90 is not None:
         text += f", by {stamp(eta['p90'], now=now)} at the latest (p90)"
-    return text + (f" [{eta['method']}]" if eta.get("method") else "")
+    return text
 
 
 def changes_text(changes: dict) -> str:
@@ -114,6 +114,8 @@ def diagnosis(d: dict, *, now: datetime) -> str:
     if d.get("position"):
         lines.append(f"  in queue: {d['position']} of {d.get('queue_length') or '?'} (1 = next)")
     lines.append(f"  expected: {eta_text(d.get('eta'), now=now)}")
+    if (d.get("eta") or {}).get("method"):
+        lines.append(f"  how:      {d['eta']['method']}")
     if d.get("kueue_message"):
         lines.append(f"  Kueue:    {d['kueue_message']}")
     if d.get("stale"):

@@ -46,6 +46,17 @@ DURATIONS = {
     "sim_runtime": "sim_runtime_seconds",
 }
 COMMAND_LINES = ("command", "args", "checkpoint_command")
+#: The flag of ``gpupool submit`` that sets each field, where its name differs (to name it in a refusal).
+FLAGS = {
+    "resource_class": "--class",
+    "devices_per_pod": "--gpus",
+    "pod_count": "--pods",
+    "priority_class": "--priority",
+    "topology_mode": "--topology",
+    "max_runtime_seconds": "--max-runtime",
+    "checkpoint_interval_seconds": "--checkpoint-interval",
+    "sim_runtime_seconds": "--sim-runtime",
+}
 
 _DURATION = re.compile(r"^(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
 
@@ -95,6 +106,15 @@ def environment(value: Any, *, key: str = "env") -> dict[str, str]:
             out[name] = val
         return out
     raise SpecError(f"{key}: give a mapping or a list of KEY=VALUE, not {value!r}")
+
+
+def with_flags(fields: dict[str, list[str]]) -> dict[str, list[str]]:
+    """A refusal's fields named with the flag that sets each too: ``devices_per_pod (--gpus)``."""
+    out = {}
+    for name, problems in fields.items():
+        base = name.split("[", 1)[0]
+        out[f"{name} ({FLAGS[base]})" if base in FLAGS else name] = problems
+    return out
 
 
 def normalise(values: dict[str, Any], *, where: str) -> dict[str, Any]:
