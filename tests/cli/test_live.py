@@ -212,7 +212,7 @@ def test_a_bad_file_is_refused_before_any_request(gpupool, tmp_path):
 def test_bad_or_dead_token_is_explained(gpupool, pool, live_server):
     result = gpupool("list", token="gpp_not-a-token")
     assert result.exit_code == 1
-    assert result.stderr.startswith("gpupool: the token was refused (Invalid, expired or revoked token.)")
+    assert result.stderr.startswith("gpupool: the token was refused (Invalid, expired or revoked token). ")
     assert f"{live_server.url}/tokens/" in result.stderr
 
     issued = api_token_create(user=pool.user, team=pool.team, name="old")
@@ -271,3 +271,13 @@ def test_the_installed_entry_point_runs_without_django(pool, live_server, serial
     assert done.returncode == 0, done.stderr
     assert [(j["id"], j["name"]) for j in json.loads(done.stdout)] == [(mine.pk, "mine")]
     assert done.stderr.strip().endswith("IMPORTED []"), done.stderr
+
+
+def test_an_address_that_is_not_the_portal_is_said_so(pool, live_server, serialised):
+    key = api_token_create(user=pool.user, team=pool.team, name="cli").key
+    url = f"{live_server.url}/accounts"  # a page of the site, not its root: /accounts/api/jobs/ is an HTML 404
+    result = CliRunner().invoke(cli, ["list"], env={"GPUPOOL_URL": url, "GPUPOOL_TOKEN": key})
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        f"gpupool: {url}/api/jobs/ answered HTTP 404 without JSON: is GPUPOOL_URL the portal's address ({url}/)?"
+    )

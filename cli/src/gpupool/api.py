@@ -51,7 +51,8 @@ def flatten_errors(body: Any, prefix: str = "") -> dict[str, list[str]]:
 
 
 def _detail(body: Any) -> str:
-    return str(body.get("detail", "")) if isinstance(body, dict) else ""
+    """The answer's ``detail``, without a final full stop (the sentence it goes in ends itself)."""
+    return str(body.get("detail", "")).rstrip(".") if isinstance(body, dict) else ""
 
 
 def refusal(status: int, body: Any, *, url: str, retry_after: str | None = None) -> ApiError:
@@ -71,11 +72,8 @@ def refusal(status: int, body: Any, *, url: str, retry_after: str | None = None)
             status,
         )
     if status == 403:
-        return ApiError(
-            f"not allowed: {detail or 'forbidden'}. A token acts only in its own team; "
-            "leave out --team, or use a token of that team.",
-            status,
-        )
+        hint = " A token acts only in its own team: leave out --team, or use a token of that team."
+        return ApiError(f"not allowed: {detail or 'forbidden'}.{hint if 'scoped to team' in detail else ''}", status)
     if status == 404:
         return ApiError(f"not found: {detail or 'no such object'} (another team's job is not found either)", status)
     if status == 409:
@@ -107,12 +105,13 @@ class Client:
             raise ApiError(f"cannot reach the portal at {self.url}: {exc}") from exc
         try:
             data = response.json() if response.content else None
-        except ValueError as exc:
-            data = None
-            if response.ok:
-                raise ApiError(
-                    f"the portal at {self.url} did not answer JSON (is GPUPOOL_URL the portal's address?)"
-                ) from exc
+        except ValueError as exc:  # an HTML error page, or not the portal at all
+            code = response.status_code
+            if code >= 500:
+                raise ApiError(f"the portal failed (HTTP {code}): try again later, or tell its admins", code) from exc
+            raise ApiError(
+                f"{url} answered HTTP {code} without JSON: is GPUPOOL_URL the portal's address ({self.url})?", code
+            ) from exc
         if not response.ok:
             raise refusal(response.status_code, data, url=self.url, retry_after=response.headers.get("Retry-After"))
         return data
