@@ -281,3 +281,22 @@ def test_an_address_that_is_not_the_portal_is_said_so(pool, live_server, seriali
     assert result.stderr.strip() == (
         f"gpupool: {url}/api/jobs/ answered HTTP 404 without JSON: is GPUPOOL_URL the portal's address ({url}/)?"
     )
+
+
+def test_list_pages_and_filters(gpupool, pool):
+    jobs = [
+        JobFactory(team=pool.team, owner=pool.user, cluster=pool.cluster, resource_class=pool.rc, name=f"j{i}")
+        for i in range(3)
+    ]
+    theirs = JobFactory(team=pool.team, owner=pool.other_user, cluster=pool.cluster, resource_class=pool.rc)
+    newest_first = [str(j.pk) for j in [theirs, *reversed(jobs)]]
+
+    def ids(*args: str) -> list[str]:
+        result = gpupool("list", *args)
+        assert result.exit_code == 0, result.output
+        return [line.split()[0] for line in result.stdout.splitlines()[1:]]
+
+    assert ids("--limit", "2") == newest_first[:2]
+    assert ids("--limit", "2", "--all") == newest_first
+    assert ids("--mine", "--all", "--limit", "1") == newest_first[1:]
+    assert ids("--owner", "bob") == [str(theirs.pk)]
