@@ -49,8 +49,12 @@ def pool():
 
 
 @pytest.fixture
-def gpupool(pool, live_server, serialised):
-    """Run ``gpupool ARGS…`` against the live server as alice, with a token of team vision."""
+def gpupool(live_server, serialised, pool):
+    """Run ``gpupool ARGS…`` against the live server as alice, with a token of team vision.
+
+    ``live_server`` comes before ``pool``: started after the test's first ORM work, following a test that used the
+    database without it, the server's request threads find a connection they may not share (a thread warning).
+    """
     key = api_token_create(user=pool.user, team=pool.team, name="cli").key
 
     def run(*args: str, token: str | None = key):
@@ -250,7 +254,7 @@ def test_classes(gpupool):
     assert " 0/4 " in row  # every H100 is held by the other team's job
 
 
-def test_the_installed_entry_point_runs_without_django(pool, live_server, serialised):
+def test_the_installed_entry_point_runs_without_django(live_server, serialised, pool):
     """``python -m gpupool`` in a fresh interpreter: the command works over HTTP and never imports Django."""
     key = api_token_create(user=pool.user, team=pool.team, name="cli").key
     mine = JobFactory(team=pool.team, owner=pool.user, cluster=pool.cluster, resource_class=pool.rc, name="mine")
@@ -273,7 +277,7 @@ def test_the_installed_entry_point_runs_without_django(pool, live_server, serial
     assert done.stderr.strip().endswith("IMPORTED []"), done.stderr
 
 
-def test_an_address_that_is_not_the_portal_is_said_so(pool, live_server, serialised):
+def test_an_address_that_is_not_the_portal_is_said_so(live_server, serialised, pool):
     key = api_token_create(user=pool.user, team=pool.team, name="cli").key
     url = f"{live_server.url}/accounts"  # a page of the site, not its root: /accounts/api/jobs/ is an HTML 404
     result = CliRunner().invoke(cli, ["list"], env={"GPUPOOL_URL": url, "GPUPOOL_TOKEN": key})
