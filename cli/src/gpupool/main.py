@@ -18,6 +18,7 @@ from gpupool import __version__, show
 from gpupool.api import ApiError, Client
 from gpupool.spec import SpecError, submission, with_flags
 
+TOPOLOGY = ["required", "preferred"]
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 
 
@@ -81,16 +82,16 @@ def cli(ctx: click.Context, url: str | None, token: str | None) -> None:
     ctx.obj = State(url, token)
 
 
-@cli.command(context_settings={**CONTEXT, "ignore_unknown_options": False})
+@cli.command(context_settings=CONTEXT)
 @click.option("-f", "--file", "file", type=click.Path(dir_okay=False), help="A YAML file of the job's fields.")
 @click.option("--team", help="Team slug (default: the token's team).")
 @click.option("--name", help="Job name: lower-case letters, digits and '-'.")
 @click.option("--image", help="Container image.")
 @click.option("--class", "resource_class", help="Resource class slug (see `gpupool classes`).")
-@click.option("--gpus", type=int, help="Devices per pod.")
-@click.option("--pods", type=int, help="Pods that start together (a gang).")
-@click.option("--priority", help="Priority class name.")
-@click.option("--topology", type=click.Choice(["required", "preferred"]), help="Keep the pods together.")
+@click.option("--gpus", "devices_per_pod", type=int, help="Devices per pod.")
+@click.option("--pods", "pod_count", type=int, help="Pods that start together (a gang).")
+@click.option("--priority", "priority_class", help="Priority class name.")
+@click.option("--topology", "topology_mode", type=click.Choice(TOPOLOGY), help="Keep the pods together.")
 @click.option("--topology-level", help="The topology level (label) to keep them within.")
 @click.option("--max-runtime", help="e.g. 8h, 90m, 1d (a bare number is minutes).")
 @click.option("--env", "env", multiple=True, metavar="KEY=VALUE", help="An environment variable (repeatable).")
@@ -114,13 +115,6 @@ def submit(state: State, file: str | None, check: bool, as_json: bool, command: 
     """
     flags["command"] = list(command) or None
     flags["env"] = list(flags["env"]) or None
-    renamed = {
-        "gpus": "devices_per_pod",
-        "pods": "pod_count",
-        "priority": "priority_class",
-        "topology": "topology_mode",
-    }
-    flags = {renamed.get(k, k): v for k, v in flags.items()}
     try:
         body = submission(file, flags)
         client = state.client
