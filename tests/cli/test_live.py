@@ -21,7 +21,7 @@ from django.utils import timezone
 from gpupool.main import cli
 from queues.api.tokens import api_token_create
 from queues.models import Job
-from tests.browser.scenarios import occupy, research_pool
+from tests.browser.scenarios import RACK, occupy, research_pool
 from tests.factories import JobFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -162,6 +162,18 @@ def test_submit_from_flags_and_check(gpupool, pool):
         "2",
         "--max-runtime",
         "90",
+        "--priority",
+        "normal",
+        "--topology",
+        "preferred",
+        "--topology-level",
+        RACK,
+        "--checkpoint-path",
+        "/ckpt",
+        "--checkpoint-signal",
+        "SIGUSR1",
+        "--checkpoint-interval",
+        "30m",
         "--json",
         "--",
         "python",
@@ -174,6 +186,8 @@ def test_submit_from_flags_and_check(gpupool, pool):
     assert (job.name, job.devices_per_pod, job.pod_count) == ("flags", 1, 2)
     assert job.command == ["python", "-c", "print(1)"]
     assert job.max_runtime_seconds == 90 * 60  # a bare number is minutes, as on the submit form
+    assert (job.priority_class, job.topology_mode, job.topology_level) == (pool.normal, "preferred", RACK)
+    assert (job.checkpoint_path, job.checkpoint_signal, job.checkpoint_interval_seconds) == ("/ckpt", "SIGUSR1", 1800)
 
 
 def test_validation_errors_are_printed_by_field(gpupool, pool):
