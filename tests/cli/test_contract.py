@@ -1,4 +1,5 @@
-"""The client keeps to the API it talks to: the submission fields of the OpenAPI document, the job states."""
+"""The client keeps to the portal it talks to: the OpenAPI document's submission fields, the job states, the form's
+durations (the client is a separate package without Django, so it has its own copies, checked here)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import pytest
 import requests
 
 from gpupool import show, spec
+from queues.forms import parse_duration
 from queues.models import Job
 
 
@@ -21,3 +23,8 @@ def test_the_client_knows_every_submission_field_of_the_schema(live_server, seri
 def test_the_client_knows_every_job_state():  # no database: the states are the model's enumeration
     assert set(show.STATES) == set(Job.State.values)
     assert set(show.FINAL_STATES) == set(Job.FINAL_STATES)
+
+
+@pytest.mark.parametrize("text", ["90m", "2h", "1h30m", "1d", "45s", "90", "1d2h3m4s", " 2 h ", "0"])
+def test_the_client_reads_durations_as_the_submit_form_does(text):
+    assert spec.parse_duration(text, key="max_runtime") == parse_duration(text)
