@@ -1,0 +1,295 @@
+"""The ``gpupool`` command: submit, list, status, why, cancel, logs, timeline, classes.
+
+The portal's address and a team token come from ``GPUPOOL_URL`` and ``GPUPOOL_TOKEN`` (or ``--url`` and
+``--token``). Every command prints text for people, or the API's JSON with ``--json``. A refused request
+prints why (a 400 names each field) and exits with 1; a usage error exits with 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from typing import Any, NoReturn
+
+import click
+
+from gpupool import __version__, show
+from gpupool.api import ApiError, Client
+from gpupool.spec import SpecError, submission, with_flags
+
+TOPOLOGY = ["required", "preferred"]
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
+
+
+class State:
+    """The global options, and the client made from them on first use."""
+
+    def __init__(self, url: str | None, token: str | None) -> None:
+        self.url = url
+        self.token = token
+        self._client: Client | None = None
+
+    @property
+    def client(self) -> Client:
+        """The API client (a usage error when the address or the token is missing)."""
+        if self._client is None:
+            if not self.url:
+                raise click.UsageError(
+                    "say where the portal is: set GPUPOOL_URL (or --url), e.g. https://gpu.example.org"
+                )
+            if not self.token:
+                raise click.UsageError(
+                    "give a team token: set GPUPOOL_TOKEN (or --token); create one on the portal's API tokens page "
+                    f"({self.url.rstrip('/')}/tokens/)"
+                )
+            url = self.url.rstrip("/")
+            self._client = Client(url.removesuffix("/api"), self.token)
+        return self._client
+
+
+pass_state = click.make_pass_decorator(State)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print the API's answer as JSON.")
+job_id = click.argument("job_id", type=click.IntRange(min=1), metavar="JOB_ID")
+
+
+def now() -> datetime:
+    """The time the answers are read at (relative times are from it)."""
+    return datetime.now(UTC)
+
+
+def fail(error: ApiError | SpecError) -> NoReturn:
+    """Print why, to stderr, and exit with 1."""
+    lines = error.lines() if isinstance(error, ApiError) else [str(error)]
+    click.echo(f"gpupool: {lines[0]}", err=True)
+    for line in lines[1:]:
+        click.echo(line, err=True)
+    sys.exit(1)
+
+
+def emit(data: Any) -> None:
+    """JSON, indented."""
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(__version__, prog_name="gpupool")
+@click.option("--url", envvar="GPUPOOL_URL", help="The portal's address (env GPUPOOL_URL).")
+@click.option("--token", envvar="GPUPOOL_TOKEN", help="A team API token (env GPUPOOL_TOKEN; prefer the variable).")
+@click.pass_context
+def cli(ctx: click.Context, url: str | None, token: str | None) -> None:
+    """Submit jobs to the GPU pool and see why they wait, with a team token from the portal's API tokens page."""
+    ctx.obj = State(url, token)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("-f", "--file", "file", type=click.Path(dir_okay=False), help="A YAML file of the job's fields.")
+@click.option("--team", help="Team slug (default: the token's team).")
+@click.option("--name", help="Job name: lower-case letters, digits and '-'.")
+@click.option("--image", help="Container image.")
+@click.option("--class", "resource_class", help="Resource class slug (see `gpupool classes`).")
+@click.option("--gpus", "devices_per_pod", type=int, help="Devices per pod.")
+@click.option("--pods", "pod_count", type=int, help="Pods that start together (a gang).")
+@click.option("--priority", "priority_class", help="Priority class name.")
+@click.option("--topology", "topology_mode", type=click.Choice(TOPOLOGY), help="Keep the pods together.")
+@click.option("--topology-level", help="The topology level (label) to keep them within.")
+@click.option("--max-runtime", help="e.g. 8h, 90m, 1d (a bare number is minutes).")
+@click.option("--env", "env", multiple=True, metavar="KEY=VALUE", help="An environment variable (repeatable).")
+@click.option("--args", "args", help="Arguments, split like a shell line.")
+@click.option("--checkpoint-path", help="Where the job writes checkpoints.")
+@click.option("--checkpoint-signal", help="Signal that asks the job to checkpoint, e.g. SIGUSR1.")
+@click.option("--checkpoint-command", help="Command that makes the job checkpoint (shell-like line).")
+@click.option("--checkpoint-interval", help="How often the job checkpoints, e.g. 30m.")
+@click.option("--sim-runtime", help="Simulated clusters only: how long the job runs, e.g. 20m.")
+@click.option("--check", is_flag=True, help="Only ask whether it would start now; submit nothing.")
+@json_option
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@pass_state
+def submit(state: State, file: str | None, check: bool, as_json: bool, command: tuple[str, ...], **flags: Any) -> None:
+    """Submit a job from a YAML file and/or flags; the command line goes after `--`.
+
+    \b
+    gpupool submit -f job.yaml
+    gpupool submit --name resnet --image registry.example.org/train:1.2 --class h100 --gpus 4 \\
+        --max-runtime 8h -- python train.py --epochs 10
+    """
+    flags["command"] = list(command) or None
+    flags["env"] = list(flags["env"]) or None
+    try:
+        body = submission(file, flags)
+        client = state.client
+        answer = client.feasibility(body) if check else client.submit(body)
+    except ApiError as exc:
+        fail(ApiError(exc.message, exc.status, with_flags(exc.fields)))
+    except SpecError as exc:
+        fail(exc)
+    if as_json:
+        emit(answer)
+        return
+    if check:
+        click.echo(show.feasibility_text(answer, now=now()))
+        return
+    click.echo(f"submitted job {answer['id']} {answer['name']}: {answer['state']}")
+    click.echo("  " + client.page_url(f"jobs/{answer['id']}/"))
+    if answer["state"] not in show.FINAL_STATES:
+        click.echo(f"  gpupool why {answer['id']}   (why it waits, ETA and what would start it sooner)")
+
+
+@cli.command("list", context_settings=CONTEXT)
+@click.option("--mine", is_flag=True, help="Only your jobs (default: the team's).")
+@click.option(
+    "--state",
+    "job_state",
+    type=click.Choice(show.STATES),
+    help="Only jobs in this state.",
+)
+@click.option("--class", "resource_class", help="Only jobs of this class.")
+@click.option("--owner", help="Only this user's jobs.")
+@click.option("--limit", type=click.IntRange(1, 200), default=50, show_default=True, help="Jobs per page.")
+@click.option("--all", "every_page", is_flag=True, help="Follow every page (default: the first).")
+@json_option
+@pass_state
+def list_jobs(
+    state: State,
+    mine: bool,
+    job_state: str | None,
+    resource_class: str | None,
+    owner: str | None,
+    limit: int,
+    every_page: bool,
+    as_json: bool,
+) -> None:
+    """The team's jobs (or yours), newest first, with state and what a pending job waits for."""
+    params = {
+        "scope": "mine" if mine else None,
+        "state": job_state,
+        "resource_class": resource_class,
+        "owner": owner,
+        "limit": limit,
+    }
+    try:
+        jobs = state.client.jobs(params={k: v for k, v in params.items() if v}, pages=0 if every_page else 1)
+    except ApiError as exc:
+        fail(exc)
+    if as_json:
+        emit(jobs)
+    else:
+        click.echo(show.job_table(jobs))
+
+
+@cli.command(context_settings=CONTEXT)
+@job_id
+@json_option
+@pass_state
+def status(state: State, job_id: int, as_json: bool) -> None:
+    """A job: what it asked for, its state and times, and why it waits if it does."""
+    try:
+        job = state.client.job(job_id)
+        wait = state.client.wait_reason(job_id) if job["state"] == "pending" else None
+    except ApiError as exc:
+        fail(exc)
+    if as_json:
+        emit({"job": job, "wait_reason": wait})
+        return
+    moment = now()
+    click.echo(show.job_text(job, now=moment))
+    if wait is not None:
+        click.echo(show.diagnosis(wait, now=moment))
+
+
+@cli.command(context_settings=CONTEXT)
+@job_id
+@json_option
+@pass_state
+def why(state: State, job_id: int, as_json: bool) -> None:
+    """Why a job waits: the reason, since when, its place in the queue, the ETA and what would start it now."""
+    try:
+        found = state.client.wait_reason(job_id)
+    except ApiError as exc:
+        fail(exc)
+    if as_json:
+        emit(found)
+    else:
+        click.echo(show.diagnosis(found, now=now()))
+
+
+@cli.command(context_settings=CONTEXT)
+@job_id
+@json_option
+@pass_state
+def cancel(state: State, job_id: int, as_json: bool) -> None:
+    """Cancel a job (an ended job cannot be cancelled)."""
+    try:
+        job = state.client.cancel(job_id)
+    except ApiError as exc:
+        fail(exc)
+    if as_json:
+        emit(job)
+    else:
+        click.echo(f"job {job['id']} {job['name']}: {job['state']}")
+
+
+@cli.command(context_settings=CONTEXT)
+@job_id
+@pass_state
+def logs(state: State, job_id: int) -> None:
+    """Where to read a job's log: its page's run panel (log tail, events, GPU use), in the browser."""
+    try:
+        job = state.client.job(job_id)  # checks the job exists and is the team's before giving a link
+    except ApiError as exc:
+        fail(exc)
+    client = state.client
+    click.echo(f"job {job['id']} {job['name']}: {job['state']}")
+    click.echo(f"  page (log, events, GPU use): {client.page_url(f'jobs/{job_id}/')}#queues-job-run-{job_id}")
+    click.echo(f"  the run panel alone:         {client.page_url(f'jobs/{job_id}/run/')}")
+    click.echo("  Sign in to the portal in a browser to open them: the API does not serve logs to tokens.")
+    click.echo(f"  gpupool timeline {job_id}   (what happened to the job, from the API)")
+
+
+@cli.command(context_settings=CONTEXT)
+@job_id
+@json_option
+@pass_state
+def timeline(state: State, job_id: int, as_json: bool) -> None:
+    """A job's timeline: every event and reason change, with how long each lasted."""
+    try:
+        entries = state.client.timeline(job_id)
+    except ApiError as exc:
+        fail(exc)
+    if as_json:
+        emit(entries)
+    else:
+        click.echo(show.timeline_text(entries, now=now()))
+
+
+@cli.command(context_settings=CONTEXT)
+@json_option
+@pass_state
+def classes(state: State, as_json: bool) -> None:
+    """The team's resource classes: available now, the team's quota and use, the expected wait."""
+    try:
+        cards = state.client.classes()
+    except ApiError as exc:
+        fail(exc)
+    if as_json:
+        emit(cards)
+        return
+    moment = now()
+    rows = []
+    for c in cards:
+        quota = c.get("quota")
+        rows.append(
+            [
+                c["slug"],
+                c["name"],
+                "/".join(str(n) for n in c.get("allowed_counts") or []) or "-",
+                f"{c['availability']['available']}/{c['availability']['exists']}",
+                f"{quota['used']}/{quota['nominal']}" if quota else "-",
+                show.eta_text(c.get("expected_wait"), now=moment),
+            ]
+        )
+    click.echo(
+        show.table(rows, ["CLASS", "NAME", "COUNTS", "FREE/ALL", "TEAM USED/QUOTA", "EXPECTED START"])
+        if rows
+        else "no classes"
+    )

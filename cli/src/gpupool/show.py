@@ -1,0 +1,183 @@
+"""The API's answers as plain text: a job table, a job, why it waits (since, place, ETA, suggestions), a timeline."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+#: A job's states (queues.models.Job.State) and those it does not leave.
+STATES = ("pending", "admitted", "running", "preempting", "suspended", "succeeded", "failed", "cancelled", "timed-out")
+FINAL_STATES = ("succeeded", "failed", "cancelled", "timed-out")
+
+
+def when(value: str | None) -> datetime | None:
+    """An API timestamp (ISO 8601) as an aware datetime."""
+    if not value:
+        return None
+    moment = datetime.fromisoformat(value)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def span(seconds: float) -> str:
+    """A length of time for people: ``45s``, ``12m``, ``2h 5m``, ``3d 4h``."""
+    seconds = round(abs(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if hours < 1:
+        return f"{minutes}m"
+    if days < 1:
+        return f"{hours}h {minutes % 60}m" if minutes % 60 else f"{hours}h"
+    return f"{days}d {hours % 24}h" if hours % 24 else f"{days}d"
+
+
+def stamp(value: str | None, *, now: datetime) -> str:
+    """``2026-12-04 19:40 UTC (5m ago)`` or ``(in 2h)``; ``-`` for none."""
+    moment = when(value)
+    if moment is None:
+        return "-"
+    delta = (moment - now).total_seconds()
+    relative = "now" if abs(delta) < 1 else (f"in {span(delta)}" if delta > 0 else f"{span(delta)} ago")
+    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC ({relative})"
+
+
+def short_time(value: str | None) -> str:
+    """``2026-12-04 19:40`` (UTC) for tables."""
+    moment = when(value)
+    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M}" if moment else "-"
+
+
+def devices(job: dict) -> str:
+    """``4×2`` (devices per pod × pods) or ``4``."""
+    per_pod, pods = job.get("devices_per_pod", 1), job.get("pod_count", 1)
+    return f"{per_pod}×{pods}" if pods != 1 else str(per_pod)
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    """Columns padded to their widest cell, the last one left ragged."""
+    cells = [header, *rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(widths[i]) if i < len(header) - 1 else cell for i, cell in enumerate(row)).rstrip()
+        for row in cells
+    )
+
+
+def job_table(jobs: list[dict]) -> str:
+    """The job list: id, name, state, class, devices, owner, submitted, and the wait reason of a pending job."""
+    if not jobs:
+        return "no jobs"
+    rows = [
+        [
+            str(j["id"]),
+            j["name"],
+            j["state"],
+            j.get("resource_class") or "-",
+            devices(j),
+            j.get("owner") or "-",
+            short_time(j.get("submitted_at")),
+            j.get("wait_reason") or "",
+        ]
+        for j in jobs
+    ]
+    return table(rows, ["ID", "NAME", "STATE", "CLASS", "GPUS", "OWNER", "SUBMITTED (UTC)", "WAITING FOR"])
+
+
+def eta_text(eta: dict | None, *, now: datetime) -> str:
+    """The expected start: "could start now", "no estimate", or p50 and p90."""
+    if not eta:
+        return "no estimate"
+    if eta.get("starts_now"):
+        return "could start now"
+    p50, p90 = when(eta.get("p50")), when(eta.get("p90"))
+    if p50 is None:
+        return "no estimate"
+    text = f"around {stamp(eta['p50'], now=now)}"
+    if p90 is not None:
+        text += f", by {stamp(eta['p90'], now=now)} at the latest (p90)"
+    return text
+
+
+def changes_text(changes: dict) -> str:
+    """A suggestion's changes as ``field=value`` pairs."""
+    return ", ".join(f"{k}={v}" for k, v in changes.items())
+
+
+def diagnosis(d: dict, *, now: datetime) -> str:
+    """Why the job waits, in sentences: reason, since, place in queue, ETA, Kueue's words, suggestions."""
+    head = f"job {d['job']} is {d['state']}"
+    if not d.get("waiting"):
+        return f"{head}: it is not waiting."
+    lines = [f"{head}: {d.get('label') or d.get('code') or 'waiting'}" + (f" ({d['code']})" if d.get("code") else "")]
+    if d.get("message"):
+        lines.append(f"  {d['message']}")
+    lines.append(f"  since:    {stamp(d.get('since'), now=now)}")
+    if d.get("position"):
+        lines.append(f"  in queue: {d['position']} of {d.get('queue_length') or '?'} (1 = next)")
+    lines.append(f"  expected: {eta_text(d.get('eta'), now=now)}")
+    if (d.get("eta") or {}).get("method"):
+        lines.append(f"  how:      {d['eta']['method']}")
+    if d.get("kueue_message"):
+        lines.append(f"  Kueue:    {d['kueue_message']}")
+    if d.get("stale"):
+        lines.append(f"  note:     the portal has lost sight of the cluster; this is as of {d['stale']}")
+    suggestions = d.get("suggestions") or []
+    if suggestions:
+        lines.append("It would start now if:")
+        for index, s in enumerate(suggestions, 1):
+            lines.append(f"  {index}. {s['title']}: {s['message']}")
+            if s.get("changes"):
+                lines.append(f"     (resubmit with {changes_text(s['changes'])})")
+    return "\n".join(lines)
+
+
+def job_text(job: dict, *, now: datetime) -> str:
+    """A job: what it asked for, where it runs, and when things happened."""
+    lines = [
+        f"job {job['id']} {job['name']}: {job['state']}",
+        f"  team {job.get('team')}, owner {job.get('owner')}, cluster {job.get('cluster') or '-'}",
+        f"  class {job.get('resource_class')}: {devices(job)} devices"
+        + (f" on {job['assigned_flavor']}" if job.get("assigned_flavor") else "")
+        + (f", priority {job['priority_class']}" if job.get("priority_class") else ""),
+        f"  image {job.get('image')}",
+    ]
+    if job.get("command") or job.get("args"):
+        lines.append("  command " + " ".join([*(job.get("command") or []), *(job.get("args") or [])]))
+    for label, key in (("submitted", "submitted_at"), ("admitted", "admitted_at"), ("started", "started_at")):
+        if job.get(key):
+            lines.append(f"  {label:9} {stamp(job[key], now=now)}")
+    if job.get("finished_at"):
+        lines.append(f"  {'finished':9} {stamp(job['finished_at'], now=now)}")
+    if job.get("borrowing"):
+        lines.append("  borrows idle capacity of the cohort (can be reclaimed)")
+    if job.get("preemption_count"):
+        lines.append(f"  preempted {job['preemption_count']} time(s)")
+    return "\n".join(lines)
+
+
+def timeline_text(entries: list[dict], *, now: datetime) -> str:
+    """The timeline, one event a line, with how long what it started lasted."""
+    if not entries:
+        return "no events yet"
+    rows = []
+    for e in entries:
+        lasted = "" if e.get("duration_seconds") is None else span(e["duration_seconds"])
+        if lasted and e.get("ongoing"):
+            lasted += " so far"
+        rows.append([short_time(e["at"]), e.get("label") or e["kind"], lasted, e.get("message") or ""])
+    return table(rows, ["AT (UTC)", "EVENT", "LASTED", "WHAT"])
+
+
+def feasibility_text(f: dict, *, now: datetime) -> str:
+    """The feasibility check: would it start now, if not why and when, and what would help."""
+    if f.get("admissible"):
+        head = "it would start now" + (f" on {', '.join(f['flavors'])}" if f.get("flavors") else "")
+        return head + (" (borrowing idle cohort capacity)" if f.get("borrowing") else "")
+    lines = [f"it would wait: {f.get('label') or f.get('code')} ({f.get('code')})"]
+    if f.get("message"):
+        lines.append(f"  {f['message']}")
+    lines.append(f"  expected: {eta_text(f.get('eta'), now=now)}")
+    for index, s in enumerate(f.get("suggestions") or [], 1):
+        if index == 1:
+            lines.append("It would start now if:")
+        lines.append(f"  {index}. {s['title']}: {s['message']}")
+    return "\n".join(lines)

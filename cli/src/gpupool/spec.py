@@ -1,0 +1,163 @@
+"""A submission body for ``POST /api/jobs/`` from a small YAML file and command-line flags (flags win).
+
+The keys are the API's field names (``resource_class``, ``devices_per_pod``, ``max_runtime_seconds``…) or their
+short forms (``class``, ``gpus``, ``pods``, ``priority``, ``max_runtime: 2h``…). Durations are written as the
+portal's form takes them: ``90m``, ``2h``, ``1h30m``, ``1d``, ``45s``; a bare number is minutes. A ``*_seconds``
+key takes seconds, as the API does. Command lines are a list or a string split like a shell line. Types and
+limits are left to the portal, which reports every problem by field.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+#: The API's submission fields (queues.api.serializers.JobSubmitSerializer).
+FIELDS = (
+    "team",
+    "name",
+    "image",
+    "command",
+    "args",
+    "env",
+    "resource_class",
+    "devices_per_pod",
+    "pod_count",
+    "topology_mode",
+    "topology_level",
+    "priority_class",
+    "max_runtime_seconds",
+    "checkpoint_path",
+    "checkpoint_signal",
+    "checkpoint_command",
+    "checkpoint_interval_seconds",
+    "sim_runtime_seconds",
+)
+#: Short names a file may use instead.
+ALIASES = {"class": "resource_class", "gpus": "devices_per_pod", "pods": "pod_count", "priority": "priority_class"}
+#: Duration keys (the portal's duration syntax) and the seconds field each fills.
+DURATIONS = {
+    "max_runtime": "max_runtime_seconds",
+    "checkpoint_interval": "checkpoint_interval_seconds",
+    "sim_runtime": "sim_runtime_seconds",
+}
+COMMAND_LINES = ("command", "args", "checkpoint_command")
+#: The flag of ``gpupool submit`` that sets each field, where its name differs (to name it in a refusal).
+FLAGS = {
+    "resource_class": "--class",
+    "devices_per_pod": "--gpus",
+    "pod_count": "--pods",
+    "priority_class": "--priority",
+    "topology_mode": "--topology",
+    "max_runtime_seconds": "--max-runtime",
+    "checkpoint_interval_seconds": "--checkpoint-interval",
+    "sim_runtime_seconds": "--sim-runtime",
+}
+
+_DURATION = re.compile(r"^(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
+
+
+class SpecError(ValueError):
+    """A submission file or flag that cannot be read; names the key."""
+
+
+def parse_duration(text: str | int, *, key: str) -> int:
+    """``90m``, ``2h``, ``1h30m``, ``1d``, ``45s`` → seconds; a bare number is minutes (as the submit form)."""
+    if isinstance(text, bool):
+        raise SpecError(f"{key}: {text!r} is not a duration such as 90m, 2h, 1h30m or 1d")
+    if isinstance(text, int):
+        return text * 60
+    value = str(text).strip().lower().replace(" ", "")
+    if value.isdigit():
+        return int(value) * 60
+    match = _DURATION.match(value)
+    if not value or not match:
+        raise SpecError(f"{key}: {text!r} is not a duration such as 90m, 2h, 1h30m or 1d")
+    parts = {k: int(v or 0) for k, v in match.groupdict().items()}
+    return parts["d"] * 86400 + parts["h"] * 3600 + parts["m"] * 60 + parts["s"]
+
+
+def command_line(value: Any, *, key: str) -> list[str]:
+    """A command line from a list of words or a shell-like string."""
+    if isinstance(value, str):
+        try:
+            return shlex.split(value)
+        except ValueError as exc:
+            raise SpecError(f"{key}: {exc} in {value!r}") from exc
+    if isinstance(value, list) and all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in value):
+        return [str(v) for v in value]
+    raise SpecError(f"{key}: give a list of words or one string, not {value!r}")
+
+
+def environment(value: Any, *, key: str = "env") -> dict[str, str]:
+    """Environment variables from a mapping or from ``KEY=VALUE`` strings."""
+    if isinstance(value, dict):
+        return {str(k): "" if v is None else str(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        out: dict[str, str] = {}
+        for item in value:
+            name, sep, val = str(item).partition("=")
+            if not sep or not name:
+                raise SpecError(f"{key}: {item!r} is not KEY=VALUE")
+            out[name] = val
+        return out
+    raise SpecError(f"{key}: give a mapping or a list of KEY=VALUE, not {value!r}")
+
+
+def with_flags(fields: dict[str, list[str]]) -> dict[str, list[str]]:
+    """A refusal's fields named with the flag that sets each too: ``devices_per_pod (--gpus)``."""
+    out = {}
+    for name, problems in fields.items():
+        base = name.split("[", 1)[0]
+        out[f"{name} ({FLAGS[base]})" if base in FLAGS else name] = problems
+    return out
+
+
+def normalise(values: dict[str, Any], *, where: str) -> dict[str, Any]:
+    """Keys of a file or of the flags as the API's fields, durations in seconds, command lines as lists."""
+    body: dict[str, Any] = {}
+    for raw_key, value in values.items():
+        key = str(raw_key)
+        if key in DURATIONS:
+            body[DURATIONS[key]] = None if value is None else parse_duration(value, key=key)
+            continue
+        name = ALIASES.get(key, key)
+        if name not in FIELDS:
+            known = ", ".join(sorted({*FIELDS, *ALIASES, *DURATIONS}))
+            raise SpecError(f"{where}: unknown key {key!r} (known keys: {known})")
+        if name in COMMAND_LINES:
+            value = command_line(value, key=key)
+        elif name == "env":
+            value = environment(value, key=key)
+        body[name] = value
+    return body
+
+
+def load_file(path: str | Path) -> dict[str, Any]:
+    """A submission file (YAML mapping) as API fields."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SpecError(f"cannot read {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{path} is not valid YAML: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: expected a mapping of fields (name: …, image: …), not {type(data).__name__}")
+    return normalise(data, where=str(path))
+
+
+def submission(file: str | Path | None, flags: dict[str, Any]) -> dict[str, Any]:
+    """The body to POST: the file's fields, overridden by the flags that were given (None: not given)."""
+    body = load_file(file) if file else {}
+    given = normalise({k: v for k, v in flags.items() if v is not None and v != () and v != []}, where="flags")
+    if "env" in given:  # variables add to the file's (a flag wins over the same name)
+        given["env"] = {**body.get("env", {}), **given["env"]}
+    body.update(given)
+    return body

@@ -1,0 +1,117 @@
+"""The client's parts on their own: durations, command lines, environment, refusals, the text it prints."""
+
+from __future__ import annotations
+
+import socket
+from datetime import UTC, datetime
+
+import pytest
+from click.testing import CliRunner
+
+from gpupool.api import flatten_errors, refusal
+from gpupool.main import cli
+from gpupool.show import diagnosis, span
+from gpupool.spec import SpecError, command_line, environment, parse_duration, submission, with_flags
+
+NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90m", 5400), ("2h", 7200), ("1h30m", 5400), ("1d", 86400), ("45s", 45), ("90", 5400), (5, 300)],
+)
+def test_durations_read_as_the_submit_form_reads_them(text, seconds):
+    assert parse_duration(text, key="max_runtime") == seconds
+
+
+@pytest.mark.parametrize("text", ["", "soon", "1x", "-5", True, "1.5h"])
+def test_a_bad_duration_names_its_key(text):
+    with pytest.raises(SpecError, match=r"^max_runtime: .* is not a duration"):
+        parse_duration(text, key="max_runtime")
+
+
+def test_command_lines_and_environment():
+    assert command_line("python train.py --msg 'a b'", key="command") == ["python", "train.py", "--msg", "a b"]
+    assert command_line(["python", 3], key="command") == ["python", "3"]
+    with pytest.raises(SpecError, match=r"^command: "):
+        command_line({"a": 1}, key="command")
+    with pytest.raises(SpecError, match=r"^args: No closing quotation"):
+        command_line("echo 'open", key="args")
+    assert environment(["A=1", "B=x=y", "C="]) == {"A": "1", "B": "x=y", "C": ""}
+    assert environment({"A": 1, "B": None}) == {"A": "1", "B": ""}
+    with pytest.raises(SpecError, match=r"^env: 'A' is not KEY=VALUE"):
+        environment(["A"])
+
+
+def test_flags_win_over_the_file_and_add_to_its_environment(tmp_path):
+    spec = tmp_path / "job.yml"
+    spec.write_text("name: a\nclass: h100\ngpus: 2\nenv: {A: '1', B: '2'}\ncheckpoint_interval: 30m\n")
+    body = submission(spec, {"devices_per_pod": 4, "env": ["B=3"], "name": None, "command": ()})
+    assert body == {
+        "name": "a",
+        "resource_class": "h100",
+        "devices_per_pod": 4,
+        "env": {"A": "1", "B": "3"},
+        "checkpoint_interval_seconds": 1800,
+    }
+    spec.write_text("- not a mapping\n")
+    with pytest.raises(SpecError, match="expected a mapping"):
+        submission(spec, {})
+    with pytest.raises(SpecError, match="cannot read"):
+        submission(tmp_path / "missing.yml", {})
+
+
+def test_refusals_are_sentences():
+    assert flatten_errors({"env": {"A": ["too long"]}, "command": {"0": ["blank"]}, "name": ["bad"]}) == {
+        "env[A]": ["too long"],
+        "command[0]": ["blank"],
+        "name": ["bad"],
+    }
+    assert with_flags({"devices_per_pod": ["x"], "name": ["y"]}) == {"devices_per_pod (--gpus)": ["x"], "name": ["y"]}
+    one_field = refusal(400, {"detail": "no such team", "field": "team"}, url="http://p/")
+    assert one_field.lines() == ["the portal refused the request:", "  team: no such team"]
+    throttled = refusal(429, {"detail": "Request was throttled."}, url="http://p/", retry_after="12")
+    assert str(throttled) == "too many requests: Request was throttled. Try again in 12 s."
+    assert "create a new one at http://p/tokens/" in str(refusal(401, {"detail": "x"}, url="http://p/"))
+    assert str(refusal(502, None, url="http://p/")) == "the portal answered HTTP 502"
+
+
+def test_spans_and_a_job_that_does_not_wait():
+    assert [span(s) for s in (0, 59, 60, 3599, 3600, 5400, 86400, 90000)] == [
+        "0s", "59s", "1m", "59m", "1h", "1h 30m", "1d", "1d 1h"
+    ]  # fmt: skip
+    assert (
+        diagnosis({"job": 3, "state": "running", "waiting": False}, now=NOW) == "job 3 is running: it is not waiting."
+    )
+    text = diagnosis(
+        {
+            "job": 3,
+            "state": "pending",
+            "waiting": True,
+            "code": "quota_exhausted",
+            "label": "Quota used up",
+            "message": "Your team uses 16 of 16.",
+            "since": "2026-12-04T11:00:00Z",
+            "eta": None,
+            "suggestions": [{"title": "Fewer GPUs", "message": "2 instead of 4", "changes": {"devices_per_pod": 2}}],
+        },
+        now=NOW,
+    )
+    assert text.splitlines() == [
+        "job 3 is pending: Quota used up (quota_exhausted)",
+        "  Your team uses 16 of 16.",
+        "  since:    2026-12-04 11:00 UTC (1h ago)",
+        "  expected: no estimate",
+        "It would start now if:",
+        "  1. Fewer GPUs: 2 instead of 4",
+        "     (resubmit with devices_per_pod=2)",
+    ]
+
+
+def test_an_unreachable_portal_is_said_so():
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = CliRunner().invoke(cli, ["--url", f"http://127.0.0.1:{port}", "--token", "gpp_x", "list"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"gpupool: cannot reach the portal at http://127.0.0.1:{port}/: ")
