@@ -123,7 +123,9 @@ def placement_stage(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, resu
     if result.mode == PS_PREEMPT:
         result.placement_read = result.placement_read or "empty"
         probe = [PodSetFlavors(p.name, p.count, flavors=dict(p.flavors)) for p in result.pod_sets]
-        if place_all(engine, wl, cq, probe, empty=True) is None:
+        if place_all(engine, wl, cq, probe, empty=True) is not None:
+            _preempt_for_topology(engine, wl, cq, result)
+        else:
             failed_probe = next(p for p in probe if p.placement is not None and not p.placement.ok)
             target = next(p for p in result.pod_sets if p.name == failed_probe.name)
             if target.placement is None:
@@ -131,6 +133,18 @@ def placement_stage(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, resu
                 _add_placement_reason(engine, cq, wl, target)
             target.failed = True
             target.no_fit_reason = TOPOLOGY_PLACEMENT_FAILED
+
+
+def _preempt_for_topology(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, result: FlavorAssignment) -> None:
+    """Kueue's ``updateModeForTASRequests``: an assignment that preempts and fits on an empty cluster preempts in
+    every resource of its TAS pod sets, so a victim that frees only node capacity (quota being enough) counts too."""
+    for ps, psa in zip(wl.pod_sets, result.pod_sets, strict=False):
+        if not ps.per_pod or ps.count == 0:
+            continue
+        if podset_request(engine, cq, ps, psa.flavors)[1] is None:
+            continue
+        for res in psa.modes:
+            psa.modes[res] = PS_PREEMPT
 
 
 def _add_placement_reason(engine: Engine, cq: ClusterQueueInfo, wl: WorkloadInfo, psa: PodSetFlavors) -> None:

@@ -120,12 +120,18 @@ def pending(name: str, *pod_sets: PodSet, priority: int = 0, created: float = 1.
     )
 
 
-def running(name: str, cluster_queue: str, *placed: tuple[PodSet, str, list[str]], priority: int = 0, **kw):
-    """An admitted workload: per pod set, its flavor and its pods' nodes (one entry per pod)."""
+def running(
+    name: str, cluster_queue: str, *placed: tuple[PodSet, str, list[str]], priority: int = 0, pods_quota=False, **kw
+):
+    """An admitted workload: per pod set, its flavor and its pods' nodes (one entry per pod); ``pods_quota``: its
+    admission also charges the pod count to the flavor (Kueue's assignment when the queue covers ``pods``)."""
     sets = tuple(p for p, _, _ in placed)
+    extra = (PODS,) if pods_quota else ()
     admission = Admission(
         cluster_queue,
-        tuple(PodSetAdmission(p.name, p.count, dict.fromkeys(p.requests, f), tuple(n)) for p, f, n in placed),
+        tuple(
+            PodSetAdmission(p.name, p.count, dict.fromkeys((*p.requests, *extra), f), tuple(n)) for p, f, n in placed
+        ),
     )
     return Workload(
         "default",
@@ -548,3 +554,225 @@ def test_custom_admission_check_gets_tas_assigned():
     result = schedule(s, 10)
     assert assignments(result) == {"default/foo": {"one": ("tas-default", {"x1": 1})}}
     assert result.admitted[0].pending_checks == ("custom-check",)
+
+
+# --------------------------------------------------------------------------------- TestScheduleForTASPreemption
+
+
+def _preemption_case(*workloads, queue=None, nodes=None, **kw):
+    # Kueue's defaultSingleNode here: x1 with 5 CPUs, 5Gi and 10 pods; tas-main preempts LowerPriority within.
+    queue = queue or main_queue(within="LowerPriority")
+    return tas_state([queue], workloads, flavors=kw.pop("flavors", [DEFAULT_TAS]), nodes=nodes or [x5("x1")], **kw)
+
+
+def x5(name: str) -> Node:
+    """A node of 5 CPUs, 5Gi and 10 pods."""
+    return host(name, "5", "5Gi")
+
+
+def victims(result) -> set[tuple[str, str]]:
+    return {(p.victim, p.reason) for p in result.preemptions}
+
+
+def test_preempted_by_quota_while_on_a_deleted_node():
+    """TestScheduleForTASPreemption/"workload preempted due to quota is using deleted Node": the victim's pod is on
+    z1, which no longer exists; it is chosen for quota, and foo waits for it."""
+    s = _preemption_case(
+        pending("foo", pod_set("one", 10, cpu="1", preferred=HOST), priority=3),
+        running(
+            "low-priority-admitted",
+            "tas-main",
+            (pod_set("one", 1, cpu="5", required=HOST), "tas-default", ["z1"]),
+            priority=1,
+        ),
+        queue=main_queue({"tas-default": {CPU: q("10"), MEM: q("10Gi", MEM)}}, within="LowerPriority"),
+        nodes=[x5("x1"), x5("y1")],
+    )
+    result = schedule(s, 10)
+    assert victims(result) == {("default/low-priority-admitted", "InClusterQueue")}
+    assert not result.admitted
+    assert result.preemptions[0].message == (
+        "Preempted to accommodate a workload (UID: wl-foo, JobUID: job-foo) due to prioritization in the "
+        "ClusterQueue; preemptor path: /tas-main; preemptee path: /tas-main"
+    )
+    assert result.pending["default/foo"].kueue_message == (
+        "couldn't assign flavors to pod set one: insufficient unused quota for cpu in flavor tas-default, 5 more "
+        "needed. Pending the preemption of 1 workload(s)"
+    )
+
+
+def test_preemption_frees_enough_pods_under_a_pods_quota():
+    """TestScheduleForTASPreemption/"preemption frees enough Pods when the ClusterQueue has pods quota": the node
+    would hold foo's 7 pods with low-4 gone, but the pods quota of 7 needs both victims."""
+    s = _preemption_case(
+        pending("foo", pod_set("one", 7, cpu="1", required=HOST), priority=1),
+        running(
+            "low-4", "tas-main", (pod_set("one", 4, cpu="1", required=HOST), "tas-default", ["x1"] * 4), pods_quota=True
+        ),
+        running(
+            "low-3", "tas-main", (pod_set("one", 3, cpu="1", required=HOST), "tas-default", ["x1"] * 3), pods_quota=True
+        ),
+        queue=main_queue({"tas-default": {CPU: q("50"), PODS: 7}}, within="LowerPriority"),
+        nodes=[host("x1", "50", "50Gi", pods=10)],
+    )
+    result = schedule(s, 10)
+    assert victims(result) == {("default/low-4", "InClusterQueue"), ("default/low-3", "InClusterQueue")}
+    assert result.pending["default/foo"].kueue_message == (
+        "couldn't assign flavors to pod set one: insufficient unused quota for pods in flavor tas-default, 7 more "
+        "needed. Pending the preemption of 2 workload(s)"
+    )
+
+
+def test_preemption_for_podspec_memory():
+    """TestScheduleForTASPreemption/"preemption; TAS uses podspec memory for fit": 4Gi does not fit next to 2Gi
+    on a 5Gi node."""
+    s = _preemption_case(
+        pending("foo", pod_set("one", 1, cpu="1", memory="4Gi", preferred=HOST), priority=3),
+        running(
+            "low-priority-admitted",
+            "tas-main",
+            (pod_set("one", 1, cpu="1", memory="2Gi", required=HOST), "tas-default", ["x1"]),
+            priority=1,
+        ),
+    )
+    result = schedule(s, 10)
+    assert victims(result) == {("default/low-priority-admitted", "InClusterQueue")}
+    assert result.pending["default/foo"].kueue_message == (
+        "couldn't assign flavors to pod set one: topology \"tas-single-level\" doesn't allow to fit any of 1 pod(s). "
+        'Total nodes: 1; excluded: resource "memory": 1. Pending the preemption of 1 workload(s)'
+    )
+
+
+def test_pods_count_pressure_only_low_priority_preempted():
+    """TestScheduleForTASPreemption/"With pods count usage pressure on nodes: only low priority workload is
+    preempted" (x1 allows one pod; its CPUs are what the preemptor lacks)."""
+    node = host("x1", "5", "5Gi", pods=1)
+    s = _preemption_case(
+        pending("high-priority-waiting", pod_set("one", 1, cpu="2", preferred=HOST), priority=3),
+        running(
+            "low-priority-admitted",
+            "tas-main",
+            (pod_set("one", 1, cpu="5", required=HOST), "tas-default", ["x1"]),
+            priority=1,
+        ),
+        nodes=[node],
+    )
+    result = schedule(s, 10)
+    assert victims(result) == {("default/low-priority-admitted", "InClusterQueue")}
+    assert result.pending["default/high-priority-waiting"].kueue_message == (
+        "couldn't assign flavors to pod set one: topology \"tas-single-level\" doesn't allow to fit any of 1 pod(s). "
+        'Total nodes: 1; excluded: resource "cpu": 1. Pending the preemption of 1 workload(s)'
+    )
+
+
+def test_low_priority_preempted_mid_priority_survives():
+    """TestScheduleForTASPreemption/"low priority workload is preempted, mid-priority workload survives"."""
+    two = pod_set("one", 1, cpu="2", required=HOST)
+    s = _preemption_case(
+        pending("foo", pod_set("one", 1, cpu="2", preferred=HOST), priority=3),
+        running("mid-priority-admitted", "tas-main", (two, "tas-default", ["x1"]), priority=2),
+        running("low-priority-admitted", "tas-main", (two, "tas-default", ["x1"]), priority=1),
+    )
+    result = schedule(s, 10)
+    assert victims(result) == {("default/low-priority-admitted", "InClusterQueue")}
+    assert result.pending["default/foo"].kueue_message == (
+        "couldn't assign flavors to pod set one: topology \"tas-single-level\" doesn't allow to fit any of 1 pod(s). "
+        'Total nodes: 1; excluded: resource "cpu": 1. Pending the preemption of 1 workload(s)'
+    )
+
+
+def test_low_priority_preempted_for_fragmented_capacity():
+    """TestScheduleForTASPreemption/"low priority workload is preempted even though there is enough capacity, but
+    fragmented": one CPU free on each node, and both pods must share one node."""
+    four = pod_set("one", 1, cpu="4", required=HOST)
+    s = _preemption_case(
+        pending("foo", pod_set("one", 2, cpu="1", required=HOST), priority=3),
+        running("mid-priority-admitted", "tas-main", (four, "tas-default", ["x1"]), priority=2),
+        running("low-priority-admitted", "tas-main", (four, "tas-default", ["y1"]), priority=1),
+        nodes=[x5("x1"), x5("y1")],
+    )
+    result = schedule(s, 10)
+    assert victims(result) == {("default/low-priority-admitted", "InClusterQueue")}
+    assert result.pending["default/foo"].kueue_message == (
+        'couldn\'t assign flavors to pod set one: topology "tas-single-level" allows to fit only 1 out of 2 pod(s). '
+        "Pending the preemption of 1 workload(s)"
+    )
+
+
+def test_equal_priority_waits_for_running_workloads():
+    """TestScheduleForTASPreemption/"workload with equal priority awaits for other workloads to complete": the head
+    may not preempt its equal, waits for quota, and the smaller workload behind it is not admitted in this cycle."""
+    s = _preemption_case(
+        pending("low-priority-which-would-fit", pod_set("one", 1, cpu="1", required=HOST), priority=1),
+        pending("mid-priority-waiting", pod_set("one", 2, cpu="1", required=HOST), priority=2),
+        running(
+            "mid-priority-admitted",
+            "tas-main",
+            (pod_set("one", 1, cpu="4", required=HOST), "tas-default", ["x1"]),
+            priority=2,
+        ),
+    )
+    result = schedule(s, 10)
+    assert not result.preemptions
+    assert not result.admitted
+    reason = result.pending["default/mid-priority-waiting"]
+    assert reason.kueue_reason == "WaitingForQuota"
+    assert reason.kueue_message == (
+        'couldn\'t assign flavors to pod set one: topology "tas-single-level" allows to fit only 1 out of 2 pod(s)'
+    )
+
+
+def test_preempts_in_two_resources_after_fit_becomes_preempt_through_fragmentation():
+    """TestScheduleForTASPreemption/"preempt in multiple flavors out of which one requires update Fit -> Preempt due
+    to fragmentation": memory quota needs low-mem gone; cpu quota fits, but no node has 3 CPUs free until low-cpu
+    goes too."""
+    s = _preemption_case(
+        running(
+            "low-cpu",
+            "tas-main",
+            (pod_set("one", 2, cpu="3", required=HOST), "tas-default", ["x1", "y1"]),
+            priority=-1000,
+        ),
+        running(
+            "low-mem",
+            "tas-main",
+            (pod_set("one", 2, cpu="10m", memory="5Gi", required=HOST), "tas-default", ["x1", "y1"]),
+            priority=-1000,
+        ),
+        pending("high-priority", pod_set("one", 1, cpu="3", memory="5Gi", required=HOST), priority=0),
+        queue=main_queue({"tas-default": {CPU: q("10"), MEM: q("10Gi", MEM)}}, within="LowerPriority"),
+        nodes=[x5("x1"), x5("y1")],
+    )
+    result = schedule(s, 10)
+    assert victims(result) == {("default/low-cpu", "InClusterQueue"), ("default/low-mem", "InClusterQueue")}
+    assert result.pending["default/high-priority"].kueue_message == (
+        "couldn't assign flavors to pod set one: insufficient unused quota for memory in flavor tas-default, 5Gi more "
+        "needed. Pending the preemption of 2 workload(s)"
+    )
+
+
+def test_sibling_flavor_usage_on_a_shared_node_forces_preemption():
+    """TestScheduleForTASPreemption/"sibling-flavor usage on the shared node forces same-flavor preemption": w2 in
+    flavor-b uses 3 of x1's 5 CPUs, so w3 in flavor-a preempts w1 (its flavor's only lower-priority workload)."""
+
+    def flavor(v):
+        return tas_flavor(f"flavor-{v}", node_taints=(Taint("example.com/flavor", v, "NoSchedule"),))
+
+    def tolerating(v, cpu):
+        toleration = Toleration("example.com/flavor", "Equal", v, "NoSchedule")
+        return pod_set("one", 1, cpu=cpu, memory=f"{cpu}Gi", preferred=HOST, tolerations=(toleration,))
+
+    both = {CPU: q("5"), MEM: q("5Gi", MEM)}
+    s = _preemption_case(
+        pending("w3-pending", tolerating("a", "2"), priority=5),
+        running("w1-low-prio-a", "tas-main", (tolerating("a", "1"), "flavor-a", ["x1"]), priority=1),
+        running("w2-sibling-b", "tas-main", (tolerating("b", "3"), "flavor-b", ["x1"]), priority=1),
+        queue=main_queue({"flavor-a": dict(both), "flavor-b": dict(both)}, within="LowerPriority"),
+        flavors=[flavor("a"), flavor("b")],
+    )
+    result = schedule(s, 10)
+    assert victims(result) == {("default/w1-low-prio-a", "InClusterQueue")}
+    assert result.pending["default/w3-pending"].kueue_message == (
+        "couldn't assign flavors to pod set one: topology \"tas-single-level\" doesn't allow to fit any of 1 pod(s). "
+        'Total nodes: 1; excluded: resource "cpu": 1. Pending the preemption of 1 workload(s)'
+    )
