@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from . import messages as msg
-from .placement import PodSetRequest
+from .placement import PODS, PodSetRequest
 from .records import (
     PS_FIT,
     PS_PREEMPT,
@@ -27,9 +27,10 @@ def podset_request(
 ) -> tuple[PodSetRequest, str | None]:
     """The node request for a pod set under its flavors, and the name of its topology (None without TAS)."""
     names = tuple(sorted(set(flavors.values())))
-    cached = ps.requests.get(names)
+    key = (names, engine.pool.counts_pods)
+    cached = ps.requests.get(key)
     if cached is None:
-        cached = ps.requests[names] = _podset_request(engine, ps, names)
+        cached = ps.requests[key] = _podset_request(engine, ps, names)
     return cached
 
 
@@ -55,6 +56,9 @@ def _podset_request(engine: Engine, ps: PodSetInfo, names: tuple[str, ...]) -> t
             required = ps.spec.topology.required
             preferred = ps.spec.topology.preferred
     per_pod = dict(ps.per_pod)
+    if engine.pool.counts_pods:
+        # Each pod takes one of a node's allocatable pods (a node that does not report pods is not limited).
+        per_pod.setdefault(PODS, 1)
     req = PodSetRequest(
         count=ps.count,
         per_pod=per_pod,

@@ -776,3 +776,34 @@ def test_sibling_flavor_usage_on_a_shared_node_forces_preemption():
         "couldn't assign flavors to pod set one: topology \"tas-single-level\" doesn't allow to fit any of 1 pod(s). "
         'Total nodes: 1; excluded: resource "cpu": 1. Pending the preemption of 1 workload(s)'
     )
+
+
+def test_node_pods_allocatable_used_by_non_tas_and_tas_workloads():
+    """TestScheduleForTAS/"workload does not get scheduled as the node capacity (.status.allocatable['pods']) is
+    already used by non-TAS and TAS workloads": x1 allows 3 pods; bar-admitted has 2 there and a pod outside TAS
+    the third. Kueue reads that pod from the node; here it is a workload the engine placed on x1 through a flavor
+    without topology (in another ClusterQueue, so that tas-main stays TAS-only)."""
+    node = host("x1", "1000m", pods=3)
+    other = cq("other", {"default": {CPU: q("50")}})
+    lqs = [LocalQueue("default", "tas-main", "tas-main"), LocalQueue("default", "other", "other")]
+    s = tas_state(
+        [main_queue(), other],
+        [
+            pending("foo", pod_set("one", 1, cpu="300m", required=HOST)),
+            running(
+                "bar-admitted", "tas-main", (pod_set("one", 2, cpu="150m", required=HOST), "tas-default", ["x1"] * 2)
+            ),
+            running("test-running", "other", (pod_set("main", 1, cpu="300m"), "default", ["x1"]), queue="other"),
+        ],
+        flavors=[DEFAULT_TAS, ResourceFlavor("default")],
+        nodes=[node],
+        local_queues=lqs,
+    )
+    result = schedule(s, 10)
+    assert not result.admitted
+    reason = result.pending["default/foo"]
+    assert reason.kueue_reason == "WaitingForQuota"
+    assert reason.kueue_message == (
+        "couldn't assign flavors to pod set one: topology \"tas-single-level\" doesn't allow to fit any of 1 pod(s). "
+        'Total nodes: 1; excluded: resource "pods": 1'
+    )
