@@ -807,3 +807,98 @@ def test_node_pods_allocatable_used_by_non_tas_and_tas_workloads():
         "couldn't assign flavors to pod set one: topology \"tas-single-level\" doesn't allow to fit any of 1 pod(s). "
         'Total nodes: 1; excluded: resource "pods": 1'
     )
+
+
+# ------------------------------------------------------------- cohort cases: the engine differs (docs/engine.md)
+
+
+def _cohort_queue(name: str, nominal: str, *, borrowing: str | None = None, within: str = "LowerPriority"):
+    quota = {CPU: q(nominal) if borrowing is None else (q(nominal), q(borrowing))}
+    if borrowing is None:
+        quota[MEM] = q("4Gi", MEM)
+    return cq(name, {"tas-default": quota}, cohort="tas-cohort-main", within=within, reclaim="Any")
+
+
+def _cohort_local_queues():
+    return [LocalQueue("default", f"tas-lq-{c}", f"tas-cq-{c}") for c in "abc"]
+
+
+def test_overlapping_preemption_targets_are_skipped_not_recomputed():
+    """TestScheduleForTASPreemption/"preempting workload recomputes both overlapping preemption targets and TAS
+    topology assignment; both features enabled": wl-high-1 reclaims x1 from wl-low-admitted. Kueue (v0.20+,
+    RecomputeAssignmentUponPreemptionTargetsOverlap and TASRecomputeAssignmentWithinSchedulingCycle on by default)
+    recomputes wl-high-2's targets and takes wl-mid-admitted on y1; the engine skips wl-high-2 for this cycle with
+    "overlapping preemption targets" (a difference kept, docs/engine.md)."""
+    three = pod_set("one", 1, cpu="3", required=HOST)
+    s = tas_state(
+        [
+            _cohort_queue("tas-cq-a", "5", borrowing="10"),
+            _cohort_queue("tas-cq-b", "5", borrowing="10"),
+            _cohort_queue("tas-cq-c", "0", borrowing="10"),
+        ],
+        [
+            running("wl-low-admitted", "tas-cq-c", (three, "tas-default", ["x1"]), priority=1, queue="tas-lq-c"),
+            running("wl-mid-admitted", "tas-cq-c", (three, "tas-default", ["y1"]), priority=2, queue="tas-lq-c"),
+            pending("wl-high-1", three, priority=10, created=1.0, queue="tas-lq-a"),
+            pending("wl-high-2", three, priority=10, created=2.0, queue="tas-lq-b"),
+        ],
+        flavors=[DEFAULT_TAS],
+        nodes=[x5("x1"), x5("y1")],
+        local_queues=_cohort_local_queues(),
+    )
+    result = schedule(s, 10)
+    assert victims(result) == {("default/wl-low-admitted", "InCohortReclamation")}  # Kueue: + wl-mid-admitted
+    assert result.preemptions[0].message == (
+        "Preempted to accommodate a workload (UID: wl-wl-high-1, JobUID: job-wl-high-1) due to reclamation within "
+        "the cohort; preemptor path: /tas-cohort-main/tas-cq-a; preemptee path: /tas-cohort-main/tas-cq-c"
+    )
+    assert result.pending["default/wl-high-1"].kueue_message == (
+        "couldn't assign flavors to pod set one: topology \"tas-single-level\" doesn't allow to fit any of 1 pod(s). "
+        'Total nodes: 2; excluded: resource "cpu": 2. Pending the preemption of 1 workload(s)'
+    )
+    assert result.pending["default/wl-high-2"].kueue_message == (
+        "Workload has overlapping preemption targets with another workload"
+    )
+
+
+def test_capacity_reserved_by_a_preemptor_is_not_recomputed_into_a_new_preemption():
+    """TestScheduleForTASCohorts/"reclaim within cohort; capacity reserved by preempting workload does not allow to
+    schedule last workload; TASRecomputeAssignmentWithinSchedulingCycle enabled": b1 reclaims a2 and a3 to get 3
+    CPUs on y1, as in Kueue. c1 had been nominated the last free CPU of y1, which b1 now holds: Kueue (v0.19+)
+    recomputes c1's assignment and reclaims a1 for it; the engine leaves c1 with "no longer fits" for this cycle
+    (a difference kept, docs/engine.md)."""
+
+    def one(n):
+        return pod_set("one", n, cpu="1", required=HOST)
+
+    s = tas_state(
+        [
+            _cohort_queue("tas-cq-a", "4"),
+            _cohort_queue("tas-cq-b", "4", within="Never"),
+            _cohort_queue("tas-cq-c", "4", within="Never"),
+        ],
+        [
+            running(
+                "a1-admitted",
+                "tas-cq-a",
+                (one(5), "tas-default", ["x1"] * 3 + ["y1"] * 2),
+                priority=2,
+                queue="tas-lq-a",
+            ),
+            running("a2-admitted", "tas-cq-a", (one(1), "tas-default", ["y1"]), priority=1, queue="tas-lq-a"),
+            running("a3-admitted", "tas-cq-a", (one(1), "tas-default", ["y1"]), priority=1, queue="tas-lq-a"),
+            pending("b1", one(3), priority=3, queue="tas-lq-b"),
+            pending("c1", pod_set("one", 1, cpu="1", preferred=HOST), priority=1, queue="tas-lq-c"),
+        ],
+        flavors=[DEFAULT_TAS],
+        nodes=[host("x1", "3", "5Gi"), host("y1", "5", "3Gi")],
+        local_queues=_cohort_local_queues(),
+    )
+    result = schedule(s, 10)
+    by_preemptor = {(p.victim, p.preemptor, p.reason) for p in result.preemptions}
+    assert by_preemptor == {
+        ("default/a2-admitted", "default/b1", "InCohortReclamation"),
+        ("default/a3-admitted", "default/b1", "InCohortReclamation"),
+    }  # Kueue: + (a1-admitted, c1, InCohortReclamation)
+    assert not result.admitted
+    assert result.pending["default/c1"].kueue_message == "Workload no longer fits after processing another workload"
