@@ -1,178 +1,51 @@
-"""Cases of Kueue's TAS scheduler tests (pkg/scheduler/scheduler_tas_test.go): ``TestScheduleForTAS`` and
-``TestScheduleForTASPreemption``, run through one engine cycle.
+"""Cases of Kueue's ``TestScheduleForTAS`` (pkg/scheduler/scheduler_tas_test.go), run through one engine cycle.
 
-Transcribed from kubernetes-sigs/kueue main at commit 03efb7f0df84659c34ff0100286eac6491e72836 (Apache-2.0),
-in this repository's own builders; each test names its upstream test and case. Kueue's fixtures, re-stated:
-
-* Topologies ``tas-single-level`` (hostname), ``tas-two-level`` (rack, hostname), ``tas-three-level`` (block,
-  rack, hostname); the TAS flavor ``tas-default`` selects nodes labelled ``tas-node=true``.
-* ClusterQueue ``tas-main`` with 50 CPUs and 50Gi in ``tas-default``; one LocalQueue ``default/tas-main``.
-* Nodes report cpu, memory and pods in ``status.allocatable``; a node's name here is its hostname label (Kueue
-  names its domains by that label), and Kueue's topology assignment ``{x1: 1, y1: 2}`` is compared with the
-  engine's one-node-per-pod list counted per node.
-
-Cases the engine does not model (second-pass node replacement, delayed topology after provisioning, pods outside
-Kueue, ReclaimablePods, partial admission, resource transformations, slices and multi-layer constraints, PodSet
-groups, the scheduler-library simulator) are listed in docs/engine.md, "Known differences".
+Transcribed from kubernetes-sigs/kueue main at commit 03efb7f0df84659c34ff0100286eac6491e72836 (Apache-2.0), in
+this repository's own builders (``tas_builders``: Kueue's fixtures re-stated); each test names its upstream case.
+The cases the engine does not model (second-pass node replacement, delayed topology after provisioning, pods
+outside Kueue, ReclaimablePods, partial admission, resource transformations, slices and multi-layer constraints,
+PodSet groups, the scheduler-library simulator) are listed in docs/engine.md, "Known differences".
 """
 
 from __future__ import annotations
 
-from collections import Counter
-
-from kernel.quantity import parse_quantity
 from queues.engine import schedule
 from queues.engine.model import (
-    Admission,
     AdmissionCheck,
     AdmissionCheckRule,
     LocalQueue,
-    Namespace,
     Node,
     NodeSelectorRequirement,
     NodeSelectorTerm,
-    PodSet,
-    PodSetAdmission,
     ResourceFlavor,
     Taint,
     Toleration,
     Topology,
-    TopologyRequest,
-    Workload,
 )
 
-from .builders import cq, state
-
-CPU = "cpu"
-MEM = "memory"
-PODS = "pods"
-HOST = "kubernetes.io/hostname"
-RACK = "cloud.provider.com/rack"
-BLOCK = "cloud.com/topology-block"
-
-ONE_LEVEL = Topology("tas-single-level", (HOST,))
-TWO_LEVEL = Topology("tas-two-level", (RACK, HOST))
-THREE_LEVEL = Topology("tas-three-level", (BLOCK, RACK, HOST))
-TAS_LABELS = {"tas-node": "true"}
-
-
-def q(value: str, resource: str = CPU) -> int:
-    """A Kubernetes quantity in the engine's units (cpu in millicores, memory in bytes)."""
-    return parse_quantity(value, resource)
-
-
-def tas_flavor(name: str = "tas-default", topology: str = "tas-single-level", **kw) -> ResourceFlavor:
-    """A TAS flavor on the ``tas-node=true`` nodes."""
-    return ResourceFlavor(name, node_labels=kw.pop("labels", TAS_LABELS), topology_name=topology, **kw)
-
-
-def host(name: str, cpu: str, memory: str | None = None, pods: int = 10, **labels: str) -> Node:
-    """A Ready TAS node with ``status.allocatable`` cpu / memory / pods; ``labels`` use the short level names."""
-    alloc = {CPU: q(cpu), PODS: pods}
-    if memory is not None:
-        alloc[MEM] = q(memory, MEM)
-    lab = {"tas-node": "true", HOST: name}
-    lab.update({{"block": BLOCK, "rack": RACK}.get(k, k): v for k, v in labels.items()})
-    return Node(name, labels=lab, capacity=dict(alloc), allocatable=alloc)
-
-
-def main_queue(flavors=None, **kw):
-    """ClusterQueue ``tas-main`` (default: 50 CPUs and 50Gi in ``tas-default``)."""
-    return cq("tas-main", flavors or {"tas-default": {CPU: q("50"), MEM: q("50Gi", MEM)}}, **kw)
-
-
-def pod_set(
-    name: str,
-    count: int,
-    *,
-    cpu: str | None = None,
-    memory: str | None = None,
-    required: str | None = None,
-    preferred: str | None = None,
-    unconstrained: bool = False,
-    **kw,
-) -> PodSet:
-    """A pod set with per-pod requests and a topology request (level names in full)."""
-    requests = {}
-    if cpu is not None:
-        requests[CPU] = q(cpu)
-    if memory is not None:
-        requests[MEM] = q(memory, MEM)
-    requests.update(kw.pop("requests", {}))
-    topology = None
-    if required or preferred or unconstrained:
-        topology = TopologyRequest(required=required, preferred=preferred, unconstrained=unconstrained)
-    return PodSet(name, count, requests, topology=topology, **kw)
-
-
-def pending(name: str, *pod_sets: PodSet, priority: int = 0, created: float = 1.0, queue: str = "tas-main", **kw):
-    """A pending workload ``default/<name>``."""
-    return Workload(
-        "default",
-        name,
-        queue,
-        tuple(pod_sets),
-        priority=priority,
-        created_at=created,
-        uid=f"wl-{name}",
-        job_uid=f"job-{name}",
-        **kw,
-    )
-
-
-def running(
-    name: str, cluster_queue: str, *placed: tuple[PodSet, str, list[str]], priority: int = 0, pods_quota=False, **kw
-):
-    """An admitted workload: per pod set, its flavor and its pods' nodes (one entry per pod); ``pods_quota``: its
-    admission also charges the pod count to the flavor (Kueue's assignment when the queue covers ``pods``)."""
-    sets = tuple(p for p, _, _ in placed)
-    extra = (PODS,) if pods_quota else ()
-    admission = Admission(
-        cluster_queue,
-        tuple(
-            PodSetAdmission(p.name, p.count, dict.fromkeys((*p.requests, *extra), f), tuple(n)) for p, f, n in placed
-        ),
-    )
-    return Workload(
-        "default",
-        name,
-        kw.pop("queue", "tas-main"),
-        sets,
-        priority=priority,
-        created_at=0.0,
-        uid=f"{name}-uid",
-        admission=admission,
-        admitted_at=0.0,
-        **kw,
-    )
-
-
-def tas_state(queues, workloads, *, flavors, nodes, topologies=(ONE_LEVEL,), local_queues=None, **kw):
-    """The state of a case: namespace ``default`` with LocalQueue ``tas-main`` (or the given ones)."""
-    lqs = local_queues or [LocalQueue("default", "tas-main", "tas-main")]
-    return state(
-        queues,
-        workloads,
-        flavors=flavors,
-        nodes=nodes,
-        topologies=topologies,
-        local_queues=lqs,
-        namespaces=[Namespace("default")],
-        **kw,
-    )
-
-
-def assignments(result) -> dict[str, dict[str, tuple[str, dict[str, int]]]]:
-    """Each admitted workload's pod sets: (flavor of its first resource, pods per node)."""
-    out = {}
-    for d in result.admitted:
-        out[d.workload] = {p.name: (next(iter(p.flavors.values()), ""), dict(Counter(p.nodes))) for p in d.pod_sets}
-    return out
-
+from .builders import cq
+from .tas_builders import (
+    CPU,
+    DEFAULT_TAS,
+    HOST,
+    MEM,
+    ONE_LEVEL,
+    PODS,
+    RACK,
+    TAS_LABELS,
+    TWO_LEVEL,
+    assignments,
+    host,
+    main_queue,
+    pending,
+    pod_set,
+    q,
+    running,
+    tas_flavor,
+    tas_state,
+)
 
 # ------------------------------------------------------------------------------------------ TestScheduleForTAS
-
-DEFAULT_TAS = tas_flavor()
 
 
 def _single_node_case(*workloads, queues=None, flavors=(DEFAULT_TAS,), nodes=None, **kw):
@@ -556,228 +429,6 @@ def test_custom_admission_check_gets_tas_assigned():
     assert result.admitted[0].pending_checks == ("custom-check",)
 
 
-# --------------------------------------------------------------------------------- TestScheduleForTASPreemption
-
-
-def _preemption_case(*workloads, queue=None, nodes=None, **kw):
-    # Kueue's defaultSingleNode here: x1 with 5 CPUs, 5Gi and 10 pods; tas-main preempts LowerPriority within.
-    queue = queue or main_queue(within="LowerPriority")
-    return tas_state([queue], workloads, flavors=kw.pop("flavors", [DEFAULT_TAS]), nodes=nodes or [x5("x1")], **kw)
-
-
-def x5(name: str) -> Node:
-    """A node of 5 CPUs, 5Gi and 10 pods."""
-    return host(name, "5", "5Gi")
-
-
-def victims(result) -> set[tuple[str, str]]:
-    return {(p.victim, p.reason) for p in result.preemptions}
-
-
-def test_preempted_by_quota_while_on_a_deleted_node():
-    """TestScheduleForTASPreemption/"workload preempted due to quota is using deleted Node": the victim's pod is on
-    z1, which no longer exists; it is chosen for quota, and foo waits for it."""
-    s = _preemption_case(
-        pending("foo", pod_set("one", 10, cpu="1", preferred=HOST), priority=3),
-        running(
-            "low-priority-admitted",
-            "tas-main",
-            (pod_set("one", 1, cpu="5", required=HOST), "tas-default", ["z1"]),
-            priority=1,
-        ),
-        queue=main_queue({"tas-default": {CPU: q("10"), MEM: q("10Gi", MEM)}}, within="LowerPriority"),
-        nodes=[x5("x1"), x5("y1")],
-    )
-    result = schedule(s, 10)
-    assert victims(result) == {("default/low-priority-admitted", "InClusterQueue")}
-    assert not result.admitted
-    assert result.preemptions[0].message == (
-        "Preempted to accommodate a workload (UID: wl-foo, JobUID: job-foo) due to prioritization in the "
-        "ClusterQueue; preemptor path: /tas-main; preemptee path: /tas-main"
-    )
-    assert result.pending["default/foo"].kueue_message == (
-        "couldn't assign flavors to pod set one: insufficient unused quota for cpu in flavor tas-default, 5 more "
-        "needed. Pending the preemption of 1 workload(s)"
-    )
-
-
-def test_preemption_frees_enough_pods_under_a_pods_quota():
-    """TestScheduleForTASPreemption/"preemption frees enough Pods when the ClusterQueue has pods quota": the node
-    would hold foo's 7 pods with low-4 gone, but the pods quota of 7 needs both victims."""
-    s = _preemption_case(
-        pending("foo", pod_set("one", 7, cpu="1", required=HOST), priority=1),
-        running(
-            "low-4", "tas-main", (pod_set("one", 4, cpu="1", required=HOST), "tas-default", ["x1"] * 4), pods_quota=True
-        ),
-        running(
-            "low-3", "tas-main", (pod_set("one", 3, cpu="1", required=HOST), "tas-default", ["x1"] * 3), pods_quota=True
-        ),
-        queue=main_queue({"tas-default": {CPU: q("50"), PODS: 7}}, within="LowerPriority"),
-        nodes=[host("x1", "50", "50Gi", pods=10)],
-    )
-    result = schedule(s, 10)
-    assert victims(result) == {("default/low-4", "InClusterQueue"), ("default/low-3", "InClusterQueue")}
-    assert result.pending["default/foo"].kueue_message == (
-        "couldn't assign flavors to pod set one: insufficient unused quota for pods in flavor tas-default, 7 more "
-        "needed. Pending the preemption of 2 workload(s)"
-    )
-
-
-def test_preemption_for_podspec_memory():
-    """TestScheduleForTASPreemption/"preemption; TAS uses podspec memory for fit": 4Gi does not fit next to 2Gi
-    on a 5Gi node."""
-    s = _preemption_case(
-        pending("foo", pod_set("one", 1, cpu="1", memory="4Gi", preferred=HOST), priority=3),
-        running(
-            "low-priority-admitted",
-            "tas-main",
-            (pod_set("one", 1, cpu="1", memory="2Gi", required=HOST), "tas-default", ["x1"]),
-            priority=1,
-        ),
-    )
-    result = schedule(s, 10)
-    assert victims(result) == {("default/low-priority-admitted", "InClusterQueue")}
-    assert result.pending["default/foo"].kueue_message == (
-        "couldn't assign flavors to pod set one: topology \"tas-single-level\" doesn't allow to fit any of 1 pod(s). "
-        'Total nodes: 1; excluded: resource "memory": 1. Pending the preemption of 1 workload(s)'
-    )
-
-
-def test_pods_count_pressure_only_low_priority_preempted():
-    """TestScheduleForTASPreemption/"With pods count usage pressure on nodes: only low priority workload is
-    preempted" (x1 allows one pod; its CPUs are what the preemptor lacks)."""
-    node = host("x1", "5", "5Gi", pods=1)
-    s = _preemption_case(
-        pending("high-priority-waiting", pod_set("one", 1, cpu="2", preferred=HOST), priority=3),
-        running(
-            "low-priority-admitted",
-            "tas-main",
-            (pod_set("one", 1, cpu="5", required=HOST), "tas-default", ["x1"]),
-            priority=1,
-        ),
-        nodes=[node],
-    )
-    result = schedule(s, 10)
-    assert victims(result) == {("default/low-priority-admitted", "InClusterQueue")}
-    assert result.pending["default/high-priority-waiting"].kueue_message == (
-        "couldn't assign flavors to pod set one: topology \"tas-single-level\" doesn't allow to fit any of 1 pod(s). "
-        'Total nodes: 1; excluded: resource "cpu": 1. Pending the preemption of 1 workload(s)'
-    )
-
-
-def test_low_priority_preempted_mid_priority_survives():
-    """TestScheduleForTASPreemption/"low priority workload is preempted, mid-priority workload survives"."""
-    two = pod_set("one", 1, cpu="2", required=HOST)
-    s = _preemption_case(
-        pending("foo", pod_set("one", 1, cpu="2", preferred=HOST), priority=3),
-        running("mid-priority-admitted", "tas-main", (two, "tas-default", ["x1"]), priority=2),
-        running("low-priority-admitted", "tas-main", (two, "tas-default", ["x1"]), priority=1),
-    )
-    result = schedule(s, 10)
-    assert victims(result) == {("default/low-priority-admitted", "InClusterQueue")}
-    assert result.pending["default/foo"].kueue_message == (
-        "couldn't assign flavors to pod set one: topology \"tas-single-level\" doesn't allow to fit any of 1 pod(s). "
-        'Total nodes: 1; excluded: resource "cpu": 1. Pending the preemption of 1 workload(s)'
-    )
-
-
-def test_low_priority_preempted_for_fragmented_capacity():
-    """TestScheduleForTASPreemption/"low priority workload is preempted even though there is enough capacity, but
-    fragmented": one CPU free on each node, and both pods must share one node."""
-    four = pod_set("one", 1, cpu="4", required=HOST)
-    s = _preemption_case(
-        pending("foo", pod_set("one", 2, cpu="1", required=HOST), priority=3),
-        running("mid-priority-admitted", "tas-main", (four, "tas-default", ["x1"]), priority=2),
-        running("low-priority-admitted", "tas-main", (four, "tas-default", ["y1"]), priority=1),
-        nodes=[x5("x1"), x5("y1")],
-    )
-    result = schedule(s, 10)
-    assert victims(result) == {("default/low-priority-admitted", "InClusterQueue")}
-    assert result.pending["default/foo"].kueue_message == (
-        'couldn\'t assign flavors to pod set one: topology "tas-single-level" allows to fit only 1 out of 2 pod(s). '
-        "Pending the preemption of 1 workload(s)"
-    )
-
-
-def test_equal_priority_waits_for_running_workloads():
-    """TestScheduleForTASPreemption/"workload with equal priority awaits for other workloads to complete": the head
-    may not preempt its equal, waits for quota, and the smaller workload behind it is not admitted in this cycle."""
-    s = _preemption_case(
-        pending("low-priority-which-would-fit", pod_set("one", 1, cpu="1", required=HOST), priority=1),
-        pending("mid-priority-waiting", pod_set("one", 2, cpu="1", required=HOST), priority=2),
-        running(
-            "mid-priority-admitted",
-            "tas-main",
-            (pod_set("one", 1, cpu="4", required=HOST), "tas-default", ["x1"]),
-            priority=2,
-        ),
-    )
-    result = schedule(s, 10)
-    assert not result.preemptions
-    assert not result.admitted
-    reason = result.pending["default/mid-priority-waiting"]
-    assert reason.kueue_reason == "WaitingForQuota"
-    assert reason.kueue_message == (
-        'couldn\'t assign flavors to pod set one: topology "tas-single-level" allows to fit only 1 out of 2 pod(s)'
-    )
-
-
-def test_preempts_in_two_resources_after_fit_becomes_preempt_through_fragmentation():
-    """TestScheduleForTASPreemption/"preempt in multiple flavors out of which one requires update Fit -> Preempt due
-    to fragmentation": memory quota needs low-mem gone; cpu quota fits, but no node has 3 CPUs free until low-cpu
-    goes too."""
-    s = _preemption_case(
-        running(
-            "low-cpu",
-            "tas-main",
-            (pod_set("one", 2, cpu="3", required=HOST), "tas-default", ["x1", "y1"]),
-            priority=-1000,
-        ),
-        running(
-            "low-mem",
-            "tas-main",
-            (pod_set("one", 2, cpu="10m", memory="5Gi", required=HOST), "tas-default", ["x1", "y1"]),
-            priority=-1000,
-        ),
-        pending("high-priority", pod_set("one", 1, cpu="3", memory="5Gi", required=HOST), priority=0),
-        queue=main_queue({"tas-default": {CPU: q("10"), MEM: q("10Gi", MEM)}}, within="LowerPriority"),
-        nodes=[x5("x1"), x5("y1")],
-    )
-    result = schedule(s, 10)
-    assert victims(result) == {("default/low-cpu", "InClusterQueue"), ("default/low-mem", "InClusterQueue")}
-    assert result.pending["default/high-priority"].kueue_message == (
-        "couldn't assign flavors to pod set one: insufficient unused quota for memory in flavor tas-default, 5Gi more "
-        "needed. Pending the preemption of 2 workload(s)"
-    )
-
-
-def test_sibling_flavor_usage_on_a_shared_node_forces_preemption():
-    """TestScheduleForTASPreemption/"sibling-flavor usage on the shared node forces same-flavor preemption": w2 in
-    flavor-b uses 3 of x1's 5 CPUs, so w3 in flavor-a preempts w1 (its flavor's only lower-priority workload)."""
-
-    def flavor(v):
-        return tas_flavor(f"flavor-{v}", node_taints=(Taint("example.com/flavor", v, "NoSchedule"),))
-
-    def tolerating(v, cpu):
-        toleration = Toleration("example.com/flavor", "Equal", v, "NoSchedule")
-        return pod_set("one", 1, cpu=cpu, memory=f"{cpu}Gi", preferred=HOST, tolerations=(toleration,))
-
-    both = {CPU: q("5"), MEM: q("5Gi", MEM)}
-    s = _preemption_case(
-        pending("w3-pending", tolerating("a", "2"), priority=5),
-        running("w1-low-prio-a", "tas-main", (tolerating("a", "1"), "flavor-a", ["x1"]), priority=1),
-        running("w2-sibling-b", "tas-main", (tolerating("b", "3"), "flavor-b", ["x1"]), priority=1),
-        queue=main_queue({"flavor-a": dict(both), "flavor-b": dict(both)}, within="LowerPriority"),
-        flavors=[flavor("a"), flavor("b")],
-    )
-    result = schedule(s, 10)
-    assert victims(result) == {("default/w1-low-prio-a", "InClusterQueue")}
-    assert result.pending["default/w3-pending"].kueue_message == (
-        "couldn't assign flavors to pod set one: topology \"tas-single-level\" doesn't allow to fit any of 1 pod(s). "
-        'Total nodes: 1; excluded: resource "cpu": 1. Pending the preemption of 1 workload(s)'
-    )
-
-
 def test_node_pods_allocatable_used_by_non_tas_and_tas_workloads():
     """TestScheduleForTAS/"workload does not get scheduled as the node capacity (.status.allocatable['pods']) is
     already used by non-TAS and TAS workloads": x1 allows 3 pods; bar-admitted has 2 there and a pod outside TAS
@@ -807,98 +458,3 @@ def test_node_pods_allocatable_used_by_non_tas_and_tas_workloads():
         "couldn't assign flavors to pod set one: topology \"tas-single-level\" doesn't allow to fit any of 1 pod(s). "
         'Total nodes: 1; excluded: resource "pods": 1'
     )
-
-
-# ------------------------------------------------------------- cohort cases: the engine differs (docs/engine.md)
-
-
-def _cohort_queue(name: str, nominal: str, *, borrowing: str | None = None, within: str = "LowerPriority"):
-    quota = {CPU: q(nominal) if borrowing is None else (q(nominal), q(borrowing))}
-    if borrowing is None:
-        quota[MEM] = q("4Gi", MEM)
-    return cq(name, {"tas-default": quota}, cohort="tas-cohort-main", within=within, reclaim="Any")
-
-
-def _cohort_local_queues():
-    return [LocalQueue("default", f"tas-lq-{c}", f"tas-cq-{c}") for c in "abc"]
-
-
-def test_overlapping_preemption_targets_are_skipped_not_recomputed():
-    """TestScheduleForTASPreemption/"preempting workload recomputes both overlapping preemption targets and TAS
-    topology assignment; both features enabled": wl-high-1 reclaims x1 from wl-low-admitted. Kueue (v0.20+,
-    RecomputeAssignmentUponPreemptionTargetsOverlap and TASRecomputeAssignmentWithinSchedulingCycle on by default)
-    recomputes wl-high-2's targets and takes wl-mid-admitted on y1; the engine skips wl-high-2 for this cycle with
-    "overlapping preemption targets" (a difference kept, docs/engine.md)."""
-    three = pod_set("one", 1, cpu="3", required=HOST)
-    s = tas_state(
-        [
-            _cohort_queue("tas-cq-a", "5", borrowing="10"),
-            _cohort_queue("tas-cq-b", "5", borrowing="10"),
-            _cohort_queue("tas-cq-c", "0", borrowing="10"),
-        ],
-        [
-            running("wl-low-admitted", "tas-cq-c", (three, "tas-default", ["x1"]), priority=1, queue="tas-lq-c"),
-            running("wl-mid-admitted", "tas-cq-c", (three, "tas-default", ["y1"]), priority=2, queue="tas-lq-c"),
-            pending("wl-high-1", three, priority=10, created=1.0, queue="tas-lq-a"),
-            pending("wl-high-2", three, priority=10, created=2.0, queue="tas-lq-b"),
-        ],
-        flavors=[DEFAULT_TAS],
-        nodes=[x5("x1"), x5("y1")],
-        local_queues=_cohort_local_queues(),
-    )
-    result = schedule(s, 10)
-    assert victims(result) == {("default/wl-low-admitted", "InCohortReclamation")}  # Kueue: + wl-mid-admitted
-    assert result.preemptions[0].message == (
-        "Preempted to accommodate a workload (UID: wl-wl-high-1, JobUID: job-wl-high-1) due to reclamation within "
-        "the cohort; preemptor path: /tas-cohort-main/tas-cq-a; preemptee path: /tas-cohort-main/tas-cq-c"
-    )
-    assert result.pending["default/wl-high-1"].kueue_message == (
-        "couldn't assign flavors to pod set one: topology \"tas-single-level\" doesn't allow to fit any of 1 pod(s). "
-        'Total nodes: 2; excluded: resource "cpu": 2. Pending the preemption of 1 workload(s)'
-    )
-    assert result.pending["default/wl-high-2"].kueue_message == (
-        "Workload has overlapping preemption targets with another workload"
-    )
-
-
-def test_capacity_reserved_by_a_preemptor_is_not_recomputed_into_a_new_preemption():
-    """TestScheduleForTASCohorts/"reclaim within cohort; capacity reserved by preempting workload does not allow to
-    schedule last workload; TASRecomputeAssignmentWithinSchedulingCycle enabled": b1 reclaims a2 and a3 to get 3
-    CPUs on y1, as in Kueue. c1 had been nominated the last free CPU of y1, which b1 now holds: Kueue (v0.19+)
-    recomputes c1's assignment and reclaims a1 for it; the engine leaves c1 with "no longer fits" for this cycle
-    (a difference kept, docs/engine.md)."""
-
-    def one(n):
-        return pod_set("one", n, cpu="1", required=HOST)
-
-    s = tas_state(
-        [
-            _cohort_queue("tas-cq-a", "4"),
-            _cohort_queue("tas-cq-b", "4", within="Never"),
-            _cohort_queue("tas-cq-c", "4", within="Never"),
-        ],
-        [
-            running(
-                "a1-admitted",
-                "tas-cq-a",
-                (one(5), "tas-default", ["x1"] * 3 + ["y1"] * 2),
-                priority=2,
-                queue="tas-lq-a",
-            ),
-            running("a2-admitted", "tas-cq-a", (one(1), "tas-default", ["y1"]), priority=1, queue="tas-lq-a"),
-            running("a3-admitted", "tas-cq-a", (one(1), "tas-default", ["y1"]), priority=1, queue="tas-lq-a"),
-            pending("b1", one(3), priority=3, queue="tas-lq-b"),
-            pending("c1", pod_set("one", 1, cpu="1", preferred=HOST), priority=1, queue="tas-lq-c"),
-        ],
-        flavors=[DEFAULT_TAS],
-        nodes=[host("x1", "3", "5Gi"), host("y1", "5", "3Gi")],
-        local_queues=_cohort_local_queues(),
-    )
-    result = schedule(s, 10)
-    by_preemptor = {(p.victim, p.preemptor, p.reason) for p in result.preemptions}
-    assert by_preemptor == {
-        ("default/a2-admitted", "default/b1", "InCohortReclamation"),
-        ("default/a3-admitted", "default/b1", "InCohortReclamation"),
-    }  # Kueue: + (a1-admitted, c1, InCohortReclamation)
-    assert not result.admitted
-    assert result.pending["default/c1"].kueue_message == "Workload no longer fits after processing another workload"
