@@ -19,6 +19,7 @@ from .tas_builders import (
     HOST,
     MEM,
     PODS,
+    assignments,
     host,
     main_queue,
     pending,
@@ -342,5 +343,180 @@ def test_capacity_reserved_by_a_preemptor_is_not_recomputed_into_a_new_preemptio
         ("default/a2-admitted", "default/b1", "InCohortReclamation"),
         ("default/a3-admitted", "default/b1", "InCohortReclamation"),
     }  # Kueue: + (a1-admitted, c1, InCohortReclamation)
+    assert result.pending["default/b1"].kueue_message == (
+        'couldn\'t assign flavors to pod set one: topology "tas-single-level" allows to fit only 1 out of 3 pod(s). '
+        'Total nodes: 2; excluded: resource "cpu": 1. Pending the preemption of 2 workload(s)'
+    )
     assert not result.admitted
     assert result.pending["default/c1"].kueue_message == "Workload no longer fits after processing another workload"
+
+
+# ------------------------------------------------------------------------------- TestScheduleForTASCohorts
+
+
+def _two_node_cohort(*workloads, queues=None, nodes=None, flavors=(DEFAULT_TAS,)):
+    # x1: 3 CPUs / 5Gi, y1: 5 CPUs / 3Gi; tas-cq-a (withinClusterQueue LowerPriority) and tas-cq-b, 4 CPUs and 4Gi
+    # each, reclaimWithinCohort Any, in tas-cohort-main.
+    queues = queues or [_cohort_queue("tas-cq-a", "4"), _cohort_queue("tas-cq-b", "4", within="Never")]
+    return tas_state(
+        queues,
+        workloads,
+        flavors=list(flavors),
+        nodes=nodes or [host("x1", "3", "5Gi"), host("y1", "5", "3Gi")],
+        local_queues=_cohort_local_queues(),
+    )
+
+
+def _plain_cohort_queue(name: str, flavors: dict):
+    return cq(name, {f: {CPU: q(v)} for f, v in flavors.items()}, cohort="tas-cohort-main")
+
+
+def test_re_evaluation_sticks_to_the_first_flavor():
+    """TestScheduleForTASCohorts/"two flavors in cohort; re-evaluation is sticky and does not switch to second
+    flavor; TASRecomputeAssignmentWithinSchedulingCycle enabled": a1 takes node-1, the only node of tas-flavor-1
+    that both were nominated; b1 stays pending instead of moving to tas-flavor-2 in this cycle. (Kueue's message for
+    b1 is the topology text it recomputed; the engine's is "no longer fits".)"""
+
+    def node(name, flavor):
+        return host(name, "8", **{"tas-flavor": flavor})
+
+    flavors = [
+        tas_flavor("tas-flavor-1", labels={"tas-flavor": "f1"}),
+        tas_flavor("tas-flavor-2", labels={"tas-flavor": "f2"}),
+    ]
+    eight = pod_set("one", 1, cpu="8", required=HOST)
+    s = _two_node_cohort(
+        pending("a1", eight, priority=10, created=0.0, queue="tas-lq-a"),
+        pending("b1", eight, priority=5, created=60.0, queue="tas-lq-b"),
+        queues=[
+            _plain_cohort_queue("tas-cq-a", {"tas-flavor-1": "8"}),
+            _plain_cohort_queue("tas-cq-b", {"tas-flavor-1": "8", "tas-flavor-2": "8"}),
+        ],
+        nodes=[node("node-1", "f1"), node("node-2", "f2")],
+        flavors=flavors,
+    )
+    result = schedule(s, 100)
+    assert assignments(result) == {"default/a1": {"one": ("tas-flavor-1", {"node-1": 1})}}
+    assert "default/b1" in result.pending
+
+
+def test_two_workloads_nominated_to_the_same_node_both_admitted():
+    """TestScheduleForTASCohorts/"two workloads in cohort nominated to the same node; enough capacity to admit both;
+    TASRecomputeAssignmentWithinSchedulingCycle enabled": b1 is placed again, on node-2."""
+    eight = pod_set("one", 1, cpu="8", required=HOST)
+    s = _two_node_cohort(
+        pending("a1", eight, priority=10, created=0.0, queue="tas-lq-a"),
+        pending("b1", eight, priority=5, created=60.0, queue="tas-lq-b"),
+        queues=[
+            _plain_cohort_queue("tas-cq-a", {"tas-default": "8"}),
+            _plain_cohort_queue("tas-cq-b", {"tas-default": "8"}),
+        ],
+        nodes=[host("node-1", "8"), host("node-2", "8")],
+    )
+    assert assignments(schedule(s, 100)) == {
+        "default/a1": {"one": ("tas-default", {"node-1": 1})},
+        "default/b1": {"one": ("tas-default", {"node-2": 1})},
+    }
+
+
+def test_two_workloads_overlapping_in_the_initial_assignment_both_admitted():
+    """TestScheduleForTASCohorts/"two workloads considered; both overlapping in the initial flavor assignment;
+    TASRecomputeAssignmentWithinSchedulingCycle enabled"."""
+    two = pod_set("one", 1, cpu="2", preferred=HOST)
+    s = _two_node_cohort(pending("a1", two, priority=2, queue="tas-lq-a"), pending("b1", two, queue="tas-lq-b"))
+    assert assignments(schedule(s, 10)) == {
+        "default/a1": {"one": ("tas-default", {"x1": 1})},
+        "default/b1": {"one": ("tas-default", {"y1": 1})},
+    }
+
+
+def test_room_for_one_on_the_initial_node_the_other_moves():
+    """TestScheduleForTASCohorts/"two small workloads considered; there is only space for one of them on the initial
+    node; TASRecomputeAssignmentWithinSchedulingCycle enabled"."""
+    s = _two_node_cohort(
+        pending("a1", pod_set("one", 1, cpu="1", preferred=HOST), priority=2, queue="tas-lq-a"),
+        pending("b1", pod_set("one", 3, cpu="1", preferred=HOST), priority=1, queue="tas-lq-b"),
+    )
+    assert assignments(schedule(s, 10)) == {
+        "default/a1": {"one": ("tas-default", {"x1": 1})},
+        "default/b1": {"one": ("tas-default", {"y1": 3})},
+    }
+
+
+def _y1_only(a1_priority: int, reclaim: str, *workloads):
+    queue_a = cq(
+        "tas-cq-a",
+        {"tas-default": {CPU: (q("8"), 0), MEM: (q("4Gi", MEM), 0)}},
+        cohort="tas-cohort-main",
+        within="LowerPriority",
+        reclaim=reclaim,
+    )
+    a1 = running(
+        "a1-admitted",
+        "tas-cq-a",
+        (pod_set("one", 2, cpu="1", required=HOST), "tas-default", ["y1", "y1"]),
+        priority=a1_priority,
+        queue="tas-lq-a",
+    )
+    return _two_node_cohort(
+        a1,
+        pending("a2", pod_set("one", 4, cpu="1", preferred=HOST), priority=2, queue="tas-lq-a"),
+        pending("b1", pod_set("one", 3, cpu="1", preferred=HOST), priority=1, queue="tas-lq-b"),
+        queues=[queue_a, _cohort_queue("tas-cq-b", "4", within="Never")],
+        nodes=[host("y1", "5", "3Gi")],
+    )
+
+
+def test_preemptor_with_targets_holds_its_nodes_against_a_lower_priority_workload():
+    """TestScheduleForTASCohorts/"preempting workload with targets reserves capacity so that lower priority workload
+    cannot use it; TASRecomputeAssignmentWithinSchedulingCycle enabled"."""
+    result = schedule(_y1_only(1, "Any"), 10)
+    assert victims(result) == {("default/a1-admitted", "InClusterQueue")}
+    assert result.preemptions[0].message == (
+        "Preempted to accommodate a workload (UID: wl-a2, JobUID: job-a2) due to prioritization in the ClusterQueue; "
+        "preemptor path: /tas-cohort-main/tas-cq-a; preemptee path: /tas-cohort-main/tas-cq-a"
+    )
+    assert result.pending["default/a2"].kueue_message == (
+        'couldn\'t assign flavors to pod set one: topology "tas-single-level" allows to fit only 3 out of 4 pod(s). '
+        "Pending the preemption of 1 workload(s)"
+    )
+    assert not result.admitted  # b1 does not get y1's room
+
+
+def test_preemptor_without_targets_holds_quota_only():
+    """TestScheduleForTASCohorts/"preempting workload without targets reserves capacity so that lower priority
+    workload cannot use it; TASRecomputeAssignmentWithinSchedulingCycle enabled": a2 may not preempt its equal and
+    reclaimWithinCohort is LowerPriority, so Kueue reserves the quota and the empty-cluster TAS placement a2 would
+    get, and b1 (3 pods) is not admitted. The engine reserves the quota only, so b1 gets y1's 3 free CPUs (a
+    difference kept, docs/engine.md)."""
+    result = schedule(_y1_only(2, "LowerPriority"), 10)
+    assert not result.preemptions
+    # Kueue: "... allows to fit only 3 out of 4 pod(s)"; the engine explains a2 after the cycle, with b1 on y1.
+    assert result.pending["default/a2"].kueue_reason == "WaitingForQuota"
+    assert assignments(result) == {"default/b1": {"one": ("tas-default", {"y1": 3})}}  # Kueue: b1 stays pending
+
+
+def test_preemptor_with_a_stale_nominated_node_is_placed_again():
+    """TestScheduleForTASCohorts/"workload with preemption target recomputes stale TAS assignment in cohort;
+    TASRecomputeAssignmentWithinSchedulingCycle enabled": a1 takes node-2, which b1 was nominated; b1 is placed
+    again on node-3 and preempts b-low-admitted for its queue's quota."""
+    queue_b = cq("tas-cq-b", {"tas-default": {CPU: (q("2"), 0)}}, cohort="tas-cohort-main", within="LowerPriority")
+    two = pod_set("one", 1, cpu="2", preferred=HOST)
+    s = _two_node_cohort(
+        running(
+            "b-low-admitted",
+            "tas-cq-b",
+            (pod_set("one", 1, cpu="1", required=HOST), "tas-default", ["node-1"]),
+            priority=1,
+            queue="tas-lq-b",
+        ),
+        pending("a1", two, priority=2, created=0.0, queue="tas-lq-a"),
+        pending("b1", two, priority=2, created=60.0, queue="tas-lq-b"),
+        queues=[_plain_cohort_queue("tas-cq-a", {"tas-default": "2"}), queue_b],
+        nodes=[host("node-1", "1"), host("node-2", "2"), host("node-3", "2")],
+    )
+    result = schedule(s, 100)
+    assert assignments(result) == {"default/a1": {"one": ("tas-default", {"node-2": 1})}}
+    assert {(p.victim, p.preemptor, p.reason) for p in result.preemptions} == {
+        ("default/b-low-admitted", "default/b1", "InClusterQueue")
+    }
