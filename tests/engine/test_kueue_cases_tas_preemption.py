@@ -520,3 +520,33 @@ def test_preemptor_with_a_stale_nominated_node_is_placed_again():
     assert {(p.victim, p.preemptor, p.reason) for p in result.preemptions} == {
         ("default/b-low-admitted", "default/b1", "InClusterQueue")
     }
+
+
+def test_two_pod_sets_exceed_the_node_pods_capacity():
+    """TestScheduleForTASCohorts/"workload with two PodSets exceeds node pods capacity": x1 allows one pod, so pod
+    set two does not fit next to pod set one. Kueue: TopologyPlacementFailed (the empty-cluster probe keeps the
+    workload's own first pod set); the engine's probe places each pod set alone, so it reports WaitingForQuota
+    (a difference kept, docs/engine.md). The message is Kueue's."""
+    one, two = pod_set("one", 1, cpu="1", required=HOST), pod_set("two", 1, cpu="1", required=HOST)
+    s = _two_node_cohort(
+        pending("foo", one, two, queue="tas-lq-a"),
+        queues=[_cohort_queue("tas-cq-a", "4")],
+        nodes=[host("x1", "2", pods=1)],
+    )
+    result = schedule(s, 10)
+    assert not result.admitted
+    reason = result.pending["default/foo"]
+    assert reason.kueue_message == (
+        "couldn't assign flavors to pod set two: topology \"tas-single-level\" doesn't allow to fit any of 1 pod(s). "
+        'Total nodes: 1; excluded: resource "pods": 1'
+    )
+    assert reason.kueue_reason == "WaitingForQuota"  # Kueue: TopologyPlacementFailed
+
+
+def test_workload_that_borrows_gets_scheduled():
+    """TestScheduleForTASCohorts/"workload which requires borrowing gets scheduled": 6 pods in a queue of 4 CPUs,
+    spread as Kueue does, 5 on y1 and 1 on x1."""
+    s = _two_node_cohort(pending("a1", pod_set("one", 6, cpu="1", preferred=HOST), queue="tas-lq-a"))
+    result = schedule(s, 10)
+    assert assignments(result) == {"default/a1": {"one": ("tas-default", {"x1": 1, "y1": 5})}}
+    assert result.admitted[0].borrowing
