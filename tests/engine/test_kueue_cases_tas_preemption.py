@@ -550,3 +550,49 @@ def test_workload_that_borrows_gets_scheduled():
     result = schedule(s, 10)
     assert assignments(result) == {"default/a1": {"one": ("tas-default", {"x1": 1, "y1": 5})}}
     assert result.admitted[0].borrowing
+
+
+def _cpus(name: str, queue: str, nodes: list[str], priority: int = 0):
+    return running(
+        name,
+        f"tas-cq-{queue}",
+        (pod_set("one", len(nodes), cpu="1", required=HOST), "tas-default", nodes),
+        priority=priority,
+        queue=f"tas-lq-{queue}",
+    )
+
+
+def test_reclaim_within_cohort_single_borrowing_workload_preempted():
+    """TestScheduleForTASCohorts/"reclaim within cohort; single borrowing workload gets preempted" (Kueue's fixture
+    puts a1-admitted's 5 pods on the 3-CPU x1; the engine takes the admission as given)."""
+    s = _two_node_cohort(
+        _cpus("a1-admitted", "a", ["x1"] * 5),
+        pending("b1", pod_set("one", 4, cpu="1", preferred=HOST), queue="tas-lq-b"),
+    )
+    result = schedule(s, 10)
+    assert victims(result) == {("default/a1-admitted", "InCohortReclamation")}
+    assert result.preemptions[0].message == (
+        "Preempted to accommodate a workload (UID: wl-b1, JobUID: job-b1) due to reclamation within the cohort; "
+        "preemptor path: /tas-cohort-main/tas-cq-b; preemptee path: /tas-cohort-main/tas-cq-a"
+    )
+    assert result.pending["default/b1"].kueue_message == (
+        "couldn't assign flavors to pod set one: insufficient unused quota for cpu in flavor tas-default, 1 more "
+        "needed. Pending the preemption of 1 workload(s)"
+    )
+
+
+def test_reclaim_within_cohort_one_of_three_candidates():
+    """TestScheduleForTASCohorts/"reclaim within cohort; single workload is preempted out three candidates": the
+    lowest-priority borrower alone frees both the quota and a node."""
+    s = _two_node_cohort(
+        _cpus("a1-admitted", "a", ["x1"] * 5, priority=1),
+        _cpus("a2-admitted", "a", ["y1"] * 2, priority=2),
+        _cpus("a3-admitted", "a", ["y1"], priority=2),
+        pending("b1", pod_set("one", 3, cpu="1", preferred=HOST), priority=3, queue="tas-lq-b"),
+    )
+    result = schedule(s, 10)
+    assert victims(result) == {("default/a1-admitted", "InCohortReclamation")}
+    assert result.pending["default/b1"].kueue_message == (
+        "couldn't assign flavors to pod set one: insufficient unused quota for cpu in flavor tas-default, 3 more "
+        "needed. Pending the preemption of 1 workload(s)"
+    )
