@@ -16,6 +16,8 @@ from .capacity_view import CapacityView, FreeSummary
 from .labels import HOSTNAME_LABEL, first_untolerated, node_affinity_matches, taint_to_string
 from .model import HEALTH_TAINT_KEYS, Node, NodeSelectorTerm, Taint, Toleration
 
+PODS = "pods"
+
 #: Resources a node may omit (hand-written scenarios often list only devices): not checked when absent.
 _OPTIONAL_NODE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
 
@@ -152,6 +154,8 @@ class NodePool:
     def __init__(self, nodes: Iterable[Node]) -> None:
         self.nodes: dict[str, NodeState] = {n.name: NodeState(n) for n in sorted(nodes, key=lambda n: n.name)}
         self.enabled = bool(self.nodes)
+        #: True when some node reports allocatable ``pods``: each pod then takes one (as in Kueue's TAS).
+        self.counts_pods = any(PODS in n.allocatable for n in self.nodes.values())
         self._flavor_cache: dict[tuple[tuple[str, str], ...], list[NodeState]] = {}
         self._static_cache: dict[tuple, _Static] = {}
         self._summaries: dict[tuple, FreeSummary] = {}
@@ -170,6 +174,7 @@ class NodePool:
         """A node joins (a replay adds nodes at the time they first appeared); an existing name is replaced."""
         self.nodes[node.name] = NodeState(node)
         self.nodes = dict(sorted(self.nodes.items()))
+        self.counts_pods = self.counts_pods or PODS in node.allocatable
         self._forget()
 
     def remove_node(self, name: str) -> None:
@@ -193,6 +198,7 @@ class NodePool:
 
     def add(self, pods: Iterable[tuple[str, Mapping[str, int]]]) -> None:
         """Account the requests of pods (node name, per-pod requests) to their nodes."""
+        counts_pods = self.counts_pods
         for name, per_pod in pods:
             node = self.nodes.get(name)
             if node is None:
@@ -201,9 +207,12 @@ class NodePool:
             used = node.used
             for res, val in per_pod.items():
                 used[res] = used.get(res, 0) + val
+            if counts_pods and PODS not in per_pod:
+                used[PODS] = used.get(PODS, 0) + 1
 
     def remove(self, pods: Iterable[tuple[str, Mapping[str, int]]]) -> None:
         """Undo ``add``."""
+        counts_pods = self.counts_pods
         for name, per_pod in pods:
             node = self.nodes.get(name)
             if node is None:
@@ -212,6 +221,8 @@ class NodePool:
             used = node.used
             for res, val in per_pod.items():
                 used[res] = used.get(res, 0) - val
+            if counts_pods and PODS not in per_pod:
+                used[PODS] = used.get(PODS, 0) - 1
 
     def _changed(self, name: str) -> None:
         self.version += 1

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from . import messages as msg
-from .placement import PodSetRequest
+from .placement import PODS, PodSetRequest
 from .records import (
     PS_FIT,
     PS_PREEMPT,
@@ -27,9 +27,10 @@ def podset_request(
 ) -> tuple[PodSetRequest, str | None]:
     """The node request for a pod set under its flavors, and the name of its topology (None without TAS)."""
     names = tuple(sorted(set(flavors.values())))
-    cached = ps.requests.get(names)
+    key = (names, engine.pool.counts_pods)
+    cached = ps.requests.get(key)
     if cached is None:
-        cached = ps.requests[names] = _podset_request(engine, ps, names)
+        cached = ps.requests[key] = _podset_request(engine, ps, names)
     return cached
 
 
@@ -55,6 +56,9 @@ def _podset_request(engine: Engine, ps: PodSetInfo, names: tuple[str, ...]) -> t
             required = ps.spec.topology.required
             preferred = ps.spec.topology.preferred
     per_pod = dict(ps.per_pod)
+    if engine.pool.counts_pods:
+        # Each pod takes one of a node's allocatable pods (a node that does not report pods is not limited).
+        per_pod.setdefault(PODS, 1)
     req = PodSetRequest(
         count=ps.count,
         per_pod=per_pod,
@@ -123,7 +127,9 @@ def placement_stage(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, resu
     if result.mode == PS_PREEMPT:
         result.placement_read = result.placement_read or "empty"
         probe = [PodSetFlavors(p.name, p.count, flavors=dict(p.flavors)) for p in result.pod_sets]
-        if place_all(engine, wl, cq, probe, empty=True) is None:
+        if place_all(engine, wl, cq, probe, empty=True) is not None:
+            _preempt_for_topology(engine, wl, cq, result)
+        else:
             failed_probe = next(p for p in probe if p.placement is not None and not p.placement.ok)
             target = next(p for p in result.pod_sets if p.name == failed_probe.name)
             if target.placement is None:
@@ -131,6 +137,18 @@ def placement_stage(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, resu
                 _add_placement_reason(engine, cq, wl, target)
             target.failed = True
             target.no_fit_reason = TOPOLOGY_PLACEMENT_FAILED
+
+
+def _preempt_for_topology(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, result: FlavorAssignment) -> None:
+    """Kueue's ``updateModeForTASRequests``: an assignment that preempts and fits on an empty cluster preempts in
+    every resource of its TAS pod sets, so a victim that frees only node capacity (quota being enough) counts too."""
+    for ps, psa in zip(wl.pod_sets, result.pod_sets, strict=False):
+        if not ps.per_pod or ps.count == 0:
+            continue
+        if podset_request(engine, cq, ps, psa.flavors)[1] is None:
+            continue
+        for res in psa.modes:
+            psa.modes[res] = PS_PREEMPT
 
 
 def _add_placement_reason(engine: Engine, cq: ClusterQueueInfo, wl: WorkloadInfo, psa: PodSetFlavors) -> None:

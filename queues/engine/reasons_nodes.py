@@ -199,7 +199,7 @@ def placement_reason(
     need = per * ps.count
     flavor = failed.flavors.get(main) or next(iter(failed.flavors.values()), "")
     label = flavor_label(engine, flavor)
-    kueue_reason = TOPOLOGY_PLACEMENT_FAILED if topo else ""
+    kueue_reason = _placement_kueue_reason(assignment) if topo else ""
     free = actual.free_units.get(main, 0)
     details: dict[str, object] = {
         "clusterQueue": cq.name,
@@ -245,6 +245,15 @@ def placement_reason(
         kueue_reason=kueue_reason,
         details=details,
     )
+
+
+def _placement_kueue_reason(assignment: FlavorAssignment) -> str:
+    """Kueue's condition reason for a TAS pod set that does not fit now: TopologyPlacementFailed only when it does
+    not fit even with every workload's pods gone (NoFit); otherwise the assignment is in Preempt mode and Kueue
+    waits for quota (flavorassigner: the empty-cluster probe marks the TopologyPlacementFailed attempt)."""
+    if any(p.failed and p.no_fit_reason == TOPOLOGY_PLACEMENT_FAILED for p in assignment.pod_sets):
+        return TOPOLOGY_PLACEMENT_FAILED
+    return WAITING_FOR_QUOTA
 
 
 # ------------------------------------------------------------------------------------------ health

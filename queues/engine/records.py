@@ -47,8 +47,8 @@ class PodSetInfo:
 
     def __init__(self, spec: PodSet) -> None:
         self.spec = spec
-        # ``pod_placement.podset_request``'s node requests, by the set of flavors assigned.
-        self.requests: dict[tuple[str, ...], tuple] = {}
+        # ``pod_placement.podset_request``'s node requests, by (the flavors assigned, whether nodes count pods).
+        self.requests: dict[tuple, tuple] = {}
         self.name = spec.name
         self.count = spec.count
         self.per_pod = {r: v for r, v in sorted(spec.requests.items()) if v > 0}

@@ -215,6 +215,9 @@ class Engine:
             count = psa.count if psa is not None else ps.count
             flavors = dict(psa.flavors) if psa is not None else {}
             ps_usage = {r: v * count for r, v in ps.per_pod.items()}
+            if "pods" in flavors and "pods" not in ps_usage:
+                # Kueue's admission charges the pod count to a pods quota (as the engine's own decisions do).
+                ps_usage["pods"] = count
             for res, val in ps_usage.items():
                 flavor = flavors.get(res)
                 if flavor is None:

@@ -98,8 +98,27 @@ def test_topology_required_fragmented():
         'couldn\'t assign flavors to pod set main: topology "dc" allows to fit only 1 out of 2 pod(s). '
         'Total nodes: 4; excluded: resource "nvidia.com/gpu": 2'
     )
-    assert reason.kueue_reason == "TopologyPlacementFailed"
+    # It would fit with r0 and r1 gone, so Kueue's assignment is in Preempt mode and its reason WaitingForQuota
+    # (TestScheduleForTAS/"workload does not get scheduled as the node capacity is already used by another TAS
+    # workload"); TopologyPlacementFailed is for a pod set that does not fit even on an empty cluster.
+    assert reason.kueue_reason == "WaitingForQuota"
     assert "16 GPUs are free in total" in reason.message.replace("h100 ", "")
+
+
+def test_topology_placement_failed_when_only_health_excluded_capacity_would_hold_it():
+    # Kueue's empty-cluster probe frees the pods, not tainted or shrunken nodes: with n1 tainted and two of n3's
+    # GPUs out, no rack ever holds 2 pods of 8, so the reason is TopologyPlacementFailed; the code says health.
+    nodes = rack_nodes(n1={"taints": [Taint("nvidia.com/gpu-xid-error", "79", "NoSchedule")]}, n3={"allocatable": 6})
+    s = state(
+        [big_queue()],
+        [wl("a/j", 8, count=2, topology=TopologyRequest(required="cloud/rack"))],
+        flavors=[TAS],
+        nodes=nodes,
+        topologies=[TOPO],
+    )
+    reason = settle(s, 0).pending["a/j"]
+    assert reason.code == "health_blocked"
+    assert reason.kueue_reason == "TopologyPlacementFailed"
 
 
 def test_topology_preferred_spreads_when_no_domain_fits():
