@@ -166,3 +166,13 @@ def outbox_deliver(*, now: datetime) -> list[int]:
     for recipient_id in recipients_due(now=now):
         digest_claim(recipient_id=recipient_id, now=now)
     return deliveries_due(now=now)
+
+
+def outbox_prune(*, now: datetime) -> int:
+    """Forget digests (with their deliveries and events) and skipped events older than ``NOTIFY_KEEP_DAYS``;
+    pending events are never pruned. Returns how many events went."""
+    cutoff = now - timedelta(days=settings.NOTIFY_KEEP_DAYS)
+    old = Event.objects.filter(recorded_at__lt=cutoff).exclude(state=Event.State.PENDING)
+    events, _ = old.filter(Q(digest__isnull=True) | Q(digest__created_at__lt=cutoff)).delete()
+    Digest.objects.filter(created_at__lt=cutoff, events__isnull=True).delete()
+    return events

@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.utils import timezone
 
-from notify.delivery import delivery_send, outbox_deliver
+from notify.delivery import delivery_send, outbox_deliver, outbox_prune
 from notify.scans import first_in_line_scan, idle_scan
 
 
@@ -26,7 +26,8 @@ def send_delivery(delivery_id: int) -> None:
 
 @shared_task(name="notify.scan", ignore_result=True)
 def scan() -> None:
-    """Beat entry: record "first in line" and "idle GPUs" notifications."""
+    """Beat entry: record "first in line" and "idle GPUs" notifications; forget what is past ``NOTIFY_KEEP_DAYS``."""
     now = timezone.now()
     first_in_line_scan(now=now)
     idle_scan(now=now)
+    outbox_prune(now=now)

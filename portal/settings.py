@@ -342,6 +342,7 @@ NOTIFY_FIRST_IN_LINE_SECONDS = env.int("NOTIFY_FIRST_IN_LINE_SECONDS", default=6
 NOTIFY_IDLE_MINUTES = env.int("NOTIFY_IDLE_MINUTES", default=30)
 NOTIFY_IDLE_PERCENT = env.float("NOTIFY_IDLE_PERCENT", default=5.0)
 NOTIFY_PORTAL_URL = env.str("NOTIFY_PORTAL_URL", default="")
+NOTIFY_KEEP_DAYS = env.int("NOTIFY_KEEP_DAYS", default=90)
 # Hosts users' webhooks may point at (and their subdomains), e.g. hooks.slack.com,webhook.office.com; empty: any.
 NOTIFY_WEBHOOK_ALLOWED_HOSTS = env.list("NOTIFY_WEBHOOK_ALLOWED_HOSTS", default=[])
 CELERY_BEAT_SCHEDULE = {

@@ -123,3 +123,16 @@ def test_a_failing_webhook_is_retried_with_backoff_then_given_up(settings):
     assert failed.attempts == 3
     assert "webhook answered 500" in failed.last_error
     assert mail.outbox == []  # ada has no address: the webhook was her only channel
+
+
+def test_prune_forgets_old_digests_and_skipped_events_never_pending_ones(settings):
+    settings.NOTIFY_KEEP_DAYS = 90
+    ada = UserFactory(username="ada")
+    record(ada, 2)
+    tasks.deliver_pending()
+    record(ada, 1, tag="waiting")
+    later = timezone.now() + timedelta(days=91)
+    assert delivery.outbox_prune(now=later) == 2
+    assert not Digest.objects.exists()
+    assert not Delivery.objects.exists()
+    assert list(Event.objects.values_list("state", flat=True)) == [Event.State.PENDING]
