@@ -156,18 +156,20 @@ def record_event(
 ) -> JobEvent:
     """Append an event to a job's timeline (idempotent when ``source_key`` is given); a registered listener
     (lifecycle notifications) sees each new event inside the same transaction."""
-    if source_key:
-        event, created = JobEvent.objects.get_or_create(
-            job=job,
-            source_key=source_key,
-            defaults={"at": at, "kind": kind, "message": message, "details": details or {}},
-        )
-    else:
-        event = JobEvent.objects.create(job=job, at=at, kind=kind, message=message, details=details or {})
-        created = True
-    listener = job_event_listener()
-    if created and listener is not None:
-        listener.job_event_recorded(event=event)
+    # one transaction for the event and what the listener records (no savepoint: inside a caller's, it is theirs)
+    with transaction.atomic(savepoint=False):
+        if source_key:
+            event, created = JobEvent.objects.get_or_create(
+                job=job,
+                source_key=source_key,
+                defaults={"at": at, "kind": kind, "message": message, "details": details or {}},
+            )
+        else:
+            event = JobEvent.objects.create(job=job, at=at, kind=kind, message=message, details=details or {})
+            created = True
+        listener = job_event_listener()
+        if created and listener is not None:
+            listener.job_event_recorded(event=event)
     return event
 
 
