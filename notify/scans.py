@@ -17,22 +17,25 @@ from pools.gpu_usage import utilisation_over
 from pools.models import Allocation
 from queues.engine.wait_codes import never_fits
 from queues.models import Job
+from queues.selectors import QUEUE_ORDER
+
+
+def queue_heads() -> list[Job]:
+    """The first pending job of every team's queue on every cluster, in queues' order (one query per queue)."""
+    pending = Job.objects.filter(state=Job.State.PENDING)
+    queues = pending.values_list("team_id", "cluster_id").distinct().order_by()
+    heads = (
+        pending.filter(team_id=t, cluster_id=c).select_related("team").order_by(*QUEUE_ORDER).first() for t, c in queues
+    )
+    return [h for h in heads if h is not None]
 
 
 def first_in_line_scan(*, now: datetime) -> int:
     """Tell the owner of each queue's head job (priority, then queue time) that it is next, once per queueing,
     when it has waited ``NOTIFY_FIRST_IN_LINE_SECONDS`` (a job admitted at once is not told). Returns how many."""
-    pending = Job.objects.filter(state=Job.State.PENDING)
-    queues = pending.values_list("team_id", "cluster_id").distinct().order_by()
     found = []
-    for team_id, cluster_id in queues:
-        head = (
-            pending.filter(team_id=team_id, cluster_id=cluster_id)
-            .select_related("team")
-            .order_by("-priority", "queued_at", "id")
-            .first()
-        )
-        waited = head is not None and now - head.queued_at >= timedelta(seconds=settings.NOTIFY_FIRST_IN_LINE_SECONDS)
+    for head in queue_heads():
+        waited = now - head.queued_at >= timedelta(seconds=settings.NOTIFY_FIRST_IN_LINE_SECONDS)
         if waited and not never_fits(head.wait_reason):
             found.append(
                 Pending(
@@ -41,7 +44,7 @@ def first_in_line_scan(*, now: datetime) -> int:
                     f"job:{head.pk}:first_in_line:{head.queued_at.isoformat()}",
                     f"{head.team.slug}/{head.name}: first in line",
                     "Your job is now first in line in its team's queue: it starts as soon as capacity frees up"
-                    f"{' (' + head.wait_message + ')' if head.wait_message else ''}.",
+                    f"{' (' + head.wait_message.rstrip('.') + ')' if head.wait_message else ''}.",
                     now,
                     job=head,
                     team=head.team,
