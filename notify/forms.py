@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
-from notify.kinds import Kind
+from notify.kinds import CHOOSABLE
 from notify.services import webhook_url_errors
 
 
@@ -19,7 +19,7 @@ class PreferenceForm(forms.Form):
         help_text='Slack, Microsoft Teams or Mattermost incoming webhook; it receives {"text": …}. Empty: none.',
     )
     kinds = forms.MultipleChoiceField(
-        required=False, choices=Kind.choices, widget=forms.CheckboxSelectMultiple, label="Tell me when"
+        required=False, choices=CHOOSABLE, widget=forms.CheckboxSelectMultiple, label="Tell me when"
     )
 
     def clean_webhook_url(self) -> str:

@@ -19,6 +19,11 @@ class Kind(models.TextChoices):
     FAILED = "failed", "Job failed or timed out"
     IDLE = "idle", "Job's GPUs are idle"
     BUDGET = "budget", "Team budget threshold reached"
+    TEST = "test", "Test message (asked for on the notifications page)"
+
+
+#: The kinds a user may switch on or off (a test message they asked for is always sent).
+CHOOSABLE = [(k.value, k.label) for k in Kind if k != Kind.TEST]
 
 
 #: Kueue's preemption reasons that take back capacity a queue borrowed from its cohort.

@@ -13,12 +13,12 @@ import uuid
 from django.conf import settings
 from django.db import models
 
-from notify.kinds import Kind
+from notify.kinds import CHOOSABLE, Kind
 
 
 def all_kinds() -> list[str]:
-    """Every kind (the default: a new user hears about everything)."""
-    return list(Kind.values)
+    """Every kind a user can choose (the default: a new user hears about everything)."""
+    return [value for value, _ in CHOOSABLE]
 
 
 class Preference(models.Model):

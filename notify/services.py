@@ -8,10 +8,12 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.utils import timezone
 
 from kernel.errors import ValidationFailed
 from notify.kinds import Kind
 from notify.models import Preference
+from notify.record import Pending, events_record
 
 
 def webhook_url_errors(url: str) -> list[str]:
@@ -48,3 +50,13 @@ def preference_set(*, user: AbstractBaseUser, email: bool, webhook_url: str, kin
         user=user, defaults={"email": email, "webhook_url": webhook_url.strip(), "kinds": kinds}
     )
     return preference
+
+
+@transaction.atomic
+def test_message_record(*, user: AbstractBaseUser) -> None:
+    """Queue a test message for the user on their channels (with the next digest), to check a webhook works."""
+    now = timezone.now()
+    events_record(
+        [Pending(user.pk, Kind.TEST, f"test:{user.pk}:{now.isoformat()}", "Test message",
+                 "This is a test of your notification settings: it reached you.", now)]
+    )  # fmt: skip

@@ -11,15 +11,20 @@ from django.views.decorators.http import require_http_methods
 from kernel.errors import ValidationFailed
 from notify import selectors
 from notify.forms import PreferenceForm
-from notify.services import preference_get, preference_set
+from notify.services import preference_get, preference_set, test_message_record
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def notifications(request: HttpRequest) -> HttpResponse:
-    """List the user's digests and unsent events; the form beside them changes their preferences."""
+    """List the user's digests and unsent events; the form beside them changes their preferences (or, with
+    ``test``, queues a test message)."""
     preference = preference_get(request.user)
     status = 200
+    if request.method == "POST" and "test" in request.POST:
+        test_message_record(user=request.user)
+        messages.success(request, "A test message goes out with the next digest (within a minute); it is listed here.")
+        return redirect("notify:notifications")
     if request.method == "POST":
         form = PreferenceForm(request.POST)
         if form.is_valid():

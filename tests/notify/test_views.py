@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.core import mail
 from django.urls import reverse
 from django.utils import timezone
 
@@ -62,3 +63,13 @@ def test_the_page_needs_a_sign_in(client):
     response = client.get(URL)
     assert response.status_code == 302
     assert "/accounts/login/" in response["Location"]
+
+
+def test_a_test_message_goes_out_with_the_next_digest_even_with_every_kind_off(client, ada):
+    client.post(URL, {"email": "on", "webhook_url": "", "kinds": []})
+    response = client.post(URL, {"test": "1"})
+    assert response.status_code == 302
+    tasks.deliver_pending()
+    [message] = mail.outbox
+    assert message.subject == "[GPU Pool Portal] Test message"
+    assert "Test message" not in client.get(URL).content.decode().split('id="notify-kinds"')[1]  # not a choice
