@@ -13,7 +13,7 @@ from django.db import transaction
 
 from notify.kinds import Kind
 from notify.record import Pending, events_record
-from pools.gpu_usage import utilisation_over
+from pools.gpu_usage import utilisation_window
 from pools.models import Allocation
 from queues.engine.wait_codes import never_fits
 from queues.models import Job
@@ -70,7 +70,7 @@ def idle_scan(*, now: datetime) -> int:
         cards.setdefault(job_id, set()).add(parent_id or device_id)
     if not cards:
         return 0
-    util = utilisation_over((card, since, now) for job_cards in cards.values() for card in job_cards)
+    util = utilisation_window({card for job_cards in cards.values() for card in job_cards}, start=since, end=now)
     idle = []
     for job_id, job_cards in cards.items():
         seen = [util[c] for c in job_cards if c in util and util[c].samples >= 3]
