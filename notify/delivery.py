@@ -99,14 +99,15 @@ def digest_claim(*, recipient_id: int, now: datetime) -> Digest | None:
             channels = _channels(user, preference) if user.is_active else []
             stale = now - timedelta(seconds=settings.NOTIFY_STALE_SECONDS)
             wanted = [e for e in events if channels and _wanted(e, preference=preference, stale_before=stale)]
-            _take([e.pk for e in events if e not in wanted], state=Event.State.SKIPPED)
+            wanted_ids = {e.pk for e in wanted}
+            _take([e.pk for e in events if e.pk not in wanted_ids], state=Event.State.SKIPPED)
             if not wanted:
                 return None
             subject, text = digest_compose(wanted, now=now)
             digest = Digest.objects.create(
                 recipient_id=recipient_id, subject=subject, text=text, event_count=len(wanted), created_at=now
             )
-            _take([e.pk for e in wanted], state=Event.State.DIGESTED, digest=digest)
+            _take(sorted(wanted_ids), state=Event.State.DIGESTED, digest=digest)
             Delivery.objects.bulk_create(Delivery(digest=digest, channel=c, target=t) for c, t in channels)
             return digest
     except ClaimRaced:

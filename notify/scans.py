@@ -60,11 +60,9 @@ def idle_scan(*, now: datetime) -> int:
     run. Returns how many jobs were found idle."""
     window = timedelta(minutes=settings.NOTIFY_IDLE_MINUTES)
     since = now - window
-    allocations = (
-        Allocation.objects.filter(ended_at__isnull=True, job__state=Job.State.RUNNING, job__started_at__lte=since)
-        .select_related("device")
-        .values_list("job_id", "device_id", "device__parent_id")
-    )
+    allocations = Allocation.objects.filter(
+        ended_at__isnull=True, job__state=Job.State.RUNNING, job__started_at__lte=since
+    ).values_list("job_id", "device_id", "device__parent_id")
     cards: dict[int, set[int]] = {}
     for job_id, device_id, parent_id in allocations:
         cards.setdefault(job_id, set()).add(parent_id or device_id)
