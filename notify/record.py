@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
@@ -100,7 +100,7 @@ def _job_pending(event: JobEvent, job: Job, kind: str) -> Pending:
             details = {"deadline": deadline.isoformat(), "graceSeconds": grace}
             message += (
                 f" The GPUs it borrowed from the cohort are taken back: checkpoint now; it is evicted once its "
-                f"checkpoint is written, at the latest {grace} s after {event.at:%H:%M:%S} UTC."
+                f"checkpoint is written, at the latest {grace} s after {event.at.astimezone(UTC):%H:%M:%S} UTC."
             )
         else:
             message += " It has no checkpoint policy: it is evicted now and the work since its start is lost."
