@@ -64,16 +64,10 @@ class DeviceUtilisation:
     last_at: datetime
 
 
-def utilisation_over(intervals: Iterable[tuple[int, datetime, datetime]]) -> dict[int, DeviceUtilisation]:
-    """Per device, the samples within its ``(device id, start, end)`` intervals (one query)."""
-    condition = Q()
-    for device_id, start, end in intervals:
-        condition |= Q(device_id=device_id, observed_at__gte=start, observed_at__lte=end)
-    if not condition:
-        return {}
+def _summaries(samples) -> dict[int, DeviceUtilisation]:  # type: ignore[no-untyped-def]
+    """Per device: count, mean, range and latest time of the given samples (one query)."""
     rows = (
-        GpuUtilSample.objects.filter(condition)
-        .values("device_id")
+        samples.values("device_id")
         .annotate(
             n=Count("pk"), avg=Avg("gpu_util"), low=Min("gpu_util"), high=Max("gpu_util"), last=Max("observed_at")
         )
@@ -83,3 +77,24 @@ def utilisation_over(intervals: Iterable[tuple[int, datetime, datetime]]) -> dic
         r["device_id"]: DeviceUtilisation(r["device_id"], r["n"], r["avg"], r["low"], r["high"], r["last"])
         for r in rows
     }
+
+
+def utilisation_window(device_ids: Iterable[int], *, start: datetime, end: datetime) -> dict[int, DeviceUtilisation]:
+    """Per device, the samples in [start, end] (the same window for all; one query per 500 devices)."""
+    ids = sorted(set(device_ids))
+    found: dict[int, DeviceUtilisation] = {}
+    for i in range(0, len(ids), 500):
+        window = GpuUtilSample.objects.filter(device_id__in=ids[i : i + 500], observed_at__gte=start,
+                                              observed_at__lte=end)  # fmt: skip
+        found.update(_summaries(window))
+    return found
+
+
+def utilisation_over(intervals: Iterable[tuple[int, datetime, datetime]]) -> dict[int, DeviceUtilisation]:
+    """Per device, the samples within its ``(device id, start, end)`` intervals (one query)."""
+    condition = Q()
+    for device_id, start, end in intervals:
+        condition |= Q(device_id=device_id, observed_at__gte=start, observed_at__lte=end)
+    if not condition:
+        return {}
+    return _summaries(GpuUtilSample.objects.filter(condition))

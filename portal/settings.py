@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "pools",
     "queues",
     "clusters",
+    "notify",
     "billing",
 ]
 
@@ -372,6 +373,23 @@ KUEUE_CONFIG_MAP = env.str("KUEUE_CONFIG_MAP", default="kueue-system/kueue-manag
 # Reconciliation.
 KUBE_RECONCILE_REPORTS_KEPT = env.int("KUBE_RECONCILE_REPORTS_KEPT", default=50)
 KUBE_DEAD_NODE_SECONDS = env.int("KUBE_DEAD_NODE_SECONDS", default=600)
+# Lifecycle notifications (notify): how often the outbox is delivered, how long a burst is gathered into one digest,
+# how long a send may take before another worker may retry it (a dead worker's), and what the digests say.
+NOTIFY_DELIVER_SECONDS = env.float("NOTIFY_DELIVER_SECONDS", default=30.0)
+NOTIFY_BATCH_SECONDS = env.int("NOTIFY_BATCH_SECONDS", default=20)
+NOTIFY_LEASE_SECONDS = env.int("NOTIFY_LEASE_SECONDS", default=120)
+NOTIFY_MAX_ATTEMPTS = env.int("NOTIFY_MAX_ATTEMPTS", default=6)
+NOTIFY_WEBHOOK_TIMEOUT_SECONDS = env.float("NOTIFY_WEBHOOK_TIMEOUT_SECONDS", default=10.0)
+NOTIFY_STALE_SECONDS = env.int("NOTIFY_STALE_SECONDS", default=86400)
+NOTIFY_DIGEST_MAX_EVENTS = env.int("NOTIFY_DIGEST_MAX_EVENTS", default=2000)
+NOTIFY_DIGEST_LINES = env.int("NOTIFY_DIGEST_LINES", default=25)
+NOTIFY_FIRST_IN_LINE_SECONDS = env.int("NOTIFY_FIRST_IN_LINE_SECONDS", default=60)
+NOTIFY_IDLE_MINUTES = env.int("NOTIFY_IDLE_MINUTES", default=30)
+NOTIFY_IDLE_PERCENT = env.float("NOTIFY_IDLE_PERCENT", default=5.0)
+NOTIFY_PORTAL_URL = env.str("NOTIFY_PORTAL_URL", default="")
+NOTIFY_KEEP_DAYS = env.int("NOTIFY_KEEP_DAYS", default=90)
+# Hosts users' webhooks may point at (and their subdomains), e.g. hooks.slack.com,webhook.office.com; empty: any.
+NOTIFY_WEBHOOK_ALLOWED_HOSTS = env.list("NOTIFY_WEBHOOK_ALLOWED_HOSTS", default=[])
 CELERY_BEAT_SCHEDULE = {
     "simulated-clusters-tick": {
         "task": "clusters.simulated_clusters_tick",
@@ -433,6 +451,17 @@ CELERY_BEAT_SCHEDULE = {
         "task": "clusters.kube_push_configs",
         "schedule": KUBE_PUSH_INTERVAL_SECONDS,
         "options": {"expires": KUBE_PUSH_INTERVAL_SECONDS},
+    },
+    # Lifecycle notifications (docs/operations.md): deliver the outbox, scan for "first in line" and idle GPUs.
+    "notify-deliver-pending": {
+        "task": "notify.deliver_pending",
+        "schedule": NOTIFY_DELIVER_SECONDS,
+        "options": {"expires": NOTIFY_DELIVER_SECONDS},
+    },
+    "notify-scan": {
+        "task": "notify.scan",
+        "schedule": 60.0,
+        "options": {"expires": 60},
     },
     "kube-reconcile-clusters": {
         "task": "clusters.kube_reconcile_clusters",

@@ -19,6 +19,7 @@ urlpatterns = [
     path("pool/", include("pools.urls")),
     path("health/", include("pools.health.urls")),
     path("cost/", include("billing.urls")),
+    path("notifications/", include("notify.urls")),
     path("api/", include("queues.api.urls")),
     path("", include("queues.urls")),
 ]

@@ -14,7 +14,6 @@ from datetime import datetime
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.mail import send_mail
 from django.db import transaction
 
 from pools.models import Allocation, Device
@@ -31,21 +30,6 @@ def device_label(device: Device) -> str:
     """``node/key`` (with the GPU index when known) for messages."""
     index = f" (gpu {device.index})" if device.index is not None and device.kind == Device.Kind.FULL else ""
     return f"{device.node.name}/{device.key}{index}"
-
-
-def _notify_owner(job: Job, *, subject: str, body: str) -> None:
-    """Email the job's owner after commit (a failing mail server never undoes the health change)."""
-    address = getattr(job.owner, "email", "")
-    if not address:
-        return
-
-    def send() -> None:
-        try:
-            send_mail(subject, body, None, [address], fail_silently=False)
-        except Exception:  # a mail failure is logged; the health change stands
-            log.warning("could not email %s about job %s", address, job.pk, exc_info=True)
-
-    transaction.on_commit(send)
 
 
 def _move_off(job: Job, *, now: datetime, message: str, details: Mapping) -> None:
@@ -89,8 +73,8 @@ def job_protect(job: Job, *, held: Sequence[Device], reason: str, now: datetime,
 def jobs_protect(*, devices: Sequence[Device], reason: str, now: datetime, evict_without_checkpoint: bool) -> list[int]:
     """Move the jobs holding devices that turned unhealthy: checkpoint first where they can, else evict or wait.
 
-    Each job's timeline says what happens and its owner gets an email. Validation jobs are never moved (they are
-    there to test the device). Returns the ids of the jobs concerned.
+    Each job's timeline says what happens; its owner is told through the lifecycle notifications (``notify``).
+    Validation jobs are never moved (they are there to test the device). Returns the ids of the jobs concerned.
     """
     if not devices:
         return []
@@ -104,15 +88,7 @@ def jobs_protect(*, devices: Sequence[Device], reason: str, now: datetime, evict
     for alloc in allocs:
         by_job.setdefault(alloc.job_id, (alloc.job, []))[1].append(alloc.device)
     for job, held in by_job.values():
-        what = job_protect(job, held=held, reason=reason, now=now, evict_without_checkpoint=evict_without_checkpoint)
-        _notify_owner(
-            job,
-            subject=f"[GPU pool] {job.team.slug}/{job.name}: a GPU under your job is unhealthy",
-            body=(
-                f"Hello {job.owner.get_username()},\n\n{what}\n\n"
-                f"Device(s): {', '.join(device_label(d) for d in held)}\nEvidence: {reason}\n"
-            ),
-        )
+        job_protect(job, held=held, reason=reason, now=now, evict_without_checkpoint=evict_without_checkpoint)
     return list(by_job)
 
 

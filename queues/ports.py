@@ -115,3 +115,38 @@ def job_cost_port_register(port: JobCostPort) -> None:
 def job_cost_port() -> JobCostPort | None:
     """The registered billing implementation, or None where billing is not installed (the page omits cost)."""
     return _job_cost_port
+
+
+# --------------------------------------------------------------------------- job events (notifications, above queues)
+
+
+class JobEventListener(Protocol):
+    """Something above queues that wants to see each timeline event as it is written (lifecycle notifications)."""
+
+    def job_event_recorded(self, *, event: JobEventLike) -> None:
+        """Called inside the transaction that writes the event: what it records commits or rolls back with it."""
+
+
+class JobEventLike(Protocol):
+    """The parts of a ``queues.models.JobEvent`` a listener reads (the model itself is passed)."""
+
+    pk: int
+    job_id: int
+    kind: str
+    at: datetime
+    message: str
+    details: dict
+
+
+_job_event_listener: JobEventListener | None = None
+
+
+def job_event_listener_register(listener: JobEventListener | None) -> None:
+    """Install the listener (``NotifyConfig.ready``); None removes it."""
+    global _job_event_listener
+    _job_event_listener = listener
+
+
+def job_event_listener() -> JobEventListener | None:
+    """The registered listener, or None (no notifications app installed)."""
+    return _job_event_listener

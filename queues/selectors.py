@@ -556,6 +556,10 @@ def job_timeline(job: Job, *, now: datetime | None = None, redactor=None) -> lis
     return entries
 
 
+#: The order of a team's queue on a cluster: priority, then queue time (what ``queue_position`` counts in).
+QUEUE_ORDER = ("-priority", "queued_at", "id")
+
+
 def queue_position(job: Job) -> tuple[int, int] | None:
     """(position, length) among the pending jobs of the job's ClusterQueue, by priority then queue time."""
     if job.state != Job.State.PENDING:

@@ -25,7 +25,7 @@ from pools import state_version
 from pools.models import USABLE_HEALTH, Allocation, Cluster, Device, ResourceClass, ResourceFlavor
 from queues import selectors
 from queues.models import Job, JobEvent, Membership, PriorityClass, Team, WaitReason
-from queues.ports import cluster_port
+from queues.ports import cluster_port, job_event_listener
 from queues.spec_limits import MAX_IMAGE, spec_limit_errors
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -154,15 +154,23 @@ def _membership(*, user: AbstractBaseUser, team: Team) -> Membership:
 def record_event(
     job: Job, kind: str, message: str, *, at: datetime, details: Mapping | None = None, source_key: str = ""
 ) -> JobEvent:
-    """Append an event to a job's timeline (idempotent when ``source_key`` is given)."""
-    if source_key:
-        event, _ = JobEvent.objects.get_or_create(
-            job=job,
-            source_key=source_key,
-            defaults={"at": at, "kind": kind, "message": message, "details": details or {}},
-        )
-        return event
-    return JobEvent.objects.create(job=job, at=at, kind=kind, message=message, details=details or {})
+    """Append an event to a job's timeline (idempotent when ``source_key`` is given); a registered listener
+    (lifecycle notifications) sees each new event inside the same transaction."""
+    # one transaction for the event and what the listener records (no savepoint: inside a caller's, it is theirs)
+    with transaction.atomic(savepoint=False):
+        if source_key:
+            event, created = JobEvent.objects.get_or_create(
+                job=job,
+                source_key=source_key,
+                defaults={"at": at, "kind": kind, "message": message, "details": details or {}},
+            )
+        else:
+            event = JobEvent.objects.create(job=job, at=at, kind=kind, message=message, details=details or {})
+            created = True
+        listener = job_event_listener()
+        if created and listener is not None:
+            listener.job_event_recorded(event=event)
+    return event
 
 
 def job_priority_class(*, team: Team, requested: PriorityClass | None) -> PriorityClass | None:

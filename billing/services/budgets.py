@@ -8,7 +8,6 @@ from datetime import date, datetime
 from decimal import Decimal
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
 
@@ -16,6 +15,7 @@ from billing.models import Budget, Notification, TeamDemotion, UsageRecord
 from billing.pricing import duration_us, local_day
 from billing.services.common import billing_tz, default_currency, require_aware
 from kernel.errors import ValidationFailed
+from notify.record import budget_threshold_record
 from queues.models import Membership, PriorityClass, Team
 from queues.services import team_priority_override_set
 
@@ -53,6 +53,11 @@ def budget_spent(budget: Budget, *, start: date, end: date, until: datetime | No
 def _thresholds(budget: Budget) -> list[int]:
     values = budget.thresholds or list(DEFAULT_THRESHOLDS)
     return sorted({int(t) for t in values if 0 < int(t) <= 1000})
+
+
+def lead_ids(team: Team) -> list[int]:
+    """Users who lead the team."""
+    return sorted(Membership.objects.filter(team=team, role=Membership.Role.LEAD).values_list("user_id", flat=True))
 
 
 def lead_emails(team: Team) -> list[str]:
@@ -111,7 +116,8 @@ def budget_check_one(*, budget: Budget, now: datetime, mail: bool = True) -> Bud
 def _notify_threshold(
     *, budget: Budget, period_start: date, threshold: int, spent: Decimal, now: datetime, mail: bool
 ) -> bool:
-    """Record the threshold notification and mail the leads after commit; False when it already existed."""
+    """Record the threshold notification and tell the leads through the lifecycle outbox (by mail and webhook, as
+    each prefers; ``notify``), in this transaction; False when it already existed."""
     team = budget.team
     recipients = lead_emails(team) if mail else []
     message = (
@@ -120,7 +126,7 @@ def _notify_threshold(
     )
     try:
         with transaction.atomic():
-            _, created = Notification.objects.get_or_create(
+            notification, created = Notification.objects.get_or_create(
                 kind=Notification.Kind.BUDGET_THRESHOLD,
                 budget=budget,
                 period_start=period_start,
@@ -135,18 +141,12 @@ def _notify_threshold(
             )
     except IntegrityError:  # a concurrent worker notified it first
         return False
-    if created and recipients:
-        subject = f"[GPU Pool Portal] {team.name}: {threshold} % of the budget used"
-        transaction.on_commit(lambda: _send(subject, message, recipients))
+    if created and mail:
+        budget_threshold_record(
+            notification_id=notification.pk, team=team, lead_ids=lead_ids(team), message=message, at=now,
+            threshold=threshold,
+        )  # fmt: skip
     return created
-
-
-def _send(subject: str, body: str, recipients: list[str]) -> None:
-    """Send one mail; a mail failure is logged, the notification stays recorded (it is never sent twice)."""
-    try:
-        send_mail(subject, body, None, recipients)
-    except Exception:
-        log.exception("could not mail budget notification to %s", recipients)
 
 
 def demotion_priority_class() -> PriorityClass | None:

@@ -1,4 +1,5 @@
-"""Budgets: thresholds notified once per period, mail to the leads after commit, reversible demotion at 100 %."""
+"""Budgets: thresholds notified once per period, the leads told through the lifecycle outbox, reversible demotion
+at 100 %."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from django.core import mail
 from billing import selectors, services
 from billing.models import Budget, Notification, TeamDemotion
 from kernel.errors import ValidationFailed
+from notify import tasks as notify_tasks
+from notify.models import Event as NotifyEvent
 from tests.billing.conftest import T0, H, run_job
 from tests.factories import PriorityClassFactory
 
@@ -31,21 +34,26 @@ def test_period_bounds_month_and_quarter():
     assert services.period_bounds("quarter", date(2026, 11, 1)) == (date(2026, 10, 1), date(2027, 1, 1))
 
 
-def test_budget_check_notifies_each_threshold_once_and_mails_the_leads(spent_60, django_capture_on_commit_callbacks):
+def test_budget_check_notifies_each_threshold_once_and_mails_the_leads(spent_60, settings):
+    settings.NOTIFY_BATCH_SECONDS, settings.NOTIFY_STALE_SECONDS = 0, 10**9  # the check's clock is March 2026
     world = spent_60
     services.budget_set(team=world.team, amount="100", thresholds=[50, 80, 100])
-    with django_capture_on_commit_callbacks(execute=True) as callbacks:
-        [check] = services.budget_check(now=T0 + 12 * H)
+    [check] = services.budget_check(now=T0 + 12 * H)
     assert check.spent == Decimal("60")
     assert check.notified == [50]
-    assert len(callbacks) == 1
+    # the leads are told through the lifecycle outbox, recorded in the check's transaction
+    [event] = NotifyEvent.objects.filter(kind="budget")
+    assert event.recipient.email == "lead@example.org"
+    NotifyEvent.objects.exclude(kind="budget").delete()  # the metered job's own lifecycle (its owner's)
+    notify_tasks.deliver_pending()
     assert len(mail.outbox) == 1
     assert mail.outbox[0].to == ["lead@example.org"]
     assert "50 %" in mail.outbox[0].subject
-    with django_capture_on_commit_callbacks(execute=True):
-        assert services.budget_check(now=T0 + 13 * H)[0].notified == []
+    assert services.budget_check(now=T0 + 13 * H)[0].notified == []
+    notify_tasks.deliver_pending()
     assert len(mail.outbox) == 1
     assert Notification.objects.filter(kind="budget_threshold").count() == 1
+    assert NotifyEvent.objects.filter(kind="budget").count() == 1
 
 
 def test_budget_check_without_mail_records_the_notification_for_nobody(spent_60, django_capture_on_commit_callbacks):
@@ -56,6 +64,7 @@ def test_budget_check_without_mail_records_the_notification_for_nobody(spent_60,
     assert check.notified == [50]
     assert callbacks == []
     assert mail.outbox == []
+    assert not NotifyEvent.objects.filter(kind="budget").exists()
     assert Notification.objects.get(kind="budget_threshold").emailed_to == []
 
 

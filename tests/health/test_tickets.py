@@ -7,6 +7,8 @@ from django.core import mail
 from django.test import override_settings
 
 from kernel.errors import Conflict
+from notify import tasks as notify_tasks
+from notify.models import Event as NotifyEvent
 from pools.health import tickets
 from pools.health.ingest import health_ingest_scrape
 from pools.health.selectors import open_tickets_for, validation_pinning
@@ -33,7 +35,7 @@ def running_job(pool, name="train", *, checkpoint=True, at=0):
     return job, job.allocations.get(ended_at__isnull=True).device
 
 
-def test_running_job_is_checkpointed_moved_and_its_owner_told(pool, django_capture_on_commit_callbacks):
+def test_running_job_is_checkpointed_moved_and_its_owner_told(pool, django_capture_on_commit_callbacks, settings):
     job, device = running_job(pool)
     with django_capture_on_commit_callbacks(execute=True):
         report = xid79(pool, device, 10)
@@ -49,9 +51,13 @@ def test_running_job_is_checkpointed_moved_and_its_owner_told(pool, django_captu
     moving = job.events.get(kind=JobEvent.Kind.PREEMPTED)
     assert "unhealthy hardware" in moving.message
     assert moving.details["reason"] == "device_unhealthy"
-    [message] = mail.outbox
+    # the owner is told through the lifecycle outbox: one notification for the move (not one per timeline line)
+    assert NotifyEvent.objects.filter(job=job, kind="health").count() == 1
+    settings.NOTIFY_BATCH_SECONDS, settings.NOTIFY_STALE_SECONDS = 0, 10**9
+    notify_tasks.deliver_pending()
+    [message] = mail.outbox  # one digest: admitted, started, and the move
     assert message.to == ["ada@example.org"]
-    assert "unhealthy" in message.subject
+    assert "moved off a failing GPU: Moving off unhealthy hardware" in message.body
     tick(pool, 15)  # checkpoint still being written
     job.refresh_from_db()
     assert job.state == Job.State.PREEMPTING

@@ -1,0 +1,132 @@
+"""Writing the outbox: one :class:`notify.models.Event` per change worth telling, in the change's own transaction.
+
+Job changes arrive through queues' ``JobEventListener`` port (every timeline event queues writes passes here);
+budget thresholds come from billing's budget check (the threshold detection is billing's, once per period); the
+periodic scans (:mod:`notify.scans`) add "first in line" and "idle GPUs". Each event's key names the change it
+reports (job, kind, the timeline event or transition), and the database keeps one row per recipient and key, so
+a retried or replayed change is recorded once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from notify.kinds import Kind, kind_for_event
+from notify.models import Event
+from pools.models import Cluster
+from queues.models import Job, JobEvent, Team
+from queues.services import has_checkpoint_policy
+
+
+@dataclass(frozen=True)
+class Pending:
+    """An event to record (see :func:`events_record`)."""
+
+    recipient_id: int
+    kind: str
+    key: str
+    title: str
+    message: str
+    at: datetime
+    job: Job | None = None
+    team: Team | None = None
+    details: dict = field(default_factory=dict)
+
+
+def events_record(pending: Iterable[Pending]) -> int:
+    """Write events into the outbox inside the caller's transaction; a key already recorded for that recipient is
+    left as it is (one ``INSERT … ON CONFLICT DO NOTHING``). Returns how many were offered."""
+    now = timezone.now()
+    rows = [
+        Event(
+            recipient_id=p.recipient_id,
+            kind=p.kind,
+            key=p.key[:200],
+            job=p.job,
+            team=p.team,
+            title=p.title[:200],
+            message=p.message,
+            details=p.details,
+            created_at=p.at,
+            recorded_at=now,
+        )
+        for p in pending
+    ]
+    Event.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
+    return len(rows)
+
+
+TITLES = {
+    Kind.ADMITTED: "admitted",
+    Kind.RECLAIM: "borrowed GPUs will be reclaimed: checkpoint now",
+    Kind.PREEMPTED: "preempted",
+    Kind.HEALTH: "moved off a failing GPU",
+    Kind.FINISHED: "finished",
+    Kind.FAILED: "failed",
+}
+
+
+def checkpoint_grace_seconds(job: Job) -> int:
+    """How long a job asked to checkpoint has before it is evicted: the simulated cluster's checkpoint time, or the
+    pods' termination grace period on Kubernetes (``KUBE_CHECKPOINT_GRACE_SECONDS``); 0 without a policy."""
+    if not has_checkpoint_policy(job):
+        return 0
+    backend = Cluster.objects.filter(pk=job.cluster_id).values_list("backend", flat=True).first()
+    if backend == Cluster.Backend.KUBERNETES:
+        return int(settings.KUBE_CHECKPOINT_GRACE_SECONDS)
+    return int(settings.SIMULATED_CHECKPOINT_SECONDS)
+
+
+def _job_pending(event: JobEvent, job: Job, kind: str) -> Pending:
+    """The outbox row for a job timeline event that calls for notification ``kind``."""
+    title = f"{job.team.slug}/{job.name}: {TITLES[kind]}"
+    if kind == Kind.ADMITTED and event.kind != JobEvent.Kind.ADMITTED:
+        title = f"{job.team.slug}/{job.name}: {'resumed' if event.kind == JobEvent.Kind.RESUMED else 'started'}"
+    elif kind == Kind.FINISHED and event.kind == JobEvent.Kind.CANCELLED:
+        title = f"{job.team.slug}/{job.name}: cancelled"
+    elif kind == Kind.FAILED and event.kind == JobEvent.Kind.TIMED_OUT:
+        title = f"{job.team.slug}/{job.name}: timed out"
+    message, details = event.message, {}
+    key = f"job:{job.pk}:{kind}:{event.pk}"
+    if kind == Kind.RECLAIM:
+        grace = checkpoint_grace_seconds(job)
+        if grace:
+            deadline = event.at + timedelta(seconds=grace)
+            details = {"deadline": deadline.isoformat(), "graceSeconds": grace}
+            message += (
+                f" The GPUs it borrowed from the cohort are taken back: checkpoint now; it is evicted once its "
+                f"checkpoint is written, at the latest {grace} s after {event.at.astimezone(UTC):%H:%M:%S} UTC."
+            )
+        else:
+            message += " It has no checkpoint policy: it is evicted now and the work since its start is lost."
+    elif kind == Kind.HEALTH:
+        # health writes a move and its explanation at the same instant: one notification for both
+        devices = ",".join(str(d) for d in sorted(event.details.get("devices") or []))
+        key = f"job:{job.pk}:health:{event.at.isoformat()}:{devices}"
+    return Pending(job.owner_id, kind, key, title, message, event.at, job=job, team=job.team, details=details)
+
+
+class JobEventRecorder:
+    """queues' ``JobEventListener``: records the notification a timeline event calls for, in its transaction."""
+
+    def job_event_recorded(self, *, event: JobEvent) -> None:
+        """Record the event's notification, if it calls for one (most do not)."""
+        job = event.job
+        kind = kind_for_event(event_kind=event.kind, details=event.details or {}, borrowing=job.borrowing)
+        if kind is not None:
+            events_record([_job_pending(event, job, kind)])
+
+
+def budget_threshold_record(*, notification_id: int, team: Team, lead_ids: Iterable[int], message: str, at: datetime,
+                            threshold: int) -> int:  # fmt: skip
+    """Tell the team's leads that a budget threshold was crossed (billing detected it, once per period: its
+    ``Notification`` row is the key). Called in billing's transaction."""
+    title = f"{team.name}: {threshold} % of the budget used"
+    return events_record(
+        Pending(lead, Kind.BUDGET, f"budget:{notification_id}", title, message, at, team=team) for lead in lead_ids
+    )
