@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from kernel.errors import ValidationFailed
+from kernel.htmx import htmx_login_required
 from notify import selectors
 from notify.forms import PreferenceForm
 from notify.services import preference_get, preference_set, test_message_record
 
 
-@login_required
+@htmx_login_required
 @require_http_methods(["GET", "POST"])
 def notifications(request: HttpRequest) -> HttpResponse:
     """List the user's digests and unsent events; the form beside them changes their preferences (or, with

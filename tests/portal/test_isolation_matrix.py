@@ -193,6 +193,14 @@ MATRIX: dict[str, Row] = {
         NO_POST,
         body=lambda w: {"team": "vision", "next": "/jobs/"},
     ),
+    # Anyone signed in: their own digests and preferences (tests/notify covers that no one sees another's).
+    "notifications/": Row(
+        fixed("/notifications/"),
+        SIGNED_IN,
+        who(302, anonymous=LOGIN),
+        SIGNED_IN_HX,
+        body=lambda w: {"email": "on", "webhook_url": ""},
+    ),
     "tokens/": Row(
         fixed("/tokens/"),
         SIGNED_IN,
