@@ -177,7 +177,13 @@ NOT_KUEUE = [
 ]
 
 
-@pytest.mark.parametrize("text", NOT_KUEUE)
+#: Issue 16's short form "workload didn't fit" is no message of Kueue v0.9 to main (tests/fixtures/reference/SOURCE.md):
+#: a literal under review in kueue#125 (March 2022) and a unit-test case name in pkg/scheduler/scheduler_test.go;
+#: v0.1's "Workload didn't fit in the remaining quota" (v1alpha1 API) gave way to per-flavor reasons with kueue#189.
+NOT_WRITTEN_SINCE_V09 = ["workload didn't fit", "Workload didn't fit in the remaining quota", "didn't fit"]
+
+
+@pytest.mark.parametrize("text", [*NOT_KUEUE, *NOT_WRITTEN_SINCE_V09])
 def test_text_that_is_not_kueues_is_unrecognised_and_shown_raw(text):
     t = km.translate(text, reason="Pending")
     assert t.code == km.UNRECOGNISED
@@ -306,9 +312,11 @@ def test_job_page_shows_text_that_is_not_kueues_raw(world, kube, portal, client)
     job = world.submit()
     kube.create_workload(job.k8s_name, "team-vision")
     client.force_login(portal.user)
-    text = "Back-off restarting failed container"
-    kube.pending(job.k8s_name, "team-vision", text, when=at(100))
-    world.sync()
-    job = world.job(job)
-    assert (job.wait_reason, job.wait_message) == ("", text)
-    assert text in client.get(reverse("queues:job_detail", args=[job.pk])).content.decode()
+    texts = ["Back-off restarting failed container", *NOT_WRITTEN_SINCE_V09]
+    for i, text in enumerate(texts):
+        kube.pending(job.k8s_name, "team-vision", text, when=at(100 + i))
+        world.sync()
+        job = world.job(job)
+        assert (job.wait_reason, job.wait_message) == ("", text)
+        page = html.unescape(client.get(reverse("queues:job_detail", args=[job.pk])).content.decode())
+        assert text in page
