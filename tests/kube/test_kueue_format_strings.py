@@ -15,7 +15,9 @@ import yaml
 from django.core.management import call_command
 from django.urls import reverse
 
+from clusters.kube_sync.config import kube_config_push
 from queues import kueue_messages as km
+from tests.factories import TopologyFactory
 from tests.fixtures import REFERENCE
 from tests.kube.cluster import at, workload_name
 from tests.kube.schemas import validate
@@ -284,27 +286,56 @@ def test_job_page_shows_the_sentence_explain_gives(group, world, kube, emulator,
         world.sync()
         assert world.job(holder).state == "running"
     for i, f in enumerate(fixtures):
-        job = world.submit(f"f{i}", minute=i + 2)
-        kube.create_workload(job.k8s_name, job.k8s_namespace, when=at(i + 2))
-        _put_fixture(kube, emulator, job, f, at(i + 2.5))
-        world.sync()
-        job = world.job(job)
-        records = [r for r in _explain_all(_cluster_dump(emulator)) if r["name"] == workload_name(job.k8s_name)]
-        assert len(records) == 1, f["id"]
-        (expected,) = records
-        page = html.unescape(client.get(reverse("queues:job_detail", args=[job.pk])).content.decode())
+        job, expected, page = _page_and_explain(world, kube, emulator, client, f, minute=i + 2)
         if group == "event":
             (event,) = expected["events"]
             assert event["code"] == f["code"], f["id"]
             assert _shown(event["message"], portal) in page, f["id"]
             continue
-        if group in ("deactivated", "finished"):
-            assert expected["code"] == f["code"], f["id"]
+        assert expected["code"] == f["code"], (f["id"], expected)
+        if group == "deactivated":  # deactivated for good: the job ends, in explain's words
+            assert job.is_final, f["id"]
             assert _shown(expected["message"], portal) in page, f["id"]
             continue
-        assert expected["code"] == f["code"], (f["id"], expected)
+        if group == "finished":  # a replaced workload slice: not the job's end, a note on its timeline
+            assert job.state == "pending", f["id"]
+            assert _shown(expected["message"], portal) in page, f["id"]
+            continue
         assert (job.wait_reason, job.wait_message) == (f["code"], _shown(expected["message"], portal)), f["id"]
         assert job.wait_message in page, f["id"]
+
+
+def _page_and_explain(world, kube, emulator, client, f: dict, *, minute: float):
+    """A job of its own with the fixture on its Workload, synced: the job, explain's record of a dump of the same
+    cluster for its Workload, and its page (text)."""
+    job = world.submit(f"f{int(minute)}", minute=minute)
+    kube.create_workload(job.k8s_name, job.k8s_namespace, when=at(minute))
+    _put_fixture(kube, emulator, job, f, at(minute + 0.5))
+    world.sync()
+    job = world.job(job)
+    records = [r for r in _explain_all(_cluster_dump(emulator)) if r["name"] == workload_name(job.k8s_name)]
+    assert len(records) == 1, f["id"]
+    page = html.unescape(client.get(reverse("queues:job_detail", args=[job.pk])).content.decode())
+    return job, records[0], page
+
+
+@pytest.mark.django_db
+def test_job_page_and_explain_read_the_same_pool_for_a_topology_message(
+    world, kube, emulator, portal, client, cluster, api
+):
+    """With the flavor on Topology "gpu", both read the pool instead of the message's own node counts: 16 H100s are
+    free for a job of 8, so every TAS placement failure is topology_fragmented on the page and in explain."""
+    portal.flavor.topology = TopologyFactory(name="gpu", levels=["cloud.com/block", "kubernetes.io/hostname"])
+    portal.flavor.save()
+    kube_config_push(cluster=cluster, api=api)
+    world.sync()
+    client.force_login(portal.user)
+    placement = [f for f in FORMATS if page_group(f) == "topology" and "fit" in f["message"]]
+    assert len(placement) >= 4
+    for i, f in enumerate(placement):
+        job, expected, _page = _page_and_explain(world, kube, emulator, client, f, minute=i + 2)
+        assert expected["code"] == km.TOPOLOGY_FRAGMENTED, (f["id"], expected)
+        assert (job.wait_reason, job.wait_message) == (expected["code"], _shown(expected["message"], portal)), f["id"]
 
 
 @pytest.mark.django_db
