@@ -27,7 +27,7 @@ from pools.selectors import SHARING_KIND
 from queues import job_sync
 from queues import kueue_messages as km
 from queues import services as job_services
-from queues.models import Job, QuotaLine, TeamQuota
+from queues.models import Job, JobEvent, QuotaLine, TeamQuota
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,9 @@ REQUEUE_REASONS = {
     "LocalQueueStopped": "queue_stopped",
     "Deactivated": "deactivated",
 }
+#: Finished=True on a Workload slice that a resized slice of the same Job replaced: not the Job's end.
+SLICE_REPLACED = "WorkloadSliceReplaced"
+#: Deactivations that end a job for good: its final state, and the sentence when Kueue's text is not recognised.
 FINAL_DEACTIVATIONS = {
     "DeactivatedDueToMaximumExecutionTimeExceeded": (
         Job.State.TIMED_OUT,
@@ -343,7 +346,7 @@ def _final_outcome(bj: dict, jc: dict[str, dict], wlc: dict[str, dict]) -> tuple
         if cond.get("reason") == "DeadlineExceeded":
             return Job.State.TIMED_OUT, at, "Stopped at its maximum runtime (activeDeadlineSeconds)."
         return Job.State.FAILED, at, f"Failed: {cond.get('message') or cond.get('reason') or 'the Job failed'}"
-    if _true(wlc, "Finished"):
+    if _true(wlc, "Finished") and wlc["Finished"].get("reason") != SLICE_REPLACED:
         cond = wlc["Finished"]
         state = Job.State.SUCCEEDED if cond.get("reason") == "Succeeded" else Job.State.FAILED
         return state, _ltt(wlc, "Finished"), cond.get("message") or cond.get("reason", "Finished")
@@ -616,10 +619,26 @@ def _ended(job: Job, st: KubeJobState, ctx: EvalContext, seen: _Observed, outcom
         )
         outcome.actions.append(Job.State.CANCELLED)
         return True
+    if _true(seen.wlc, "Finished") and seen.wlc["Finished"].get("reason") == SLICE_REPLACED:
+        # the sentence explain gives, once on the timeline; the new slice's Workload says what happens next
+        verdict = km.workload_verdict(seen.wl, context=ctx.message_context(job))
+        key = f"{(seen.wl.get('metadata') or {}).get('uid', '')}:{SLICE_REPLACED}"
+        job_services.record_event(
+            job,
+            JobEvent.Kind.NOTE,
+            verdict.message,
+            at=_clamp(_ltt(seen.wlc, "Finished"), job.state_changed_at, now),
+            details={"source": "kueue", "reason": SLICE_REPLACED, "kueueMessage": verdict.kueue_message},
+            source_key=key[:200],
+        )
+        return True
     if seen.wl and (seen.wl.get("spec") or {}).get("active") is False:
         final_state = FINAL_DEACTIVATIONS.get(seen.evicted.get("reason", ""))
         if final_state and not seen.live:
             state, message = final_state
+            verdict = km.workload_verdict(seen.wl, context=ctx.message_context(job))
+            if verdict.code != km.UNRECOGNISED:  # the sentence explain gives for this Workload
+                message = verdict.message
             at = _released_at(st, seen.evicted_at, now)
             job_services.job_finish(job, state=state, now=_clamp(at, job.state_changed_at, now), message=message)
             outcome.actions.append(state)

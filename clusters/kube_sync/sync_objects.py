@@ -14,6 +14,7 @@ from django.db.models import Q
 
 from clusters.kube_sync.api import WatchEvent
 from clusters.kube_sync.batches import BATCH, iso_time
+from clusters.kube_sync.evaluate import EvalContext
 from clusters.kube_sync.observe import (
     compact_batch_job,
     compact_pod,
@@ -257,6 +258,7 @@ class JobObjectEvents:
         if not wanted:
             return set()
         jobs = self.jobs_for_objects([(k, ns, n) for k, ns, n, _ in wanted])
+        ctx: EvalContext | None = None  # the pool view, read once when a Workload's Event needs it
         for kind, namespace, name, obj in wanted:
             job = jobs.get((kind, namespace, name))
             if job is None:
@@ -274,18 +276,26 @@ class JobObjectEvents:
             )
             reason = obj.get("reason", "")
             message = obj.get("message") or obj.get("note") or ""
+            details = {
+                "source": "kubernetes",
+                "type": obj.get("type", ""),
+                "reason": reason,
+                "object": f"{kind}/{name}",
+            }
+            shown = message
+            if kind == "Workload" and message:
+                # Kueue's words as explain gives them for this Event (the raw text stays in the details)
+                ctx = ctx or EvalContext(self.cluster, now=self.clock())
+                t = km.translate(message, reason=reason, context=ctx.message_context(job))
+                if t.recognised:
+                    shown = t.message
+                    details["kueueMessage"] = message
             job_services.record_event(
                 job,
                 JobEvent.Kind.NOTE,
-                f"{kind} {reason}: {message}" if message else f"{kind} {reason}",
+                f"{kind} {reason}: {shown}" if shown else f"{kind} {reason}",
                 at=at,
-                details={
-                    "source": "kubernetes",
-                    "type": obj.get("type", ""),
-                    "reason": reason,
-                    "object": f"{kind}/{name}",
-                    "count": count,
-                },
+                details={**details, "count": count},
                 source_key=f"{meta.get('uid', '')}:{count}"[:200],
             )
             if reason == "WorkloadPriorityClassNotFound" and job.state == Job.State.PENDING:

@@ -120,8 +120,9 @@ def open_tickets_for(
     ]
 
 
-#: Keys of a wait reason's details that name the nodes excluded for health (engine; Kueue message translation).
-_NODE_KEYS = ("unhealthyNodes", "healthExcludedNodes")
+#: Keys of a wait reason's details that name the nodes excluded for health (engine; Kueue message translation:
+#: "no replacement for unhealthy node(s): a,b"). Only lists name nodes: the same keys may hold a count.
+_NODE_KEYS = ("unhealthyNodes", "healthExcludedNodes", "nodes")
 MAX_NAMED_DEVICES = 20
 
 
@@ -133,7 +134,8 @@ def health_blocked_details(
     The nodes are those the reason names; when it names none (the kubernetes path counts units only), every
     node of the class's flavors with an excluded unit of the class's resource. Two to four queries.
     """
-    names = sorted({str(n) for key in _NODE_KEYS for n in (details.get(key) or [])})
+    lists = [details.get(key) for key in _NODE_KEYS]
+    names = sorted({str(n) for value in lists if isinstance(value, list | tuple) for n in value})
     units = Device.objects.filter(node__cluster=cluster, node__gone_at__isnull=True, gone_at__isnull=True).exclude(
         health__in=USABLE_HEALTH
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pools.health import tickets
+from pools.health.selectors import health_blocked_details
 from pools.health.services import Actor
 from pools.models import Device, HealthState, RepairTicket
 from queues.diagnosis import job_diagnosis
@@ -121,3 +122,16 @@ def test_fragmented_job_page_shows_the_largest_free_block(client, pool):
     assert sentence in html
     diagnosis = job_diagnosis(waiting, now=pool.at(203))
     assert diagnosis.details["largestFreeBlock"] == 2
+
+
+def test_health_blocked_details_take_node_names_from_lists_only(pool):
+    """Kueue's TAS translation puts a count under ``healthExcludedNodes`` and node names under ``nodes``."""
+    _job, device, _ticket = _blocked_job(pool)
+    other = next(n for n in pool.nodes if n.pk != device.node_id)
+    counted = health_blocked_details(cluster=pool.cluster, resource_class=None, details={"healthExcludedNodes": 3})
+    assert [d["device"] for d in counted["excludedDevices"]] == [device.key]
+    assert counted["healthExcludedNodes"] == 3
+    named = health_blocked_details(cluster=pool.cluster, resource_class=None, details={"nodes": [other.name]})
+    assert named["excludedDevices"] == []
+    named = health_blocked_details(cluster=pool.cluster, resource_class=None, details={"nodes": [device.node.name]})
+    assert [d["node"] for d in named["excludedDevices"]] == [device.node.name]
