@@ -17,7 +17,7 @@ from clusters.kube_sync.conf import kube_setting
 from clusters.models import KubeJobState
 from pools.health.nodes import health_nodes_reconcile
 from pools.health.services import Actor
-from pools.inventory.parse import parse_inventory
+from pools.inventory.parse import QUARANTINE_ANNOTATION, parse_inventory
 from pools.inventory.records import InventoryError
 from pools.inventory.service import NODE_FIELDS, SUSPECT_NODE_LIST, MassRemovalRefused, inventory_import
 from pools.models import Allocation, Cluster, Node
@@ -30,13 +30,14 @@ SUSPECT_PREFIX = SUSPECT_NODE_LIST
 
 
 def node_fields(obj: dict) -> dict:
-    """The fields of a Node the inventory reads."""
+    """The fields of a Node the inventory reads (of the annotations, only NVSentinel's quarantine event)."""
     meta = obj.get("metadata") or {}
     status = obj.get("status") or {}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k == QUARANTINE_ANNOTATION}
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}},
+        "metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}, "annotations": annotations},
         "spec": {k: v for k, v in (obj.get("spec") or {}).items() if k in ("taints", "unschedulable")},
         "status": {k: status[k] for k in ("capacity", "allocatable", "conditions") if k in status},
     }

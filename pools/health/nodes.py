@@ -59,6 +59,8 @@ NODE_TAINT_SIGNAL = "node_taint"
 _GPU_INDEX = re.compile(r"\bGPU:(\d+)\b")
 #: Longest condition message quoted in a wait reason.
 CAUSE_MESSAGE_MAX = 160
+#: How the inventory import words a fault-quarantine cordon in a device's health reason.
+QUARANTINE_REASON = "node quarantined ("
 
 
 # --- reading a node ------------------------------------------------------------------------------------------
@@ -120,7 +122,12 @@ def node_health_causes(
     for condition in failing_conditions(node, condition_types):
         causes.append(f"condition {condition_text(condition, limit=CAUSE_MESSAGE_MAX)}")
     if node.unschedulable:
-        causes.append("cordoned")
+        quarantine = next((r for r in device_reasons if QUARANTINE_REASON in r), "")
+        if quarantine:  # "node quarantined (NVSentinel fault quarantine: GpuXidError 79 …)", as the import wrote it
+            detail = quarantine.split(QUARANTINE_REASON, 1)[1].removesuffix(")")
+            causes.append(f"cordoned by {detail}"[:CAUSE_MESSAGE_MAX])
+        else:
+            causes.append("cordoned")
     if resource:
         capacity = str((node.capacity or {}).get(resource, ""))
         allocatable = str((node.allocatable or {}).get(resource, ""))

@@ -143,3 +143,24 @@ def test_a_cleared_node_gives_its_devices_back_only_through_validation(world, ku
     world.sync(full=True)  # a relist of the healthy-looking node changes nothing either
     assert set(_states("gpu-a2").values()) == {HealthState.QUARANTINED}
     assert RepairTicketEvent.objects.filter(ticket=ticket, to_state="").count() == len(notes)
+
+
+#: ILLUSTRATIVE, NOT A CAPTURE (as in tests/pools/test_inventory_vendors.py): the shape of NVSentinel's
+#: ``quarantineHealthEvent`` annotation on a node its fault quarantine cordoned, values made up by us.
+QUARANTINE_EVENT = '{"checkName": "GpuXidError", "errorCode": ["79"], "message": "GPU has fallen off the bus"}'
+
+
+def test_a_fault_quarantine_cordon_reaches_the_sync_and_the_wait_says_who_cordoned(world, kube, emulator):
+    _busy_a1(world, kube)
+    node = gpu_node("gpu-a2")
+    node["metadata"]["annotations"] = {"quarantineHealthEvent": QUARANTINE_EVENT, "unrelated": "x" * 50}
+    node["spec"] = {"unschedulable": True}
+    emulator.put(node)
+    world.sync()
+    assert set(_states("gpu-a2").values()) == {HealthState.QUARANTINED}
+    job = _unschedulable(world, kube, f"{BUSY}, 1 node(s) were unschedulable.{PREEMPTION}", minute=5)
+    assert job.wait_reason == WaitReason.HEALTH_BLOCKED
+    assert (
+        "8 H100 GPUs on gpu-a2 (cordoned by NVSentinel fault quarantine: GpuXidError 79 GPU has fallen off the bus)"
+        in job.wait_message
+    )
