@@ -138,6 +138,17 @@ def node_health_causes(
     return causes
 
 
+#: Health reasons that say the node itself reported the fault (its conditions, health taints, a quarantine cordon).
+NODE_REPORT_PREFIXES = ("node condition ", "node taint ", "node quarantined ")
+#: How a repair ticket prefixes the cause it carries: ``repair ticket #12: …`` or ``repair ticket #12 (in repair): …``.
+_TICKET_PREFIX = re.compile(r"^repair ticket #\d+(?: \([^)]*\))?: ")
+
+
+def is_node_report_reason(reason: str) -> bool:
+    """Whether a device's health reason is a node's own report (also once a repair ticket carries it)."""
+    return _TICKET_PREFIX.sub("", reason or "").startswith(NODE_REPORT_PREFIXES)
+
+
 # --- node signals --------------------------------------------------------------------------------------------
 
 

@@ -60,6 +60,8 @@ HEALTH_TAINT_KEYS: frozenset[str] = frozenset(
 
 #: ``Node.health_gap_by`` of a gap the device plugin made (the default for a Node as Kubernetes reports it).
 DEVICE_PLUGIN = "the device plugin"
+#: ``Node.health_gap_by`` of a gap the node's own reports made (a condition, a health taint, a quarantine cordon).
+NODE_REPORTS = "the node's own health reports"
 
 #: Node label the portal keeps on managed kubernetes nodes with degraded devices (value: how many cards); jobs
 #: prefer nodes without it, and a scenario's Node may carry it to give the engine the same hint.

@@ -121,3 +121,34 @@ def test_fragmented_job_page_shows_the_largest_free_block(client, pool):
     assert sentence in html
     diagnosis = job_diagnosis(waiting, now=pool.at(203))
     assert diagnosis.details["largestFreeBlock"] == 2
+
+
+def test_a_node_condition_gap_is_told_as_the_nodes_own_report(pool):
+    """A simulated cluster whose inventory carries NVSentinel's GpuXidError=True on gpu-node-1 (naming GPU:1):
+    a 4-GPU job that would fit there waits health_blocked, and the sentence says the node reported it."""
+    from pools.health.nodes import health_nodes_reconcile
+
+    first = submit(pool, "first", at=0, devices=4)
+    tick(pool, 1)
+    tick(pool, 2)
+    first.refresh_from_db()
+    busy = first.allocations.first().device.node
+    other = next(n for n in pool.nodes if n.pk != busy.pk)
+    other.conditions = [
+        {
+            "type": "GpuXidError",
+            "status": "True",
+            "reason": "GpuXidErrorIsNotHealthy",
+            "message": "ErrorCode:79 GPU:1 Recommended Action=RESTART_BM;",
+        }
+    ]
+    other.save()
+    health_nodes_reconcile(cluster=pool.cluster, now=pool.at(3))
+    second = submit(pool, "second", at=4, devices=4)
+    tick(pool, 5)
+    second.refresh_from_db()
+    assert second.wait_reason == WaitReason.HEALTH_BLOCKED
+    diagnosis = job_diagnosis(second, now=pool.at(6))
+    assert f"1 H100 GPU on {other.name} is marked unhealthy by the node's own health reports" in diagnosis.message
+    assert "node condition GpuXidError=True: ErrorCode:79 GPU:1 Recommended Action=RESTART_BM" in diagnosis.message
+    assert diagnosis.details["healthNodes"][0]["cause"] == "node_reports"
