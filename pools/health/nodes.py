@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import OuterRef, Subquery
 
 from kernel.errors import DomainError
 from pools.health import policy as pol
@@ -51,7 +52,7 @@ from pools.health.settle import settle_card
 from pools.health.state import check_transition
 from pools.inventory.dra import taint_text
 from pools.inventory.parse import HEALTH_TAINT_EFFECTS, HEALTH_TAINTS
-from pools.models import USABLE_HEALTH, Cluster, Device, DeviceHealthTransition, HealthState, Node
+from pools.models import USABLE_HEALTH, Cluster, Device, DeviceHealthTransition, HealthSignal, HealthState, Node
 
 NODE_CONDITION_SIGNAL = "node_condition"
 NODE_TAINT_SIGNAL = "node_taint"
@@ -229,18 +230,29 @@ def _all_clear(rows: Mapping[str, Any]) -> bool:
 
 
 def node_signals(
-    node: Node, cards: Sequence[Device], *, rules: pol.Rules, now: datetime, actor: Actor, report: IngestReport
+    node: Node,
+    cards: Sequence[Device],
+    *,
+    rules: pol.Rules,
+    now: datetime,
+    actor: Actor,
+    report: IngestReport,
+    with_rows: set[int] | None = None,
 ) -> None:
     """The node's True conditions named by the policy and its health taints as signals of its cards.
 
     NVIDIA cards only (NVSentinel's conditions and taints are about NVIDIA GPUs); a condition whose message names
-    cards (UUID or ``GPU:<index>``) concerns those only.
+    cards (UUID or ``GPU:<index>``) concerns those only. ``with_rows``: the cards known to have a node signal
+    already (None: unknown); a card without one, on a node that reports nothing against it, is not read at all.
     """
     failing = failing_conditions(node, rules.node_condition_types)
     nvidia = [c for c in cards if c.vendor == Device.Vendor.NVIDIA]
+    taints = health_taints(node, Device.Vendor.NVIDIA)
     for card in nvidia:
-        rows = signals_of(card)
         mine = _conditions_of(card, failing, nvidia)
+        if not mine and not taints and with_rows is not None and card.pk not in with_rows:
+            continue
+        rows = signals_of(card)
         _set_signal(
             card,
             rows,
@@ -252,7 +264,6 @@ def node_signals(
             actor=actor,
             report=report,
         )
-        taints = health_taints(node, card.vendor)
         _set_signal(
             card,
             rows,
@@ -382,11 +393,27 @@ def health_nodes_reconcile(
     for device in devices:
         if device.parent_id is None:
             cards.setdefault(device.node_id, []).append(device)
+    with_rows = set(
+        HealthSignal.objects.filter(
+            device__in=[d.pk for d in devices], signal__in=(NODE_CONDITION_SIGNAL, NODE_TAINT_SIGNAL)
+        ).values_list("device_id", flat=True)
+    )
     # Signals first: a card the import already marked unhealthy only gains evidence here, and its move is then
     # recorded once, by adopt_external, with the node's evidence (signals second would note it on the new ticket).
     for node in nodes:
-        node_signals(node, cards.get(node.pk, []), rules=rules, now=now, actor=actor, report=report)
+        node_signals(
+            node, cards.get(node.pk, []), rules=rules, now=now, actor=actor, report=report, with_rows=with_rows
+        )
+    # One query for every device's state and last recorded move; only those that differ are adopted.
+    last = DeviceHealthTransition.objects.filter(device=OuterRef("pk")).order_by("-at", "-id").values("after")[:1]
+    current = {
+        pk: rest
+        for pk, *rest in Device.objects.filter(pk__in=[d.pk for d in devices])
+        .annotate(recorded=Subquery(last))
+        .values_list("pk", "health", "health_reason", "health_changed_at", "recorded")
+    }
     for device in devices:
-        device.refresh_from_db(fields=["health", "health_reason", "health_changed_at"])
-        adopt_external(device, now=now, report=report)
+        device.health, device.health_reason, device.health_changed_at, recorded = current[device.pk]
+        if device.health != (recorded or HealthState.HEALTHY):
+            adopt_external(device, now=now, report=report)
     return report

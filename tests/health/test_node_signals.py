@@ -16,6 +16,7 @@ from pools.health.selectors import health_excluded_nodes
 from pools.inventory.parse import HEALTH_TAINTS
 from pools.models import Device, HealthPolicy, HealthSignal, HealthState, RepairTicket
 from queues.engine.model import HEALTH_TAINT_KEYS
+from tests.factories import DeviceFactory, NodeFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -157,3 +158,15 @@ def test_health_excluded_nodes_counts_units_and_says_why(pool):
     assert [(r.node, r.units, r.flavor) for r in rows] == [(first.name, 4, "h100"), (second.name, 1, "h100")]
     assert rows[0].causes == ("tainted nvidia.com/gpu-xid-error=true:NoSchedule by NVSentinel's fault quarantine",)
     assert rows[1].causes == ("XID 79 (DCGM)",)
+
+
+def test_a_quiet_cluster_is_read_in_a_fixed_number_of_queries(pool, django_assert_max_num_queries):
+    """The kube sync reads every node of a relist: nodes that report nothing cost no per-node or per-card query."""
+    for i in range(2, 12):
+        node = NodeFactory(cluster=pool.cluster, flavor=pool.nodes[0].flavor, name=f"gpu-node-{i}")
+        for index in range(8):
+            DeviceFactory(node=node, index=index)
+    health_nodes_reconcile(cluster=pool.cluster, now=pool.at(1))  # the policy row exists from now on
+    with django_assert_max_num_queries(9):  # 7 reads and locks, and the savepoint around them
+        report = health_nodes_reconcile(cluster=pool.cluster, now=pool.at(2))
+    assert report.changes == []
