@@ -397,7 +397,7 @@ def _default_node_condition_types() -> list[str]:
     NVSentinel's platform connector sets a condition True only for a fatal health event (docs/INTEGRATIONS.md,
     "Condition vs Event Behavior"): the GPU health monitor's XID check and DCGM watches of the GPU itself, and the
     syslog health monitor's checks. Thermal and power watches are left out: throttling is what the portal's own
-    DCGM thresholds grade as degraded, and NVSentinel's default fault-quarantine rules exclude the power one.
+    DCGM thresholds grade as degraded (NVSentinel's default quarantine rules leave out its power-throttle error).
     """
     return [
         "GpuXidError",
