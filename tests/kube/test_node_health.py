@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pools.health import tickets
+from pools.health.ingest import health_reconcile
 from pools.health.nodes import NODE_CONDITION_SIGNAL, NODE_TAINT_SIGNAL
+from pools.health.services import Actor
 from pools.models import Device, HealthSignal, HealthState, RepairTicket, RepairTicketEvent
 from queues.models import Job, WaitReason
 from tests.kube.cluster import at, gpu_node
@@ -164,3 +167,44 @@ def test_a_fault_quarantine_cordon_reaches_the_sync_and_the_wait_says_who_cordon
         "8 H100 GPUs on gpu-a2 (cordoned by NVSentinel fault quarantine: GpuXidError 79 GPU has fallen off the bus)"
         in job.wait_message
     )
+
+
+def test_after_the_node_clears_a_passed_validation_returns_the_gpu(
+    world, kube, emulator, django_capture_on_commit_callbacks
+):
+    """The whole clear path: GpuXidError=True on GPU:3 → in repair; NVSentinel clears it → still in repair; the
+    operator starts validation, the burn-in Job runs on gpu-a2 and succeeds → the sweep returns the GPU."""
+    emulator.put(moment("condition"))
+    world.sync()
+    ticket = RepairTicket.objects.get()
+    emulator.put(moment("cleared"))
+    world.sync()
+    emulator.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "platform-validation"}})
+    with django_capture_on_commit_callbacks(execute=True):
+        run = tickets.ticket_start_validation(ticket=ticket, actor=Actor(label="ops"))  # the portal's clock
+    assert Device.objects.get(pk=ticket.device_id).health == HealthState.VALIDATING
+    job = run.job
+    job.refresh_from_db()
+    ns = job.team.namespace
+    kube.create_workload(job.k8s_name, ns)
+    kube.admit(
+        job.k8s_name, ns, cluster_queue="validation", flavor="h100", nodes=["gpu-a2"], gpus_per_pod=1, when=at(21)
+    )
+    kube.run_pods(job.k8s_name, ns, ["gpu-a2"], when=at(22))
+    kube.complete(job.k8s_name, ns, ["gpu-a2"], started=at(22), when=at(40))
+    world.sync()
+    assert world.job(job).state == Job.State.SUCCEEDED
+    health_reconcile(cluster=ticket.node.cluster)  # the sweep settles the finished burn-in
+    ticket.refresh_from_db()
+    assert ticket.state == RepairTicket.State.RETURNED
+    assert set(_states("gpu-a2").values()) == {HealthState.HEALTHY}
+    moves = ticket.device.health_transitions.order_by("id").values_list("before", "after")
+    assert list(moves) == [
+        ("healthy", "unhealthy"),
+        ("unhealthy", "quarantined"),
+        ("quarantined", "validating"),
+        (
+            "validating",
+            "healthy",
+        ),
+    ]
