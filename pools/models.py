@@ -392,8 +392,27 @@ def _default_throttle_reasons() -> list[str]:
 
 
 def _default_node_condition_types() -> list[str]:
-    """Node conditions (status True) that make a node's GPUs unhealthy: NVSentinel's health check names."""
-    return ["SysLogsXIDError", "SysLogsSXIDError", "SysLogsGPUFallenOff"]
+    """Node conditions (status True) that make a node's GPUs unhealthy: NVSentinel's health check names.
+
+    NVSentinel's platform connector sets a condition True only for a fatal health event (docs/INTEGRATIONS.md,
+    "Condition vs Event Behavior"): the GPU health monitor's XID check and DCGM watches of the GPU itself, and the
+    syslog health monitor's checks. Thermal and power watches are left out: throttling is what the portal's own
+    DCGM thresholds grade as degraded (NVSentinel's default quarantine rules leave out its power-throttle error).
+    """
+    return [
+        "GpuXidError",
+        "GpuMemWatch",
+        "GpuPcieWatch",
+        "GpuInforomWatch",
+        "GpuSmWatch",
+        "GpuNvlinkWatch",
+        "GpuMcuWatch",
+        "GpuPmuWatch",
+        "GpuDriverWatch",
+        "SysLogsXIDError",
+        "SysLogsSXIDError",
+        "SysLogsGPUFallenOff",
+    ]
 
 
 def _default_validation_command() -> list[str]:

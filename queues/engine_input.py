@@ -15,6 +15,7 @@ from datetime import datetime
 from django.db.models import Count, F, Min, Prefetch, Q, QuerySet
 
 from kernel.quantity import parse_quantity
+from pools.health.nodes import is_node_report_reason
 from pools.inventory.records import is_device_plugin_reason
 from pools.models import (
     USABLE_HEALTH,
@@ -204,15 +205,18 @@ def _engine_nodes(rows: QuerySet[Node], devices: QuerySet[Device]) -> tuple[tupl
     """Node rows as engine nodes, their capacity from ``devices`` (one aggregate query, one for exclusions)."""
     units = _node_units(devices)
     bad = defaultdict(list)
-    # Nodes with an excluded unit the portal (DCGM, an operator, a ticket) excluded, not the device plugin.
-    portal_excluded = set()
+    # Nodes with an excluded unit the portal (DCGM, an operator, a ticket) excluded, not the device plugin; nodes
+    # with one the node itself reported (a condition, a health taint, a quarantine cordon).
+    portal_excluded, node_reported = set(), set()
     for node_id, key, reason in (
         devices.exclude(resource_name="")
         .exclude(health__in=USABLE_HEALTH)
         .values_list("node_id", "key", "health_reason")
     ):
         bad[node_id].append(f"{key}: {reason}" if reason else key)
-        if not is_device_plugin_reason(reason or ""):
+        if is_node_report_reason(reason or ""):
+            node_reported.add(node_id)
+        elif not is_device_plugin_reason(reason or ""):
             portal_excluded.add(node_id)
     out, by_name = [], {}
     for node in rows.order_by("name"):
@@ -242,18 +246,20 @@ def _engine_nodes(rows: QuerySet[Node], devices: QuerySet[Device]) -> tuple[tupl
                 allocatable=allocatable,
                 health_reason=reason,
                 degraded_devices=u.degraded,
-                health_gap_by=_gap_by(node.pk in bad, node.pk in portal_excluded),
+                health_gap_by=_gap_by(node.pk in bad, node.pk in portal_excluded, node.pk in node_reported),
             )
         )
         by_name[node.name] = node
     return tuple(out), by_name
 
 
-def _gap_by(excluded: bool, by_portal: bool) -> str:
+def _gap_by(excluded: bool, by_portal: bool, by_node: bool = False) -> str:
     """Who took a node's excluded units out of its allocatable, for the wait reasons (see ``m.Node``)."""
     if not excluded:
         return ""
-    return "the portal's health checks" if by_portal else m.DEVICE_PLUGIN
+    if by_portal:
+        return "the portal's health checks"
+    return m.NODE_REPORTS if by_node else m.DEVICE_PLUGIN
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from django.db.models import Count, Max, Q
 from clusters.kube_sync.observe import parse_time, pod_end, pod_is_live
 from clusters.models import KubeConfigObject, KubeJobState
 from kernel.quantity import parse_quantity
+from pools.health.selectors import health_excluded_nodes
 from pools.models import USABLE_HEALTH, Allocation, Cluster, Device, Node, ResourceFlavor
 from pools.selectors import SHARING_KIND
 from queues import job_sync
@@ -80,6 +81,7 @@ class EvalContext:
         self.cluster = cluster
         self.now = now
         self._pool: dict[tuple[str, str], dict[tuple[str, str], km.PoolFigures]] = {}
+        self._health_nodes: dict[tuple[str, str], dict[tuple[str, str], tuple[km.HealthNode, ...]]] = {}
         #: Devices a team holds per (team, flavor, resource), counted once and kept up to date by admissions
         #: made through this context; any other transition (a release) drops the counts.
         self.held: dict[tuple[int, str, str], int] = {}
@@ -93,6 +95,7 @@ class EvalContext:
     def forget(self) -> None:
         """Drop what was read from the database (a rolled-back evaluation may have changed it); flavors stay."""
         self._pool.clear()
+        self._health_nodes.clear()
         self.held.clear()
         self._nodes.clear()
         self._free.clear()
@@ -231,6 +234,16 @@ class EvalContext:
             }
         return self._pool[key]
 
+    def health_nodes(self, resource: str, kind: str) -> dict[tuple[str, str], tuple[km.HealthNode, ...]]:
+        """Per (flavor, resource): the nodes with units out for health and why (pools' health selector)."""
+        key = (resource, kind)
+        if key not in self._health_nodes:
+            out: dict[tuple[str, str], list[km.HealthNode]] = defaultdict(list)
+            for row in health_excluded_nodes(cluster=self.cluster, resource=resource, kind=kind):
+                out[(row.flavor, row.resource)].append(km.HealthNode(node=row.node, units=row.units, causes=row.causes))
+            self._health_nodes[key] = {k: tuple(v) for k, v in out.items()}
+        return self._health_nodes[key]
+
     def message_context(self, job: Job) -> km.MessageContext:
         """The translation context of one job: its queue, its class's flavors and its request."""
         rc = job.resource_class
@@ -245,6 +258,7 @@ class EvalContext:
             cluster_queue=quota.cluster_queue_name if quota else "",
             quotas=self._quota_figures,
             pool=self.pool(rc.resource_name, SHARING_KIND[rc.sharing]),
+            health_nodes=self.health_nodes(rc.resource_name, SHARING_KIND[rc.sharing]),
             flavor_labels={n: f.label for n, f in self.flavors.items()},
             topology_flavors=self.topology_flavors,
             class_flavors=tuple(link.flavor.name for link in rc.flavor_links.all()),

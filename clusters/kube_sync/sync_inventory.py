@@ -7,16 +7,21 @@ A mixin of :class:`clusters.kube_sync.sync.ClusterSync`; it relies on the ``clus
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from django.db import transaction
 
 from clusters.kube_sync.api import NODES, RESOURCE_SLICES, KubeNotFound, WatchEvent, list_all
 from clusters.kube_sync.batches import chunks
 from clusters.kube_sync.conf import kube_setting
-from pools.inventory.parse import parse_inventory
+from clusters.models import KubeJobState
+from pools.health.nodes import health_nodes_reconcile
+from pools.health.services import Actor
+from pools.inventory.parse import QUARANTINE_ANNOTATION, parse_inventory
 from pools.inventory.records import InventoryError
 from pools.inventory.service import NODE_FIELDS, SUSPECT_NODE_LIST, MassRemovalRefused, inventory_import
 from pools.models import Allocation, Cluster, Node
+from queues.models import Job
 
 log = logging.getLogger(__name__)
 
@@ -25,13 +30,14 @@ SUSPECT_PREFIX = SUSPECT_NODE_LIST
 
 
 def node_fields(obj: dict) -> dict:
-    """The fields of a Node the inventory reads."""
+    """The fields of a Node the inventory reads (of the annotations, only NVSentinel's quarantine event)."""
     meta = obj.get("metadata") or {}
     status = obj.get("status") or {}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k == QUARANTINE_ANNOTATION}
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}},
+        "metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}, "annotations": annotations},
         "spec": {k: v for k, v in (obj.get("spec") or {}).items() if k in ("taints", "unschedulable")},
         "status": {k: status[k] for k in ("capacity", "allocatable", "conditions") if k in status},
     }
@@ -104,12 +110,34 @@ class InventoryEvents:
             log.warning("cluster %s: inventory import refused: %s", self.cluster.name, exc)
             return set()
         self.report.inventory.append(f"nodes {result.nodes.text()}; devices {result.devices.text()}")
+        touched = self.node_health(objects, complete=complete, now=before)
         if not result.orphaned_allocations:
-            return set()
-        return set(
+            return touched
+        return touched | set(
             Allocation.objects.filter(job__cluster=self.cluster, ended_at__isnull=True, device__gone_at__isnull=False)
             .values_list("job_id", flat=True)
             .distinct()
+        )
+
+    def node_health(self, objects: list[dict], *, complete: bool, now: datetime) -> set[int]:
+        """What the imported Nodes say about their devices, read into the health model by pools' health services
+        (conditions the health policy names, health taints, the import's own health marks: transitions, jobs
+        moved off, repair tickets). When a device changed state, the cluster's waiting jobs are returned to be
+        evaluated again: their reasons weigh free against health-excluded capacity."""
+        names = None if complete else [o["metadata"]["name"] for o in objects if o.get("kind") == "Node"]
+        if names == []:
+            return set()
+        health = health_nodes_reconcile(
+            cluster=self.cluster, node_names=names, now=now, actor=Actor(label="kube sync (node health)")
+        )
+        if health.changes:
+            self.report.inventory.append(f"health: {len(health.changes)} device state change(s)")
+        if not health.changes:
+            return set()
+        return set(
+            KubeJobState.objects.filter(cluster=self.cluster, job__state=Job.State.PENDING).values_list(
+                "job_id", flat=True
+            )
         )
 
     def node_events(self, events: list[WatchEvent]) -> tuple[set[int], bool]:

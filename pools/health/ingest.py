@@ -1,10 +1,10 @@
 """Health ingestion: dcgm-exporter scrapes, explicit XID / reset events, and what the inventory import recorded.
 
 Sources: scrapes (``health_ingest_scrape``), event records or NVRM kernel-log lines (``health_ingest_events``,
-``health_ingest_text``), and — without parsing Node objects again — the node conditions, node taints, allocatable
-below capacity and DRA device taints the inventory import stored (``health_reconcile``). Each maps inputs to cards
-(UUID, else node + GPU index, else node + PCI address), updates their signals and settles their state through
-pools.health.services.
+``health_ingest_text``), and — without parsing Node objects again — what the inventory import stored: node
+conditions, node taints and allocatable below capacity (read by pools.health.nodes), DRA device taints
+(``health_reconcile``). Each maps inputs to cards (UUID, else node + GPU index, else node + PCI address), updates
+their signals and settles their state through pools.health.services.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from datetime import datetime
 
 from django.db import transaction
 
-from kernel.errors import DomainError
 from pools.gpu_usage import GPU_UTIL_FIELD, utilisation_prune, utilisation_record
 from pools.health import policy as pol
 from pools.health import tickets
 from pools.health.catalog import XidEvent
 from pools.health.dcgm import GpuSample, ScrapeError, parse_scrape
 from pools.health.events import EventError, EventRecord, load_event_text, looks_like_exposition, normalise_pci
+from pools.health.nodes import health_nodes_reconcile
 from pools.health.services import (
     Actor,
     DeviceSeen,
@@ -30,8 +30,6 @@ from pools.health.services import (
     active_policy,
     aware_now,
     card_of,
-    device_health_set,
-    jobs_protect,
     lock_cards,
     observation_record,
     record_xid,
@@ -41,8 +39,7 @@ from pools.health.services import (
     state_of,
 )
 from pools.health.settle import settle_card
-from pools.health.state import check_transition
-from pools.models import Cluster, Device, DeviceHealthTransition, HealthLevel, HealthSignal, HealthState, Node
+from pools.models import Cluster, Device, HealthLevel, HealthSignal
 
 EVENT_SIGNALS = ("xid", "resets")
 
@@ -304,46 +301,6 @@ def health_ingest_text(
 DRA_XID_TAINT = "gpu.nvidia.com/xid"
 
 
-def _node_condition_signal(
-    node: Node, cards: Sequence[Device], *, rules: pol.Rules, now: datetime, actor: Actor, report: IngestReport
-) -> None:
-    """Node conditions (as the inventory recorded them) that the policy names make the node's NVIDIA GPUs unhealthy."""
-    failing = [
-        c
-        for c in node.conditions or []
-        if c.get("type") in rules.node_condition_types and str(c.get("status")) == "True"
-    ]
-    for card in cards:
-        if card.vendor != Device.Vendor.NVIDIA:
-            continue
-        named = [c for c in failing if card.uuid and card.uuid in str(c.get("message", ""))]
-        mine = named or [c for c in failing if not any(d.uuid and d.uuid in str(c.get("message", "")) for d in cards)]
-        rows = signals_of(card)
-        if not mine and "node_condition" not in rows:
-            continue
-        prev = state_of(rows.get("node_condition"))
-        if mine:
-            text = "; ".join(
-                f"node condition {c['type']}: {c.get('message') or c.get('reason') or 'True'}" for c in mine
-            )
-            level = pol.UNHEALTHY
-        else:
-            text, level = "no failing node condition", pol.OK
-        new = pol.SignalState(
-            level=level,
-            message=text[:500],
-            since=prev.since if prev.level == level and prev.since else now,
-            observed_at=now,
-        )
-        evidence = {"conditions": mine}
-        obs = save_signal(
-            card, rows, "node_condition", new, source=Source.NODE_CONDITION, now=now, evidence=evidence, report=report
-        )
-        turned = ["node_condition"] if obs is not None and level == pol.UNHEALTHY else []
-        if obs is not None:
-            settle_card(card, now=now, actor=actor, report=report, turned_unhealthy=turned, observation=obs)
-
-
 def _dra_xid_taints(device: Device, *, rules: pol.Rules, report: IngestReport) -> bool:
     """XIDs the NVIDIA DRA driver put on a device as ``gpu.nvidia.com/xid=<n>`` taints, as XID events."""
     created = False
@@ -365,110 +322,24 @@ def _dra_xid_taints(device: Device, *, rules: pol.Rules, report: IngestReport) -
     return created
 
 
-def _adopt_external(device: Device, *, now: datetime, report: IngestReport) -> None:
-    """Record a health change someone else wrote (the inventory import), or undo one the state machine forbids."""
-    last = device.health_transitions.order_by("-at", "-id").first()
-    recorded = last.after if last else HealthState.HEALTHY
-    if device.health == recorded:
-        return
-    node = device.node
-    evidence = {
-        "health_reason": device.health_reason,
-        "node_taints": node.taints,
-        "capacity": node.capacity,
-        "allocatable": node.allocatable,
-        "device_taints": device.taints,
-        "conditions": [c for c in node.conditions or [] if str(c.get("status")) != "False"][:10],
-    }
-    external, reason = device.health, device.health_reason or f"set to {device.health} by the inventory import"
-    if not _legal(recorded, external):
-        # An illegal external write (e.g. unhealthy over quarantined): the repair workflow's state stands.
-        if _legal(external, recorded):
-            device_health_set(
-                device,
-                to=recorded,
-                reason=(last.reason if last else "") or recorded,
-                now=now,
-                actor=Actor(label="portal health (restored)"),
-                evidence={"overwritten_by_inventory": external, **evidence},
-                ticket=tickets.open_ticket_of(card_of(device)),
-                report=report,
-            )
-        else:
-            _force(device, recorded, last)
-        return
-    obs, _ = observation_record(
-        source=Source.NODE_CONDITION,
-        signal="inventory",
-        level=pol.UNHEALTHY if external == HealthState.UNHEALTHY else pol.OK,
-        message=reason,
-        observed_at=device.health_changed_at or now,
-        device=device,
-        evidence=evidence,
-        report=report,
-    )
-    device.health = recorded
-    device_health_set(
-        device,
-        to=external,
-        reason=reason,
-        now=device.health_changed_at or now,
-        actor=Actor(label="inventory import"),
-        evidence=evidence,
-        observation=obs,
-        report=report,
-    )
-    if external == HealthState.UNHEALTHY:
-        policy = active_policy()
-        report.jobs_protected += jobs_protect(devices=[device], reason=reason, now=now, policy=policy)
-        if policy.auto_open_ticket:
-            ticket = tickets.ticket_open(
-                device=device, reason=reason, actor=Actor(label="inventory import"), now=now, evidence=evidence
-            )
-            if ticket.pk not in report.tickets_opened:
-                report.tickets_opened.append(ticket.pk)
-
-
-def _legal(before: str, after: str) -> bool:
-    try:
-        check_transition(before, after)
-    except DomainError:
-        return False
-    return True
-
-
-def _force(device: Device, state: str, last: DeviceHealthTransition | None) -> None:
-    """Put back a state without a transition (the external write was not one the machine knows)."""
-    device.health = state
-    device.health_reason = (last.reason if last else "")[:300]
-    device.save(update_fields=["health", "health_reason"])
-
-
 @transaction.atomic
 def health_reconcile(*, cluster: Cluster, now: datetime | None = None) -> IngestReport:
-    """Sweep one cluster: node conditions, DRA XID taints and health changes the inventory import wrote; then
-    advance repair tickets (drains done, validations finished). Idempotent: a second run changes nothing."""
+    """Sweep one cluster: what its nodes say (health changes the inventory import wrote, node conditions, health
+    taints: pools.health.nodes), DRA XID taints and decaying XID chains; then advance repair tickets (drains done,
+    validations finished). Idempotent: a second run changes nothing."""
     now = aware_now(now)
     rules = pol.Rules.from_policy(active_policy())
     report = IngestReport(origin=f"reconcile {cluster.name}")
-    actor = Actor(label="node conditions")
-    devices = list(
-        Device.objects.filter(node__cluster=cluster, node__gone_at__isnull=True, gone_at__isnull=True)
+    health_nodes_reconcile(cluster=cluster, now=now, report=report)
+    devices = [
+        d
+        for d in Device.objects.filter(node__cluster=cluster, node__gone_at__isnull=True, gone_at__isnull=True)
         .select_related("node", "parent")
         .order_by("pk")
-    )
+        if d.taints
+    ]
     lock_cards(devices)
-    for device in devices:
-        _adopt_external(device, now=now, report=report)
-    cards_by_node: dict[int, list[Device]] = {}
-    for device in devices:
-        if device.parent_id is None:
-            cards_by_node.setdefault(device.node_id, []).append(device)
-    for node in Node.objects.filter(cluster=cluster, gone_at__isnull=True).order_by("pk"):
-        _node_condition_signal(node, cards_by_node.get(node.pk, []), rules=rules, now=now, actor=actor, report=report)
-    tainted = {
-        card_of(d).pk: card_of(d) for d in devices if d.taints and _dra_xid_taints(d, rules=rules, report=report)
-    }
+    tainted = {card_of(d).pk: card_of(d) for d in devices if _dra_xid_taints(d, rules=rules, report=report)}
     for card in tainted.values():
         card.refresh_from_db()
         rows = signals_of(card)

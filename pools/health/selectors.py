@@ -17,6 +17,8 @@ from django.utils import timezone
 
 from kernel.quantity import parse_quantity
 from pools.health.directives import TAINT_EFFECT, TAINT_KEY, node_is_managed
+from pools.health.nodes import node_health_causes
+from pools.health.services import active_policy
 from pools.models import (
     USABLE_HEALTH,
     Allocation,
@@ -173,6 +175,60 @@ def health_blocked_details(
             for t in tickets
         ],
     }
+
+
+@dataclass(frozen=True)
+class HealthExcludedNode:
+    """A node with units of one (flavor, resource) out for health: how many, and why in words."""
+
+    flavor: str
+    resource: str
+    node: str
+    units: int
+    causes: tuple[str, ...]
+
+
+def health_excluded_nodes(*, cluster: Cluster, resource: str, kind: str) -> list[HealthExcludedNode]:
+    """Per node of the cluster's flavors, its units of ``resource`` (of ``kind``) out for health — not usable, or
+    on a NotReady or cordoned node — and why (``pools.health.nodes.node_health_causes``); most units first.
+    Four queries."""
+    units = Device.objects.filter(
+        node__cluster=cluster,
+        node__gone_at__isnull=True,
+        node__flavor__isnull=False,
+        gone_at__isnull=True,
+        resource_name=resource,
+        kind=kind,
+    ).exclude(Q(health__in=USABLE_HEALTH, node__ready=True, node__unschedulable=False))
+    counts = {
+        (row["node_id"], row["node__flavor__name"]): row["n"]
+        for row in units.values("node_id", "node__flavor__name").annotate(n=Count("id")).order_by()
+    }
+    if not counts:
+        return []
+    reasons: dict[int, list[str]] = defaultdict(list)
+    for node_id, reason in units.exclude(health__in=USABLE_HEALTH).values_list("node_id", "health_reason").distinct():
+        reasons[node_id].append(reason)
+    nodes = Node.objects.in_bulk({node_id for node_id, _ in counts})
+    types = tuple(active_policy().node_condition_types or ())
+    out = [
+        HealthExcludedNode(
+            flavor=flavor,
+            resource=resource,
+            node=nodes[node_id].name,
+            units=n,
+            causes=tuple(
+                node_health_causes(
+                    nodes[node_id],
+                    condition_types=types,
+                    resource=resource,
+                    device_reasons=sorted(reasons.get(node_id, [])),
+                )
+            ),
+        )
+        for (node_id, flavor), n in counts.items()
+    ]
+    return sorted(out, key=lambda h: (-h.units, h.node))
 
 
 # --- health map ----------------------------------------------------------------------------------------------

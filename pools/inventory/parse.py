@@ -50,9 +50,19 @@ __all__ = [
 ]
 
 NODE_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-#: Node taints that say the node's accelerators are broken (NVSentinel), by the vendor they concern.
-#: ``nvidia.com/gpu=present:NoSchedule`` only reserves GPU nodes for GPU pods: it is not one of them.
-HEALTH_TAINTS = {"nvidia.com/gpu-xid-error": NVIDIA, "nvidia.com/gpu-nvlink-error": NVIDIA}
+#: Node taints that say the node's accelerators are broken, by the vendor they concern: the keys NVSentinel's
+#: fault quarantine documents and tests (docs/INTEGRATIONS.md, "Default Taint Examples": GPU XID errors, NVLink
+#: failures, syslog-detected XIDs, generic GPU errors; value ``true``, effect NoSchedule). Only a NoSchedule or
+#: NoExecute taint excludes the devices: NVSentinel uses PreferNoSchedule for "degraded state or warnings", and
+#: kube-scheduler still places pods there. ``nvidia.com/gpu=present:NoSchedule`` only reserves GPU nodes for GPU
+#: pods: it is not one of them.
+HEALTH_TAINTS = {
+    "nvidia.com/gpu-xid-error": NVIDIA,
+    "nvidia.com/gpu-nvlink-error": NVIDIA,
+    "nvidia.com/syslog-xid-error": NVIDIA,
+    "nvidia.com/gpu-error": NVIDIA,
+}
+HEALTH_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
 CONDITION_FIELDS = ("type", "status", "reason", "message", "lastTransitionTime")
 #: The annotation NVSentinel's fault-quarantine module puts on a node it cordons: the health event, as JSON.
 QUARANTINE_ANNOTATION = "quarantineHealthEvent"
@@ -362,7 +372,7 @@ def _apply_health_taints(node: ParsedNode, devices: list[ParsedDevice]) -> None:
                 device.mark_unhealthy(f"node quarantined ({node.quarantine})")
     for taint in node.taints:
         vendor = HEALTH_TAINTS.get(taint["key"])
-        if vendor is None:
+        if vendor is None or taint["effect"] not in HEALTH_TAINT_EFFECTS:
             continue
         for device in devices:
             if device.vendor == vendor:

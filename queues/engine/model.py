@@ -39,10 +39,15 @@ DEFAULT_FAIR_SHARING_STRATEGIES: tuple[FairSharingStrategy, ...] = (
     "LessThanInitialShare",
 )
 
-#: Node taint keys that mean "excluded for health" even when ``Node.health_reason`` is not set.
+#: Node taint keys that mean "excluded for health" even when ``Node.health_reason`` is not set. The four
+#: ``nvidia.com/*-error`` keys are NVSentinel's (the inventory import marks the devices of such a node unhealthy:
+#: ``pools.inventory.parse.HEALTH_TAINTS``, which a test keeps a subset of this set).
 HEALTH_TAINT_KEYS: frozenset[str] = frozenset(
     {
         "nvidia.com/gpu-xid-error",
+        "nvidia.com/gpu-nvlink-error",
+        "nvidia.com/syslog-xid-error",
+        "nvidia.com/gpu-error",
         "nvidia.com/gpu-unhealthy",
         "nvidia.com/gpu-health",
         "amd.com/gpu-unhealthy",
@@ -55,6 +60,8 @@ HEALTH_TAINT_KEYS: frozenset[str] = frozenset(
 
 #: ``Node.health_gap_by`` of a gap the device plugin made (the default for a Node as Kubernetes reports it).
 DEVICE_PLUGIN = "the device plugin"
+#: ``Node.health_gap_by`` of a gap the node's own reports made (a condition, a health taint, a quarantine cordon).
+NODE_REPORTS = "the node's own health reports"
 
 #: Node label the portal keeps on managed kubernetes nodes with degraded devices (value: how many cards); jobs
 #: prefer nodes without it, and a scenario's Node may carry it to give the engine the same hint.

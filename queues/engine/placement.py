@@ -55,7 +55,11 @@ class NodeState:
             self.capacity.setdefault(res, val)
         self.used: dict[str, int] = {}
         self.health_reason = node.health_reason
-        self.health_taints = tuple(t for t in node.taints if t.key in HEALTH_TAINT_KEYS or _healthish(t.key))
+        self.health_taints = tuple(
+            t
+            for t in node.taints
+            if t.effect in ("NoSchedule", "NoExecute") and (t.key in HEALTH_TAINT_KEYS or _healthish(t.key))
+        )
         self.health_gap = {
             res: cap - self.allocatable.get(res, 0)
             for res, cap in self.capacity.items()

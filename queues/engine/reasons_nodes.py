@@ -18,7 +18,7 @@ from kernel.quantity import is_device_resource
 from . import messages as msg
 from .decisions import WaitReason
 from .labels import HOSTNAME_LABEL, taint_to_string
-from .model import DEVICE_PLUGIN
+from .model import DEVICE_PLUGIN, NODE_REPORTS
 from .placement import NodeState, PlacementResult, PodSetRequest
 from .pod_placement import podset_request
 from .records import (
@@ -279,7 +279,7 @@ def health_phrase(node: NodeState, resource: str, label: str) -> dict[str, objec
         cause, text = "taint", f"{amount} held back by the health taint {taints}"
     else:
         by = node.health_gap_by or DEVICE_PLUGIN
-        cause = "device_plugin" if by == DEVICE_PLUGIN else "portal"
+        cause = {DEVICE_PLUGIN: "device_plugin", NODE_REPORTS: "node_reports"}.get(by, "portal")
         text = (
             f"{amount} marked unhealthy by {by} (capacity {msg.qty(resource, capacity)}, "
             f"allocatable {msg.qty(resource, allocatable)})"

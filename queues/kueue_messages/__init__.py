@@ -48,7 +48,7 @@ from queues.engine.wait_codes import (
 )
 
 from .codes import REASON_HINTS, UNRECOGNISED, reason_hint
-from .context import FlavorReason, MessageContext, PoolFigures, QuotaFigures, Translation
+from .context import FlavorReason, HealthNode, MessageContext, PoolFigures, QuotaFigures, Translation
 from .patterns import FLAVOR_PATTERNS, WHOLE_PATTERNS
 from .translate import pods_unschedulable, translate
 from .verdict import Verdict, conditions_of, workload_verdict
@@ -74,6 +74,7 @@ __all__ = [
     "WAIT_CODES",
     "WHOLE_PATTERNS",
     "FlavorReason",
+    "HealthNode",
     "MessageContext",
     "PoolFigures",
     "QuotaFigures",

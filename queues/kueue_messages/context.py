@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,15 @@ class PoolFigures:
     max_free_per_node: int = 0
 
 
+@dataclass(frozen=True)
+class HealthNode:
+    """A node whose units of a (flavor, resource) are out for health: how many, and why in words."""
+
+    node: str
+    units: int
+    causes: tuple[str, ...] = ()
+
+
 @dataclass
 class MessageContext:
     """What the portal knows beyond Kueue's text; every part is optional (empty means "unknown")."""
@@ -47,6 +57,8 @@ class MessageContext:
     request: dict[str, int] = field(default_factory=dict)
     per_pod: dict[str, int] = field(default_factory=dict)
     health_taint_keys: frozenset[str] = HEALTH_TAINT_KEYS
+    #: Per (flavor, resource): the nodes with units out for health, most units first.
+    health_nodes: dict[tuple[str, str], tuple[HealthNode, ...]] = field(default_factory=dict)
 
     def quota(self, flavor: str, resource: str) -> QuotaFigures | None:
         """Figures of the workload's ClusterQueue for a flavor/resource."""
@@ -55,6 +67,11 @@ class MessageContext:
     def label(self, flavor: str) -> str:
         """A flavor's display name."""
         return self.flavor_labels.get(flavor) or flavor
+
+    def health_nodes_of(self, flavors: Sequence[str], resource: str) -> list[HealthNode]:
+        """The nodes of these flavors with ``resource`` out for health, most units first."""
+        found = [n for f in dict.fromkeys(flavors) for n in self.health_nodes.get((f, resource), ())]
+        return sorted(found, key=lambda n: (-n.units, n.node))
 
     def device_resource(self) -> str:
         """The device resource the workload asks for (first extended resource), or ""."""

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from queues.engine.messages import noun
 from queues.engine.model import HEALTH_TAINT_KEYS
 from queues.engine.wait_codes import (
     BORROW_LIMIT,
@@ -96,6 +97,24 @@ def placement_code(
     if fit_none and full_nodes:
         return CLASS_EXHAUSTED, {"fullNodes": full_nodes}
     return TOPOLOGY_FRAGMENTED, {}
+
+
+def health_nodes_phrase(ctx: MessageContext | None, flavors: Sequence[str], resource: str) -> tuple[str, list[dict]]:
+    """The nodes holding the health-excluded capacity, each with how many units and why ("8 H100 GPUs on gpu-a2
+    (tainted nvidia.com/gpu-xid-error=true:NoSchedule by NVSentinel's fault quarantine; condition GpuXidError=True:
+    …)"), at most five named; and the same as figures for the details. ("", []) when the portal knows none."""
+    if ctx is None or not resource:
+        return "", []
+    nodes = ctx.health_nodes_of(flavors, resource)
+    label = ctx.label(flavors[0]) if len(set(flavors)) == 1 else ""
+    parts = []
+    for n in nodes[:5]:
+        why = f" ({'; '.join(n.causes)})" if n.causes else ""
+        parts.append(f"{noun(resource, n.units, label)} on {n.node}{why}")
+    if len(nodes) > 5:
+        parts.append(f"and {len(nodes) - 5} more node(s)")
+    figures = [{"node": n.node, "units": n.units, "causes": list(n.causes)} for n in nodes]
+    return "; ".join(parts), figures
 
 
 def is_health_taint(text: str, ctx: MessageContext | None) -> bool:
@@ -213,6 +232,11 @@ def _decide_placement(reason: FlavorReason, ctx: MessageContext | None) -> Flavo
     }[code]
     if n.get("total_nodes"):
         tail += f" ({n['total_nodes']} nodes, {health_nodes} excluded for health, {full_nodes} full)"
+    if code == HEALTH_BLOCKED:
+        phrase, figures = health_nodes_phrase(ctx, flavors, ctx.device_resource() if ctx else "")
+        if phrase:
+            tail += f": {phrase}"
+            numbers.update(unhealthyNodes=[f["node"] for f in figures], healthNodes=figures)
     return replace(reason, code=code, numbers=numbers, plain=f"{head}: {tail}.")
 
 

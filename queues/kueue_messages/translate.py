@@ -9,7 +9,7 @@ from queues.engine.wait_codes import CLASS_EXHAUSTED, HEALTH_BLOCKED, NO_MATCHIN
 
 from .codes import UNRECOGNISED, reason_hint
 from .context import MessageContext, Translation
-from .flavors import decide, is_health_taint, pick, placement_code, plain_numbers
+from .flavors import decide, health_nodes_phrase, is_health_taint, pick, placement_code, plain_numbers
 from .patterns import scan_reasons
 from .sentences import podset_translation, whole_translation
 
@@ -91,6 +91,12 @@ def pods_unschedulable(messages: Iterable[str], *, context: MessageContext | Non
         CLASS_EXHAUSTED: "Admitted, but the pods cannot start: the nodes' devices are in use.",
         NO_MATCHING_FLAVOR: "Admitted, but no node matches the pods' requirements.",
     }[code]
+    if code == HEALTH_BLOCKED:
+        phrase, figures = health_nodes_phrase(context, flavors, context.device_resource() if context else "")
+        if phrase:
+            head = "Admitted, but the pods cannot start: the free capacity sits on nodes excluded for health"
+            plain = f"{head}: {phrase}."
+            details.update(unhealthyNodes=[f["node"] for f in figures], healthNodes=figures)
     return Translation(code, plain, text, ("kube_scheduler_unschedulable",), details)
 
 

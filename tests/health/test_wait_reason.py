@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pools.health import tickets
+from pools.health.nodes import health_nodes_reconcile
 from pools.health.selectors import health_blocked_details
 from pools.health.services import Actor
 from pools.models import Device, HealthState, RepairTicket
@@ -135,3 +136,32 @@ def test_health_blocked_details_take_node_names_from_lists_only(pool):
     assert named["excludedDevices"] == []
     named = health_blocked_details(cluster=pool.cluster, resource_class=None, details={"nodes": [device.node.name]})
     assert [d["node"] for d in named["excludedDevices"]] == [device.node.name]
+
+
+def test_a_node_condition_gap_is_told_as_the_nodes_own_report(pool):
+    """A simulated cluster whose inventory carries NVSentinel's GpuXidError=True on gpu-node-1 (naming GPU:1):
+    a 4-GPU job that would fit there waits health_blocked, and the sentence says the node reported it."""
+    first = submit(pool, "first", at=0, devices=4)
+    tick(pool, 1)
+    tick(pool, 2)
+    first.refresh_from_db()
+    busy = first.allocations.first().device.node
+    other = next(n for n in pool.nodes if n.pk != busy.pk)
+    other.conditions = [
+        {
+            "type": "GpuXidError",
+            "status": "True",
+            "reason": "GpuXidErrorIsNotHealthy",
+            "message": "ErrorCode:79 GPU:1 Recommended Action=RESTART_BM;",
+        }
+    ]
+    other.save()
+    health_nodes_reconcile(cluster=pool.cluster, now=pool.at(3))
+    second = submit(pool, "second", at=4, devices=4)
+    tick(pool, 5)
+    second.refresh_from_db()
+    assert second.wait_reason == WaitReason.HEALTH_BLOCKED
+    diagnosis = job_diagnosis(second, now=pool.at(6))
+    assert f"1 H100 GPU on {other.name} is marked unhealthy by the node's own health reports" in diagnosis.message
+    assert "node condition GpuXidError=True: ErrorCode:79 GPU:1 Recommended Action=RESTART_BM" in diagnosis.message
+    assert diagnosis.details["healthNodes"][0]["cause"] == "node_reports"

@@ -318,6 +318,70 @@ def test_pods_unschedulable_cordoned_nodes_are_health():
     assert t.code == km.HEALTH_BLOCKED
 
 
+def _sick_ctx(**kw) -> km.MessageContext:
+    """16 GPUs needed, 8 free on healthy nodes, 16 out for health on two nodes (one NVSentinel, one DCGM)."""
+    return km.MessageContext(
+        class_flavors=("h100",),
+        flavor_labels={"h100": "H100"},
+        request={"nvidia.com/gpu": 16},
+        per_pod={"nvidia.com/gpu": 8},
+        pool={("h100", "nvidia.com/gpu"): km.PoolFigures(total=32, free=8, health_excluded=16, max_free_per_node=8)},
+        health_nodes={
+            ("h100", "nvidia.com/gpu"): (
+                km.HealthNode(
+                    node="node-17",
+                    units=8,
+                    causes=(
+                        "tainted nvidia.com/gpu-xid-error=true:NoSchedule by NVSentinel's fault quarantine",
+                        "condition GpuXidError=True: ErrorCode:79 GPU:3 Recommended Action=RESTART_BM",
+                    ),
+                ),
+                km.HealthNode(node="node-18", units=8, causes=("XID 48 (double-bit ECC)",)),
+            )
+        },
+        **kw,
+    )
+
+
+def test_pods_unschedulable_for_health_names_the_nodes_and_why():
+    text = (
+        "0/4 nodes are available: 2 Insufficient nvidia.com/gpu, 1 node(s) had untolerated taint "
+        "{nvidia.com/gpu-xid-error: true}, 1 node(s) were unschedulable."
+    )
+    t = km.pods_unschedulable([text], context=_sick_ctx())
+    assert t.code == km.HEALTH_BLOCKED
+    assert t.message == (
+        "Admitted, but the pods cannot start: the free capacity sits on nodes excluded for health: 8 H100 GPUs on "
+        "node-17 (tainted nvidia.com/gpu-xid-error=true:NoSchedule by NVSentinel's fault quarantine; condition "
+        "GpuXidError=True: ErrorCode:79 GPU:3 Recommended Action=RESTART_BM); 8 H100 GPUs on node-18 (XID 48 "
+        "(double-bit ECC))."
+    )
+    assert t.details["unhealthyNodes"] == ["node-17", "node-18"]
+    assert t.details["healthExcludedNodes"] == 1  # the scheduler's count of tainted nodes stays
+    # the same text without the free capacity on sick nodes is not health_blocked, whatever the nodes say
+    full = _sick_ctx()
+    full.pool = {("h100", "nvidia.com/gpu"): km.PoolFigures(total=32, free=0, health_excluded=8)}
+    assert km.pods_unschedulable([text], context=full).code == km.CLASS_EXHAUSTED
+
+
+def test_tas_health_blocked_names_the_nodes():
+    text = 'couldn\'t assign flavors to pod set main: topology "gpu" allows to fit only 1 out of 2 pod(s)'
+    ctx = _sick_ctx(topology_flavors={"gpu": ["h100"]})
+    t = km.translate(text, context=ctx)
+    assert t.code == km.HEALTH_BLOCKED
+    assert "nodes excluded for health hold the missing room: 8 H100 GPUs on node-17 (tainted " in t.message
+    assert t.details["unhealthyNodes"] == ["node-17", "node-18"]
+
+
+def test_more_than_five_sick_nodes_are_counted_not_named():
+    ctx = _sick_ctx()
+    ctx.health_nodes = {
+        ("h100", "nvidia.com/gpu"): tuple(km.HealthNode(node=f"n{i}", units=2, causes=("cordoned",)) for i in range(7))
+    }
+    t = km.pods_unschedulable(["0/7 nodes are available: 7 node(s) were unschedulable."], context=ctx)
+    assert t.message.endswith("2 H100 GPUs on n4 (cordoned); and 2 more node(s).")
+
+
 def test_pods_unschedulable_unknown_text():
     assert km.pods_unschedulable(["the scheduler is sad"]).code == km.UNRECOGNISED
     assert km.pods_unschedulable([]) is None

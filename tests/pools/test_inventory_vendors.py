@@ -217,7 +217,7 @@ def test_fault_quarantine_reaches_the_engine_as_a_health_cordon():
     assert node.unschedulable
     assert (node.capacity["nvidia.com/gpu"], node.allocatable["nvidia.com/gpu"]) == (8, 0)
     assert "NVSentinel fault quarantine" in node.health_reason
-    assert node.health_gap_by == "the portal's health checks"
+    assert node.health_gap_by == "the node's own health reports"  # NVSentinel's cordon, not the portal's checks
     inventory_import(cluster=cluster, objects=[quarantined_node(cordoned=False)], now=T0 + timedelta(minutes=5))
     (node,), _ = engine_nodes(cluster)
     assert node.allocatable["nvidia.com/gpu"] == 8
