@@ -21,7 +21,8 @@ from django.utils import timezone
 from clusters.kube_sync.api import KubeApi, KubeError, KubeUnavailable
 from clusters.kube_sync.checks import reconcile_checks
 from clusters.kube_sync.conf import kube_setting
-from clusters.kube_sync.evaluate import EvalContext, evaluate_job, job_mismatch
+from clusters.kube_sync.eval_context import EvalContext
+from clusters.kube_sync.evaluate import evaluate_job, job_mismatch
 from clusters.kube_sync.jobs import kube_job_create, kube_job_delete
 from clusters.kube_sync.observe import parse_time, pod_is_live
 from clusters.kube_sync.sync import ClusterSync

@@ -42,7 +42,8 @@ from clusters.kube_sync.api import (
 )
 from clusters.kube_sync.batches import BATCH, chunks
 from clusters.kube_sync.conf import kube_setting
-from clusters.kube_sync.evaluate import EvalContext, evaluate_job
+from clusters.kube_sync.eval_context import EvalContext
+from clusters.kube_sync.evaluate import evaluate_job
 from clusters.kube_sync.manifests import PORTAL_JOBS_SELECTOR
 from clusters.kube_sync.sync_inventory import SUSPECT_PREFIX, InventoryEvents
 from clusters.kube_sync.sync_objects import JobObjectEvents

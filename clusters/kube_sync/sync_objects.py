@@ -14,7 +14,7 @@ from django.db.models import Q
 
 from clusters.kube_sync.api import WatchEvent
 from clusters.kube_sync.batches import BATCH, iso_time
-from clusters.kube_sync.evaluate import EvalContext
+from clusters.kube_sync.eval_context import EvalContext
 from clusters.kube_sync.observe import (
     compact_batch_job,
     compact_pod,
