@@ -27,24 +27,16 @@ from notify.record import Pending, events_record
 from portal.celery import app
 from tests.factories import UserFactory
 from tests.notify.receiver import Receiver
+from tests.redis_check import redis_answers
 
 REDIS_URL = os.environ.get("NOTIFY_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _redis_up() -> bool:
-    import redis
-
-    try:
-        return bool(redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping())
-    except redis.RedisError:
-        return False
-
-
 pytestmark = [
     pytest.mark.postgres,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not _redis_up(), reason=f"no Redis at {REDIS_URL}"),
+    pytest.mark.skipif(not redis_answers(REDIS_URL), reason=f"no Redis at {REDIS_URL}"),
 ]
 
 

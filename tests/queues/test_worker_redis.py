@@ -23,24 +23,15 @@ from tests.factories import (
     ResourceFlavorFactory,
     TeamQuotaFactory,
 )
+from tests.redis_check import redis_answers
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/15")
-
-
-def _redis_up() -> bool:
-    """Whether the Redis server answers."""
-    import redis
-
-    try:
-        return bool(redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping())
-    except redis.RedisError:
-        return False
 
 
 pytestmark = [
     pytest.mark.postgres,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not _redis_up(), reason=f"no Redis at {REDIS_URL}"),
+    pytest.mark.skipif(not redis_answers(REDIS_URL), reason=f"no Redis at {REDIS_URL}"),
 ]
 
 
