@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 import secrets
-import subprocess
-import sys
 from pathlib import Path
 
 import helm_python
@@ -34,6 +31,7 @@ from tests.deploy.helm import (
     validate_all,
     validate_service_monitor,
 )
+from tests.deploy_check import deploy_check
 from tests.kube.test_deploy import render_base
 
 # --- rendering and validation ---------------------------------------------------------------------------------------
@@ -235,30 +233,13 @@ def test_helm_chart_packages_with_the_dashboard_file(chart, tmp_path):
 def test_helm_chart_production_configmap_passes_the_deploy_check(chart, tmp_path):
     """The production values' ConfigMap plus its secrets make a configuration Django accepts (SSO included)."""
     config = one(render(chart, PRODUCTION), "ConfigMap", "gpu-portal-config")["data"]
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY", "OIDC_CLIENT_SECRET")
+    secret_env = {
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "DATABASE_URL": "postgres://portal:pw@db.example.com:5432/portal",
+        "CELERY_BROKER_URL": "redis://redis.example.com:6379/0",
+        "OIDC_CLIENT_SECRET": secrets.token_urlsafe(32),
     }
-    env.update(config)
-    env.update(
-        {
-            "SECRET_KEY": secrets.token_urlsafe(50),
-            "DATABASE_URL": "postgres://portal:pw@db.example.com:5432/portal",
-            "CELERY_BROKER_URL": "redis://redis.example.com:6379/0",
-            "OIDC_CLIENT_SECRET": secrets.token_urlsafe(32),
-            "STATIC_ROOT": str(tmp_path / "static"),
-        }
-    )
-    proc = subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    proc = deploy_check(config, secret_env, static_root=tmp_path / "static")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     web = next(c for c in containers(component(render(chart, PRODUCTION), "web")) if c["name"] == "web")
     headers = {h["name"]: h["value"] for h in web["readinessProbe"]["httpGet"]["httpHeaders"]}

@@ -35,6 +35,7 @@ from pools.health.services import Actor, device_health_set
 from pools.models import Device, HealthState, Topology
 from queues.models import Cohort, Job, PriorityClass, TeamQuota
 from queues.services import JobSpec, job_submit
+from tests.deploy_check import deploy_check
 from tests.kube.cluster import at, kueue_config_map
 
 REPO = Path(__file__).resolve().parents[2]
@@ -219,19 +220,7 @@ def test_deploy_production_settings_accept_the_configmap(rendered, tmp_path):
         "DATABASE_URL": "postgres://portal:pw@db.example.com:5432/portal",
         "CELERY_BROKER_URL": "redis://redis.example.com:6379/0",
     }
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY")}
-    env.update(config)
-    env.update(values)
-    env["STATIC_ROOT"] = str(tmp_path / "static")
-    proc = subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    proc = deploy_check(config, values, static_root=tmp_path / "static")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     docs = (REPO / "docs" / "kubernetes.md").read_text()
     for name in values:
