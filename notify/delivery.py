@@ -88,12 +88,21 @@ def _take(ids: Sequence[int], **values) -> None:  # type: ignore[no-untyped-def]
 def digest_claim(*, recipient_id: int, now: datetime) -> Digest | None:
     """Gather the recipient's pending events into one digest with a delivery per channel (``sending``); events of
     kinds they switched off, too old (``NOTIFY_STALE_SECONDS``) or with no channel to go to are marked skipped.
-    Returns the digest, or None when nothing was left to send."""
-    user = get_user_model().objects.filter(pk=recipient_id).first()
+    Returns the digest, or None when nothing was left to send, or another worker is gathering this recipient's.
+
+    On PostgreSQL the recipient's user row is the claim (``SKIP LOCKED``): one worker at a time gathers a person's
+    events, all of them, so concurrent workers never split one person's burst into several digests.
+    """
     try:
         with transaction.atomic():
+            users = get_user_model().objects.filter(pk=recipient_id)
+            if connection.features.has_select_for_update_skip_locked:
+                users = users.select_for_update(skip_locked=True)
+            user = users.first()
+            if user is None:
+                return None
             events = _lock_pending(recipient_id, settings.NOTIFY_DIGEST_MAX_EVENTS)
-            if not events or user is None:
+            if not events:
                 return None
             preference = Preference.objects.filter(user_id=recipient_id).first()
             channels = _channels(user, preference) if user.is_active else []
