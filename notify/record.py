@@ -84,13 +84,14 @@ def checkpoint_grace_seconds(job: Job) -> int:
 
 def _job_pending(event: JobEvent, job: Job, kind: str) -> Pending:
     """The outbox row for a job timeline event that calls for notification ``kind``."""
-    title = f"{job.team.slug}/{job.name}: {TITLES[kind]}"
+    what = TITLES[kind]
     if kind == Kind.ADMITTED and event.kind != JobEvent.Kind.ADMITTED:
-        title = f"{job.team.slug}/{job.name}: {'resumed' if event.kind == JobEvent.Kind.RESUMED else 'started'}"
+        what = "resumed" if event.kind == JobEvent.Kind.RESUMED else "started"
     elif kind == Kind.FINISHED and event.kind == JobEvent.Kind.CANCELLED:
-        title = f"{job.team.slug}/{job.name}: cancelled"
+        what = "cancelled"
     elif kind == Kind.FAILED and event.kind == JobEvent.Kind.TIMED_OUT:
-        title = f"{job.team.slug}/{job.name}: timed out"
+        what = "timed out"
+    title = f"{job.team.slug}/{job.name}: {what}"
     message, details = event.message, {}
     key = f"job:{job.pk}:{kind}:{event.pk}"
     if kind == Kind.RECLAIM:
@@ -122,8 +123,9 @@ class JobEventRecorder:
             events_record([_job_pending(event, job, kind)])
 
 
-def budget_threshold_record(*, notification_id: int, team: Team, lead_ids: Iterable[int], message: str, at: datetime,
-                            threshold: int) -> int:  # fmt: skip
+def budget_threshold_record(
+    *, notification_id: int, team: Team, lead_ids: Iterable[int], message: str, at: datetime, threshold: int
+) -> int:
     """Tell the team's leads that a budget threshold was crossed (billing detected it, once per period: its
     ``Notification`` row is the key). Called in billing's transaction."""
     title = f"{team.name}: {threshold} % of the budget used"
