@@ -8,6 +8,7 @@ from django.db.models import Q
 
 from kernel.history import PolicyHistory
 from kernel.labels import state_words
+from pools.workload_kinds import default_allowed_kinds
 
 dns_label = RegexValidator(
     r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
@@ -314,6 +315,16 @@ class ResourceClass(models.Model):
     )
     min_driver_version = models.CharField(max_length=40, blank=True)
     min_cuda_version = models.CharField(max_length=40, blank=True)
+    allowed_kinds = models.JSONField(
+        default=default_allowed_kinds,
+        help_text="Workload kinds a job of this class may be (pools.workload_kinds.WorkloadKind), e.g. "
+        '["batch", "jobset", "session"].',
+    )
+    idle_window_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="How long a job's GPUs may stay idle before it is warned and then released (empty: never).",
+    )
     active = models.BooleanField(default=True)
     display_order = models.PositiveIntegerField(default=100)
     history = PolicyHistory()

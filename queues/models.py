@@ -9,6 +9,7 @@ from django.db.models import Q
 
 from kernel.history import PolicyHistory
 from pools.models import Cluster, ResourceClass, ResourceFlavor, dns_label
+from pools.workload_kinds import WorkloadKind
 from queues.engine.wait_codes import WAIT_CODE_LABELS
 from queues.spec_limits import (
     MAX_CHECKPOINT_PATH,
@@ -267,8 +268,15 @@ class Job(models.Model):
     args = models.JSONField(default=list, blank=True)
     env = models.JSONField(default=dict, blank=True)
     resource_class = models.ForeignKey(ResourceClass, on_delete=models.PROTECT, related_name="jobs")
-    devices_per_pod = models.PositiveIntegerField(default=1)
-    pod_count = models.PositiveIntegerField(default=1)
+    kind = models.CharField(max_length=20, choices=WorkloadKind.choices, default=WorkloadKind.BATCH)
+    devices_per_pod = models.PositiveIntegerField(default=1, help_text="Devices per pod of the primary pod set.")
+    pod_count = models.PositiveIntegerField(default=1, help_text="Pods of the primary pod set.")
+    companion_pod_sets = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The kind's pod sets before the primary one (launcher, head, master, leader), in Kueue's order: "
+        '[{"name": "head", "count": 1, "devices_per_pod": 0, "cpu": "4", "memory": "16Gi"}].',
+    )
     topology_mode = models.CharField(max_length=10, choices=TopologyMode.choices, blank=True, default="")
     topology_level = models.CharField(max_length=MAX_TOPOLOGY_LEVEL, blank=True)
     priority_class = models.ForeignKey(PriorityClass, null=True, blank=True, on_delete=models.PROTECT)

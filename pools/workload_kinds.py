@@ -1,0 +1,116 @@
+"""The workload kinds a job can be, and what each one is made of: the one definition of that closed set.
+
+A resource class says which kinds it allows (``ResourceClass.allowed_kinds``); a job has one kind
+(``Job.kind``). Each kind is what one of Kueue's integrations admits: a batch/v1 Job, a JobSet, a Kubeflow
+PyTorchJob, a KubeRay RayJob, a plain Pod (a development session), a Deployment or a LeaderWorkerSet (an
+inference service). A job is made of *pod sets*, as a Kueue Workload is: the *primary* pod set carries the
+job's ``pod_count`` and ``devices_per_pod`` (the workers, the replicas, the session's pod), and the kind's
+*companion* pod sets (a launcher, a Ray head, a PyTorch master, an LWS leader) come before it, in the order
+Kueue lists a workload's pod sets for that integration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import models
+
+
+class WorkloadKind(models.TextChoices):
+    """What a job runs as on the cluster."""
+
+    BATCH = "batch", "Batch job"
+    JOBSET = "jobset", "Distributed training (JobSet)"
+    PYTORCHJOB = "pytorchjob", "Distributed training (PyTorchJob)"
+    RAYJOB = "rayjob", "Ray job"
+    SESSION = "session", "Development session"
+    INFERENCE = "inference", "Inference service"
+    INFERENCE_LWS = "inference-lws", "Multi-node inference service (LeaderWorkerSet)"
+
+
+@dataclass(frozen=True)
+class CompanionPodSet:
+    """A pod set a kind has besides its primary one, with its default shape."""
+
+    name: str
+    count: int = 1
+    #: devices per pod when it does not run like a primary pod (a launcher or a Ray head: none)
+    devices_per_pod: int = 0
+    #: it runs what a primary pod runs and asks for as many devices (a PyTorch master, an LWS leader)
+    devices_like_primary: bool = False
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """What a workload kind is made of and how it lives."""
+
+    kind: str
+    #: the name of the pod set that carries ``pod_count`` x ``devices_per_pod``
+    primary_pod_set: str
+    #: pod sets before the primary one, in Kueue's order for the integration
+    companions: tuple[CompanionPodSet, ...] = ()
+    #: sessions and services run until stopped: no max runtime applies and no run "ends"
+    runs_until_stopped: bool = False
+    #: Kueue's ``integrations.frameworks`` entry that admits this kind
+    kueue_framework: str = "batch/job"
+    #: the image a submission without one gets (empty: the submitter must give one)
+    default_image: str = ""
+
+    @property
+    def label(self) -> str:
+        """The kind in words."""
+        return WorkloadKind(self.kind).label
+
+
+KINDS: dict[str, KindSpec] = {
+    WorkloadKind.BATCH: KindSpec(kind=WorkloadKind.BATCH, primary_pod_set="main"),
+    WorkloadKind.JOBSET: KindSpec(
+        kind=WorkloadKind.JOBSET,
+        primary_pod_set="workers",
+        companions=(CompanionPodSet(name="launcher"),),
+        kueue_framework="jobset.x-k8s.io/jobset",
+    ),
+    WorkloadKind.PYTORCHJOB: KindSpec(
+        kind=WorkloadKind.PYTORCHJOB,
+        primary_pod_set="worker",
+        companions=(CompanionPodSet(name="master", devices_like_primary=True),),
+        kueue_framework="kubeflow.org/pytorchjob",
+    ),
+    WorkloadKind.RAYJOB: KindSpec(
+        kind=WorkloadKind.RAYJOB,
+        primary_pod_set="workers",
+        companions=(CompanionPodSet(name="head"),),
+        kueue_framework="ray.io/rayjob",
+    ),
+    WorkloadKind.SESSION: KindSpec(
+        kind=WorkloadKind.SESSION,
+        primary_pod_set="session",
+        runs_until_stopped=True,
+        kueue_framework="pod",
+        default_image="quay.io/jupyter/pytorch-notebook:cuda12-latest",
+    ),
+    WorkloadKind.INFERENCE: KindSpec(
+        kind=WorkloadKind.INFERENCE,
+        primary_pod_set="replicas",
+        runs_until_stopped=True,
+        kueue_framework="deployment",
+    ),
+    WorkloadKind.INFERENCE_LWS: KindSpec(
+        kind=WorkloadKind.INFERENCE_LWS,
+        primary_pod_set="workers",
+        companions=(CompanionPodSet(name="leader", devices_like_primary=True),),
+        runs_until_stopped=True,
+        kueue_framework="leaderworkerset.x-k8s.io/leaderworkerset",
+    ),
+}
+"""Every kind's spec, by kind."""
+
+
+def kind_spec(kind: str) -> KindSpec:
+    """The spec of ``kind``; KeyError for a kind that is not one of WorkloadKind's."""
+    return KINDS[kind]
+
+
+def default_allowed_kinds() -> list[str]:
+    """What a class allows unless an admin says otherwise: batch jobs only."""
+    return [WorkloadKind.BATCH.value]
