@@ -38,6 +38,9 @@ class CompanionPodSet:
     devices_per_pod: int = 0
     #: it runs what a primary pod runs and asks for as many devices (a PyTorch master, an LWS leader)
     devices_like_primary: bool = False
+    #: per-pod requests of a device-less companion (one with devices gets the class's requests per device)
+    cpu: str = "4"
+    memory: str = "16Gi"
 
 
 @dataclass(frozen=True)
