@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
@@ -9,6 +10,7 @@ from .decisions import CycleResult, Explanation, QueueStopEviction, WaitReason
 from .gc_pacing import fewer_collections
 from .model import Admission, ClusterState, Eviction, PodSetAdmission, Workload
 from .reasons import explain_all, explain_wl
+from .records import WorkloadInfo
 from .scheduler import PENDING, RESERVED, CycleOutcome, Engine
 from .simulation import Replay
 from .wait_codes import never_fits
@@ -145,6 +147,42 @@ def explain(state: ClusterState, workload: str | Workload, now: float) -> Explan
             raise KeyError(f"workload {workload} is not in the state")
         engine.submit(replace(workload, admission=None, eviction=None))
     return explain_wl(engine, engine.workloads[key])
+
+
+class WhatIf:
+    """Explain workloads that are not in ``state`` (modified copies of a job) one after another on ONE engine.
+
+    Each is submitted, explained and taken out again, so each answer equals ``explain(state, workload, now)``
+    while the engine is built once (lazily, at the first question) instead of once per workload.
+    """
+
+    def __init__(self, state: ClusterState, now: float) -> None:
+        self._state = state
+        self._now = now
+        self._engine: Engine | None = None
+
+    def explain(self, workload: Workload) -> Explanation:
+        """``explain(state, workload, now)`` of a workload whose key is not in the state."""
+        if self._engine is None:
+            self._engine = Engine(self._state, self._now)
+        engine = self._engine
+        if workload.key in engine.workloads:
+            raise KeyError(f"workload {workload.key} is already in the state")
+        wl = engine.submit(replace(workload, admission=None, eviction=None))
+        try:
+            return explain_wl(engine, wl)
+        finally:
+            _withdraw(engine, wl)
+
+
+def _withdraw(engine: Engine, wl: WorkloadInfo) -> None:
+    """Take a submitted, still pending workload out of the engine again, its queue entry included."""
+    group = wl.group
+    engine.finish(wl.key)  # out of the live workloads and of its group
+    del engine.workloads[wl.key]
+    if group is not None:  # a later copy with the same key and times must not meet this entry in the heap
+        group.items = [item for item in group.items if item[3] is not wl]
+        heapq.heapify(group.items)
 
 
 def explain_many(state: ClusterState, keys: Iterable[str], now: float) -> dict[str, Explanation]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from queues.engine import (
+    WhatIf,
     diagnose_many,
     estimate_admission,
     estimate_admissions,
@@ -77,3 +78,23 @@ def test_diagnose_many_equals_explaining_and_estimating_apart():
         alone = estimate_admission(s, key, 10, END_TIMES, horizon=10_000, default_runtime=60)
         assert found.admitted_at[key] == alone, key
     assert sum(v is not None for v in found.admitted_at.values()) >= 6
+
+
+def test_whatif_answers_equal_explaining_each_copy_alone():
+    s = _mixed_state()
+    copies = [
+        wl("plain/new", 3, created=20),
+        wl("plain/new", 3, created=20),  # the same key, shape and times again: its first entry must be gone
+        wl("plain/new", 2, created=20),
+        wl("plain/new", 8, created=20, priority=3),
+        wl("preempts/new", 4, created=20, priority=5),
+        wl("preempts/new", 4, created=20, priority=0),
+        wl("strict/new", 2, created=0.5),  # would be the StrictFIFO head
+        wl("strict/new", 2, created=20),
+        wl("plain/new", 64, created=20),
+    ]
+    whatif = WhatIf(s, 10)
+    for copy in copies:
+        assert whatif.explain(copy) == explain(s, copy, 10), copy
+    codes = {explain(s, copy, 10).reason.code for copy in copies if explain(s, copy, 10).reason is not None}
+    assert len(codes) >= 3  # the copies meet different answers
