@@ -7,7 +7,8 @@ jobs (1/2/4/8 GPUs, runtimes 10 min to 8 h). Then, per size, prints CPU seconds 
 * the tick's wait reasons (``engine.settle`` and its ``pending`` reasons, the engine input given);
 * the diagnosis of a state change: reasons and ETAs (p50/p90) of every pending job, from one forward replay,
   stored with the cluster's state version (``diagnosis.cluster_diagnosis_refresh``): the first one (every row
-  new), then after one more job is submitted and after a running job ends (rows written only where changed);
+  new), then one with nothing changed (5 minutes later), after one more job is submitted and after a running job
+  ends (rows written only where the verdict or ETA changed);
 * the parts of a change apart: the engine input (``engine_context``), the reasons (``engine.explain_many``) and
   the replay of the jobs that wait (``engine.estimate_admissions``), each on an engine of its own — the refresh
   runs the last two on one engine;
@@ -234,12 +235,13 @@ def time_refresh(cluster) -> None:
     if not hasattr(result, "written"):
         return
     changes = (
-        ("one more job submitted", lambda: _submit_one(cluster)),
-        ("a running job ends", lambda: _end_one(cluster)),
+        ("nothing changed, 5 min later", lambda: None, timedelta(minutes=5)),
+        ("one more job submitted", lambda: _submit_one(cluster), timedelta()),
+        ("a running job ends", lambda: _end_one(cluster), timedelta()),
     )
-    for what, change in changes:
+    for what, change, later in changes:
         change()  # a counted change: the state version moves
-        result, seconds = cpu(lambda: refresh(cluster, now=timezone.now()))
+        result, seconds = cpu(lambda later=later: refresh(cluster, now=timezone.now() + later))
         inputs = getattr(result, "input_seconds", None)
         split = (
             f"input {inputs:.2f} s, reasons + replay {result.compute_seconds - inputs:.2f} s"
@@ -273,6 +275,7 @@ def time_polls(user, job) -> None:
     client.force_login(user)
     url = f"/jobs/{job.pk}/"
     headers = {"HX-Request": "true", "HX-Trigger": "queues-job-live"}
+    client.get("/jobs/")  # the views' modules imported before anything is timed
     with EngineCounter() as engines:
         response, seconds = cpu(lambda: client.get(url, headers=headers))
     assert response.status_code == 200, response.status_code

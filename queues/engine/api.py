@@ -187,6 +187,12 @@ def _withdraw(engine: Engine, wl: WorkloadInfo) -> None:
 
 def explain_many(state: ClusterState, keys: Iterable[str], now: float) -> dict[str, Explanation]:
     """``explain`` of many workloads of ``state`` on one engine and one index: O(pending + running) in all."""
+    engine, targets = _engine_for(state, keys, now)
+    return explain_all(engine, targets)
+
+
+def _engine_for(state: ClusterState, keys: Iterable[str], now: float) -> tuple[Engine, list[WorkloadInfo]]:
+    """An engine of ``state`` and its records of ``keys`` (KeyError for a key not in the state)."""
     engine = Engine(state, now)
     targets = []
     for key in keys:
@@ -194,7 +200,7 @@ def explain_many(state: ClusterState, keys: Iterable[str], now: float) -> dict[s
         if wl is None:
             raise KeyError(f"workload {key} is not in the state")
         targets.append(wl)
-    return explain_all(engine, targets)
+    return engine, targets
 
 
 def weighted_shares(state: ClusterState) -> tuple[dict[str, int], dict[str, int]]:
@@ -284,13 +290,7 @@ def diagnose_many(
     engine the explanations were made on instead of a second one built from ``state``; the answers equal
     ``explain_many`` and ``estimate_admissions`` made apart.
     """
-    engine = Engine(state, now)
-    targets = []
-    for key in keys:
-        wl = engine.workloads.get(key)
-        if wl is None:
-            raise KeyError(f"workload {key} is not in the state")
-        targets.append(wl)
+    engine, targets = _engine_for(state, keys, now)
     explanations = explain_all(engine, targets)
     waiting = [wl.key for wl in targets if needs_replay(explanations[wl.key])]
     replay = Replay(engine, start=now, end_times=end_times, default_runtime=default_runtime)
