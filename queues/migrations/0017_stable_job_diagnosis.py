@@ -16,7 +16,6 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(forget_stored_diagnoses, migrations.RunPython.noop),
         migrations.RemoveField(
             model_name='jobdiagnosis',
             name='eta_p90',
@@ -51,4 +50,5 @@ class Migration(migrations.Migration):
             name='suggestions',
             field=models.JSONField(blank=True, help_text='Null: not computed yet.', null=True),
         ),
+        migrations.RunPython(forget_stored_diagnoses, migrations.RunPython.noop),
     ]
