@@ -7,7 +7,11 @@ jobs (1/2/4/8 GPUs, runtimes 10 min to 8 h). Then, per size, prints CPU seconds 
 * the tick's wait reasons (``engine.settle`` and its ``pending`` reasons, the engine input given);
 * the diagnosis of a state change: reasons and ETAs (p50/p90) of every pending job, from one forward replay,
   stored with the cluster's state version (``diagnosis.cluster_diagnosis_refresh``): the first one (every row
-  new), then after one more job is submitted and after a running job ends (rows rewritten only where changed);
+  new), then one with nothing changed (5 minutes later), after one more job is submitted and after a running job
+  ends (rows written only where the verdict or ETA changed);
+* the parts of a change apart: the engine input (``engine_context``), the reasons (``engine.explain_many``) and
+  the replay of the jobs that wait (``engine.estimate_admissions``), each on an engine of its own — the refresh
+  runs the last two on one engine;
 * the job page's first view after the refresh (it computes that job's suggestions, bounded), then 100 polls of
   the live fragment (Django's test client) with no state change in between: engine constructions and CPU;
 * ``--legacy-sample K``: K ETAs the way they were made before (one engine and one replay per job), with the
@@ -49,6 +53,7 @@ from pools.models import Cluster, Device, Node, ResourceClass, ResourceClassFlav
 from queues import diagnosis  # noqa: E402
 from queues import engine as eng  # noqa: E402
 from queues.engine import scheduler  # noqa: E402
+from queues.engine.wait_codes import never_fits  # noqa: E402
 from queues.engine_input import cluster_engine_input, ts  # noqa: E402
 from queues.models import Cohort, Job, Membership, QuotaLine, Team, TeamQuota  # noqa: E402
 
@@ -185,6 +190,36 @@ def time_reasons(cluster) -> None:
     print(f"  tick: settle + wait reasons of {len(settled.pending)} pending      {seconds:8.2f} CPU-s")
 
 
+def time_parts(cluster) -> None:
+    """The engine input, the reasons and the replay of one change, timed apart (each on an engine of its own)."""
+    now = timezone.now()
+    ctx, built = cpu(lambda: diagnosis.engine_context(cluster, now=now))
+    pending = sorted(k for k, j in ctx.inp.jobs_by_key.items() if j.state == Job.State.PENDING)
+    explained, explain_seconds = cpu(lambda: eng.explain_many(ctx.state, pending, ts(now)))
+    needs = getattr(eng, "needs_replay", None) or _needs_replay
+    waiting = [k for k in pending if needs(explained[k])]
+    _, replay_seconds = cpu(
+        lambda: eng.estimate_admissions(
+            ctx.state,
+            waiting,
+            ts(now),
+            ctx.end_times,
+            horizon=ts(now + diagnosis.ETA_HORIZON),
+            default_runtime=ctx.default_runtime,
+        )
+    )
+    print(
+        f"  a change, apart: input {built:.2f}, reasons {explain_seconds:.2f}, "
+        f"replay of {len(waiting)} waiting {replay_seconds:.2f} CPU-s"
+    )
+
+
+def _needs_replay(explanation) -> bool:
+    """What the refresh replays for (versions without ``engine.needs_replay``)."""
+    reason = explanation.reason
+    return not explanation.admissible and not (reason is not None and never_fits(reason.code))
+
+
 def time_refresh(cluster) -> None:
     """Reasons and ETAs of every pending job from one replay, stored with the state version."""
     refresh = getattr(diagnosis, "cluster_diagnosis_refresh", None)
@@ -200,15 +235,22 @@ def time_refresh(cluster) -> None:
     if not hasattr(result, "written"):
         return
     changes = (
-        ("one more job submitted", lambda: _submit_one(cluster)),
-        ("a running job ends", lambda: _end_one(cluster)),
+        ("nothing changed, 5 min later", lambda: None, timedelta(minutes=5)),
+        ("one more job submitted", lambda: _submit_one(cluster), timedelta()),
+        ("a running job ends", lambda: _end_one(cluster), timedelta()),
     )
-    for what, change in changes:
+    for what, change, later in changes:
         change()  # a counted change: the state version moves
-        result, seconds = cpu(lambda: refresh(cluster, now=timezone.now()))
+        result, seconds = cpu(lambda later=later: refresh(cluster, now=timezone.now() + later))
+        inputs = getattr(result, "input_seconds", None)
+        split = (
+            f"input {inputs:.2f} s, reasons + replay {result.compute_seconds - inputs:.2f} s"
+            if inputs
+            else f"compute {result.compute_seconds:.2f} s"
+        )
         print(
-            f"  after a change ({what}): {seconds:8.2f} CPU-s (compute {result.compute_seconds:.2f} s, "
-            f"store {result.store_seconds:.2f} s, {result.written} of {result.jobs} rows rewritten)"
+            f"  after a change ({what}): {seconds:8.2f} CPU-s ({split}, store {result.store_seconds:.2f} s, "
+            f"{result.written} of {result.jobs} rows written)"
         )
 
 
@@ -233,6 +275,7 @@ def time_polls(user, job) -> None:
     client.force_login(user)
     url = f"/jobs/{job.pk}/"
     headers = {"HX-Request": "true", "HX-Trigger": "queues-job-live"}
+    client.get("/jobs/")  # the views' modules imported before anything is timed
     with EngineCounter() as engines:
         response, seconds = cpu(lambda: client.get(url, headers=headers))
     assert response.status_code == 200, response.status_code
@@ -278,6 +321,7 @@ def main() -> None:
         cluster, user, watched = build(pending)
         print(f"{pending} pending, {ARGS.nodes} nodes x 8 GPUs full of running jobs:")
         time_reasons(cluster)
+        time_parts(cluster)
         time_refresh(cluster)
         time_polls(user, watched)
         time_legacy(cluster, pending)

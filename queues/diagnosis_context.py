@@ -46,11 +46,31 @@ class Eta:
     p90: datetime | None = None
     method: str = ""
     samples: int = 0
+    #: The p90 lies at least this many seconds after the p50 (the queue's recent p90 − p50 of waits) …
+    spread_floor: float = 0.0
+    #: … and at least this share of the wait still ahead (see ``p90_after``).
+    spread_share: float = 0.0
 
     @property
     def known(self) -> bool:
         """Whether there is an estimate at all."""
         return self.starts_now or self.p50 is not None
+
+    def seen_at(self, now: datetime) -> Eta:
+        """The estimate as shown at ``now``: "starts now" is now, and the p90's spread follows the wait left."""
+        if self.starts_now:
+            return dataclasses.replace(self, p50=now, p90=now)
+        if self.p50 is None:
+            return self
+        return dataclasses.replace(
+            self, p90=p90_after(self.p50, floor=self.spread_floor, share=self.spread_share, now=now)
+        )
+
+
+def p90_after(p50: datetime, *, floor: float, share: float, now: datetime) -> datetime:
+    """The p90 of an ETA at ``now``: ``floor`` seconds after the p50 at least, and ``share`` of the wait left."""
+    wait = max((p50 - now).total_seconds(), 0.0)
+    return p50 + timedelta(seconds=max(floor, wait * share))
 
 
 @dataclass
@@ -275,20 +295,21 @@ def eta_at(ctx: EngineContext, at: float | None, *, team: Team) -> Eta:
         )
     p50 = max(datetime.fromtimestamp(at, tz=ctx.now.tzinfo), ctx.now)
     waits, p50_p90 = _queue_waits(ctx, team)
-    wait = (p50 - ctx.now).total_seconds()
     if len(waits) >= MIN_HISTORY:
-        spread = max(p50_p90, wait * MIN_SPREAD)
+        floor, share = p50_p90, MIN_SPREAD
         how = (
             f"p90 adds the spread (p90 − p50) of the waits of the last {len(waits)} admissions in this queue, "
             f"at least {MIN_SPREAD:.0%} of the expected wait"
         )
     else:
-        spread = wait * FALLBACK_SPREAD
+        floor, share = 0.0, FALLBACK_SPREAD
         how = f"too few recent admissions in this queue ({len(waits)}), so p90 adds half the expected wait"
     runs = "simulated runtimes" if is_simulated(ctx.cluster) else "recent runtimes of their classes"
     return Eta(
         p50=p50,
-        p90=p50 + timedelta(seconds=spread),
+        p90=p90_after(p50, floor=floor, share=share, now=ctx.now),
         samples=len(waits),
         method=f"p50: the engine replayed the queue forward as running jobs end (by their {runs}); {how}.",
+        spread_floor=floor,
+        spread_share=share,
     )

@@ -1,15 +1,16 @@
 """Diagnoses stored per engine state version: computed once per change of a cluster, read by every poll.
 
 * ``cluster_diagnosis_refresh``: the verdict (would it start now, else the primary reason) of every pending job
-  of a cluster from one engine and one index (``engine.explain_many``), and all their ETAs (p50 and p90) from ONE
-  forward replay (``engine.estimate_admissions``), stored as ``JobDiagnosis`` rows with the cluster's state
-  version (``pools.state_version``), read *before* the engine input so that a result is never stored under a
-  version newer than its data.
+  of a cluster and all their ETAs (p50 and p90), from one engine: one explanation per queue and shape, and ONE
+  forward replay (``engine.diagnose_many``). Stored as ``JobDiagnosis`` rows under the cluster's state version
+  (``pools.state_version``, on ``ClusterDiagnosis``), read *before* the engine input so that a result is never
+  stored under a version newer than its data. What a row stores does not move with the clock (the p50 as a
+  time, the p90 as its spread), so a change rewrites only the rows whose verdict or ETA changed.
 * ``job_stored_diagnosis``: the row of one job at the current version, refreshing the cluster's rows first when
-  the version moved (or the rows are older than ``DIAGNOSIS_MAX_AGE``): between changes a poll costs two indexed
-  reads and no engine run.
+  the version moved (or the refresh is older than ``DIAGNOSIS_MAX_AGE``): between changes a poll costs two
+  indexed reads and no engine run.
 * ``stored_suggestions``: the job page's suggestions, computed on its first view after a change (bounded, see
-  ``queues.diagnosis_suggestions``) and kept on the row.
+  ``queues.diagnosis_suggestions``) and kept on the row with their version.
 * ``catalogue_estimates``: the catalogue cards' typical-job ETAs, cached per (team, class, count, priority).
 
 ``DIAGNOSIS_MAX_AGE`` bounds what a missed change could leave stale, and refreshes the ETAs of kubernetes-mode
@@ -51,7 +52,7 @@ from queues.models import CatalogueEstimate, ClusterDiagnosis, Job, JobDiagnosis
 
 #: Stored diagnoses older than this are recomputed even when no change was counted.
 DIAGNOSIS_MAX_AGE = timedelta(minutes=10)
-#: The stored verdict and ETA, in the order of ``_content``.
+#: The stored verdict and ETA, in the order of ``_content``: nothing that moves with the time of the refresh.
 _CONTENT_FIELDS = (
     "admissible",
     "preempting",
@@ -61,7 +62,8 @@ _CONTENT_FIELDS = (
     "details",
     "eta_starts_now",
     "eta_p50",
-    "eta_p90",
+    "eta_spread_floor",
+    "eta_spread_share",
     "eta_method",
     "eta_samples",
 )
@@ -71,7 +73,10 @@ STORE_BATCH = 500
 
 @dataclass
 class RefreshResult:
-    """What one refresh computed: the version, how many pending jobs, its cost, and the context it built."""
+    """What one refresh computed: the version, how many pending jobs, its cost, and the context it built.
+
+    ``compute_seconds`` (CPU) includes ``input_seconds``, the engine input and its context.
+    """
 
     version: int
     jobs: int
@@ -79,6 +84,7 @@ class RefreshResult:
     store_seconds: float
     ctx: EngineContext | None = field(default=None, repr=False)
     written: int = 0  # rows whose verdict or ETA changed (or new), written out
+    input_seconds: float = 0.0
 
 
 @fewer_collections()  # tens of thousands of short-lived objects: fewer young-generation collections
@@ -88,31 +94,28 @@ def cluster_diagnosis_refresh(
     """Verdicts and ETAs of every pending job of ``cluster`` (one engine, one replay), stored with the version."""
     now = now or timezone.now()
     version = state_version(cluster) if version is None else version  # before the state is read
-    started = time.process_time()
+    began = time.process_time()
     ctx = engine_context(cluster, now=now)
     pending = sorted(key for key, job in ctx.inp.jobs_by_key.items() if job.state == Job.State.PENDING)
-    explanations = engine.explain_many(ctx.state, pending, ts(now))
-    labels, levels = flavor_labels(ctx), context_levels(ctx)
-    verdicts = {key: verdict_of(explanations[key], labels, levels) for key in pending}
-    etas: dict[str, Eta] = {}
-    replay = []
-    for key in pending:
-        early = eta_without_replay(verdicts[key], now=now)
-        if early is None:
-            replay.append(key)
-        else:
-            etas[key] = early
-    admitted_at = engine.estimate_admissions(
+    built = time.process_time()
+    found = engine.diagnose_many(
         ctx.state,
-        replay,
+        pending,
         ts(now),
         ctx.end_times,
         horizon=ts(now + ETA_HORIZON),
         default_runtime=ctx.default_runtime,
     )
-    for key in replay:
-        etas[key] = eta_at(ctx, admitted_at[key], team=ctx.inp.jobs_by_key[key].team)
-    compute = time.process_time() - started
+    labels, levels = flavor_labels(ctx), context_levels(ctx)
+    verdicts = {key: verdict_of(found.explanations[key], labels, levels) for key in pending}
+    etas: dict[str, Eta] = {}
+    for key in pending:
+        early = eta_without_replay(verdicts[key], now=now)
+        if early is not None:
+            etas[key] = early
+        else:
+            etas[key] = eta_at(ctx, found.admitted_at[key], team=ctx.inp.jobs_by_key[key].team)
+    compute = time.process_time() - began
     started = time.process_time()
     written = _store(cluster, ctx, pending, verdicts, etas, version=version, now=now, compute=compute)
     return RefreshResult(
@@ -122,6 +125,7 @@ def cluster_diagnosis_refresh(
         store_seconds=time.process_time() - started,
         ctx=ctx,
         written=written,
+        input_seconds=built - began,
     )
 
 
@@ -136,9 +140,8 @@ def _store(
     now: datetime,
     compute: float,
 ) -> int:
-    """Write the refresh: every row moves to ``version`` (one UPDATE, suggestions reset), and only the rows whose
-    verdict or ETA changed (by their digest) or that are new are written out (their number is returned); rows of
-    jobs no longer pending go.
+    """Write the refresh: only the rows whose verdict or ETA changed (by their digest) or that are new are written
+    (their number is returned), rows of jobs no longer pending go, and the cluster's row moves to ``version``.
     """
     fresh: dict[int, tuple[str, tuple]] = {}
     for key in pending:
@@ -148,15 +151,13 @@ def _store(
     stored = dict(JobDiagnosis.objects.filter(job__cluster=cluster).values_list("job_id", "digest"))
     gone = [pk for pk in stored if pk not in fresh]
     changed = [
-        (pk, version, now, None, digest, *content)
+        (pk, version, now, None, None, digest, *content)
         for pk, (digest, content) in fresh.items()
         if stored.get(pk) != digest
     ]
     with transaction.atomic():
         for i in range(0, len(gone), STORE_BATCH):
             JobDiagnosis.objects.filter(job_id__in=gone[i : i + STORE_BATCH]).delete()
-        rows = JobDiagnosis.objects.filter(job__cluster=cluster)
-        rows.update(state_version=version, computed_at=now, suggestions=None)
         for i in range(0, len(changed), STORE_BATCH):
             _upsert(changed[i : i + STORE_BATCH])
         ClusterDiagnosis.objects.update_or_create(
@@ -167,7 +168,11 @@ def _store(
 
 
 def _content(verdict: Verdict, eta: Eta) -> tuple:
-    """What a row stores of a verdict and an ETA, in ``_CONTENT_FIELDS`` order (its digest decides a rewrite)."""
+    """What a row stores of a verdict and an ETA, in ``_CONTENT_FIELDS`` order (its digest decides a rewrite).
+
+    Nothing here depends on when the refresh ran: "starts now" keeps no time, an estimate its p50 (a time the
+    replay found) and the p90's spread, which ``Eta.seen_at`` turns into a p90 when the row is read.
+    """
     return (
         verdict.admissible,
         bool(verdict.preemption_targets),
@@ -176,15 +181,24 @@ def _content(verdict: Verdict, eta: Eta) -> tuple:
         verdict.kueue_message,
         verdict.details,
         eta.starts_now,
-        eta.p50,
-        eta.p90,
+        None if eta.starts_now else eta.p50,
+        eta.spread_floor,
+        eta.spread_share,
         eta.method,
         eta.samples,
     )
 
 
 #: The columns ``_upsert`` writes, in the order of its rows.
-_UPSERT_FIELDS = ("job", "state_version", "computed_at", "suggestions", "digest", *_CONTENT_FIELDS)
+_UPSERT_FIELDS = (
+    "job",
+    "state_version",
+    "computed_at",
+    "suggestions",
+    "suggestions_version",
+    "digest",
+    *_CONTENT_FIELDS,
+)
 
 
 def _upsert(rows: list[tuple]) -> None:
@@ -225,10 +239,12 @@ def _adapt_json(value: object, *, encoder) -> object:  # type: ignore[no-untyped
 
 @dataclass
 class StoredJobDiagnosis:
-    """One job's stored row at the current version, and the engine context when this call had to build one."""
+    """One job's stored row at the current version, read at ``now``, and the engine context when this call had to
+    build one."""
 
     row: JobDiagnosis
     version: int
+    now: datetime
     ctx: EngineContext | None = None
 
     @property
@@ -246,19 +262,25 @@ class StoredJobDiagnosis:
 
     @property
     def eta(self) -> Eta:
-        """The stored ETA."""
+        """The stored ETA as shown at ``now`` (its p90 derived from the stored spread)."""
         row = self.row
         return Eta(
             starts_now=row.eta_starts_now,
             p50=row.eta_p50,
-            p90=row.eta_p90,
             method=row.eta_method,
             samples=row.eta_samples,
-        )
+            spread_floor=row.eta_spread_floor,
+            spread_share=row.eta_spread_share,
+        ).seen_at(self.now)
 
 
 def _current_row(job: Job, *, version: int, now: datetime) -> JobDiagnosis | None:
-    return JobDiagnosis.objects.filter(job=job, state_version=version, computed_at__gt=now - DIAGNOSIS_MAX_AGE).first()
+    """The job's row when its cluster's stored diagnoses are at ``version`` and young enough (one query)."""
+    return JobDiagnosis.objects.filter(
+        job=job,
+        job__cluster__diagnosis__state_version=version,
+        job__cluster__diagnosis__computed_at__gt=now - DIAGNOSIS_MAX_AGE,
+    ).first()
 
 
 def job_stored_diagnosis(job: Job, *, now: datetime) -> StoredJobDiagnosis | None:
@@ -269,23 +291,26 @@ def job_stored_diagnosis(job: Job, *, now: datetime) -> StoredJobDiagnosis | Non
     version = state_version(job.cluster_id)
     row = _current_row(job, version=version, now=now)
     if row is not None:
-        return StoredJobDiagnosis(row=row, version=version)
+        return StoredJobDiagnosis(row=row, version=version, now=now)
     result = cluster_diagnosis_refresh(job.cluster, now=now, version=version)
     row = _current_row(job, version=version, now=now)
-    return StoredJobDiagnosis(row=row, version=version, ctx=result.ctx) if row is not None else None
+    return StoredJobDiagnosis(row=row, version=version, now=now, ctx=result.ctx) if row is not None else None
 
 
 def stored_suggestions(job: Job, stored: StoredJobDiagnosis, *, now: datetime) -> list[Suggestion]:
     """The job's verified suggestions at the stored version: computed on the first call after a change, then read."""
     row = stored.row
-    if row.suggestions is not None:
+    if row.suggestions is not None and row.suggestions_version == stored.version:
         return [Suggestion(**s) for s in row.suggestions]
     ctx = stored.ctx or engine_context(job.cluster, now=now)
     found = suggestions_for(ctx, job, team=job.team, exclude_key=workload_key(job))
     row.suggestions = [
         {"kind": s.kind, "title": s.title, "message": s.message, "changes": _plain(s.changes)} for s in found
     ]
-    JobDiagnosis.objects.filter(job_id=row.job_id, state_version=row.state_version).update(suggestions=row.suggestions)
+    row.suggestions_version = stored.version
+    JobDiagnosis.objects.filter(job_id=row.job_id, digest=row.digest).update(
+        suggestions=row.suggestions, suggestions_version=stored.version
+    )
     return found
 
 

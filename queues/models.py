@@ -529,15 +529,19 @@ class ClusterDiagnosis(models.Model):
 
 
 class JobDiagnosis(models.Model):
-    """The engine's verdict and ETA of one pending job at one state version, and its suggestions once computed.
+    """The engine's verdict and ETA of one pending job, and its suggestions once computed.
 
     Read by the job page and the API instead of rebuilding the engine on every poll; valid while the cluster's
-    state version equals ``state_version``. ``suggestions`` is null until the job page's first view after the
-    change computes them (bounded: ``queues.diagnosis_suggestions``).
+    ``ClusterDiagnosis`` is at the cluster's state version (a refresh deletes the rows of jobs no longer pending
+    and rewrites only the rows whose verdict or ETA changed: ``state_version`` and ``computed_at`` say when this
+    one last did). What is stored does not move with the clock: the p50 as a time, the p90 as its spread
+    (``eta_spread_floor`` / ``eta_spread_share``, shown at read time). ``suggestions`` are null until the job
+    page's first view after a change computes them (bounded: ``queues.diagnosis_suggestions``); they hold at
+    ``suggestions_version`` only.
     """
 
     job = models.OneToOneField(Job, primary_key=True, on_delete=models.CASCADE, related_name="stored_diagnosis")
-    state_version = models.PositiveBigIntegerField()
+    state_version = models.PositiveBigIntegerField(help_text="State version at which this row last changed.")
     computed_at = models.DateTimeField()
     admissible = models.BooleanField(default=False, help_text="The engine would admit it now.")
     preempting = models.BooleanField(default=False, help_text="It can start by preempting (or is making room).")
@@ -546,11 +550,15 @@ class JobDiagnosis(models.Model):
     kueue_message = models.TextField(blank=True)
     details = models.JSONField(default=dict, blank=True)
     eta_starts_now = models.BooleanField(default=False)
-    eta_p50 = models.DateTimeField(null=True, blank=True)
-    eta_p90 = models.DateTimeField(null=True, blank=True)
+    eta_p50 = models.DateTimeField(null=True, blank=True, help_text="Null when it starts now or has no estimate.")
+    eta_spread_floor = models.FloatField(default=0.0, help_text="Seconds the p90 lies after the p50 at least.")
+    eta_spread_share = models.FloatField(default=0.0, help_text="Share of the wait left the p90 adds at least.")
     eta_method = models.TextField(blank=True)
     eta_samples = models.PositiveIntegerField(default=0)
-    suggestions = models.JSONField(null=True, blank=True, help_text="Null: not computed at this version yet.")
+    suggestions = models.JSONField(null=True, blank=True, help_text="Null: not computed yet.")
+    suggestions_version = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="State version the suggestions were computed at."
+    )
     digest = models.CharField(
         max_length=32, blank=True, help_text="Hash of the verdict and ETA: a refresh rewrites only rows that changed."
     )

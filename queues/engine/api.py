@@ -2,32 +2,33 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from .decisions import CycleResult, Explanation, QueueStopEviction, WaitReason
 from .gc_pacing import fewer_collections
 from .model import Admission, ClusterState, Eviction, PodSetAdmission, Workload
-from .reasons import explain_all, explain_wl, reason_index
+from .reasons import explain_all, explain_wl
+from .records import WorkloadInfo
 from .scheduler import PENDING, RESERVED, CycleOutcome, Engine
 from .simulation import Replay
+from .wait_codes import never_fits
 
 
 def _pending_reasons(engine: Engine) -> dict[str, WaitReason]:
     out: dict[str, WaitReason] = {}
-    index = reason_index(engine)  # one scan of the workloads for the whole pass (O(pending + running))
-    for key in sorted(engine.live):
-        wl = engine.live[key]
-        if wl.state not in (PENDING, RESERVED):
-            continue
-        reason = explain_wl(engine, wl, index=index).reason
+    # One index for the whole pass (O(pending + running)); same-shape workloads of a queue share one explanation.
+    waiting = [engine.live[key] for key in sorted(engine.live) if engine.live[key].state in (PENDING, RESERVED)]
+    for key, explanation in explain_all(engine, waiting).items():
+        reason = explanation.reason
         if reason is None:
             reason = WaitReason(
                 code="higher_priority_ahead",
                 message="This job fits now and is admitted in the next scheduling cycle.",
                 kueue_message="",
                 kueue_reason="",
-                details={"clusterQueue": wl.cq},
+                details={"clusterQueue": engine.live[key].cq},
             )
         out[key] = reason
     return out
@@ -148,8 +149,50 @@ def explain(state: ClusterState, workload: str | Workload, now: float) -> Explan
     return explain_wl(engine, engine.workloads[key])
 
 
+class WhatIf:
+    """Explain workloads that are not in ``state`` (modified copies of a job) one after another on ONE engine.
+
+    Each is submitted, explained and taken out again, so each answer equals ``explain(state, workload, now)``
+    while the engine is built once (lazily, at the first question) instead of once per workload.
+    """
+
+    def __init__(self, state: ClusterState, now: float) -> None:
+        self._state = state
+        self._now = now
+        self._engine: Engine | None = None
+
+    def explain(self, workload: Workload) -> Explanation:
+        """``explain(state, workload, now)`` of a workload whose key is not in the state."""
+        if self._engine is None:
+            self._engine = Engine(self._state, self._now)
+        engine = self._engine
+        if workload.key in engine.workloads:
+            raise KeyError(f"workload {workload.key} is already in the state")
+        wl = engine.submit(replace(workload, admission=None, eviction=None))
+        try:
+            return explain_wl(engine, wl)
+        finally:
+            _withdraw(engine, wl)
+
+
+def _withdraw(engine: Engine, wl: WorkloadInfo) -> None:
+    """Take a submitted, still pending workload out of the engine again, its queue entry included."""
+    group = wl.group
+    engine.finish(wl.key)  # out of the live workloads and of its group
+    del engine.workloads[wl.key]
+    if group is not None:  # a later copy with the same key and times must not meet this entry in the heap
+        group.items = [item for item in group.items if item[3] is not wl]
+        heapq.heapify(group.items)
+
+
 def explain_many(state: ClusterState, keys: Iterable[str], now: float) -> dict[str, Explanation]:
     """``explain`` of many workloads of ``state`` on one engine and one index: O(pending + running) in all."""
+    engine, targets = _engine_for(state, keys, now)
+    return explain_all(engine, targets)
+
+
+def _engine_for(state: ClusterState, keys: Iterable[str], now: float) -> tuple[Engine, list[WorkloadInfo]]:
+    """An engine of ``state`` and its records of ``keys`` (KeyError for a key not in the state)."""
     engine = Engine(state, now)
     targets = []
     for key in keys:
@@ -157,7 +200,7 @@ def explain_many(state: ClusterState, keys: Iterable[str], now: float) -> dict[s
         if wl is None:
             raise KeyError(f"workload {key} is not in the state")
         targets.append(wl)
-    return explain_all(engine, targets)
+    return engine, targets
 
 
 def weighted_shares(state: ClusterState) -> tuple[dict[str, int], dict[str, int]]:
@@ -211,3 +254,45 @@ def estimate_admissions(
     replay = Replay(engine, start=now, end_times=end_times, default_runtime=default_runtime)
     found = replay.run_until_all_admitted(keys, horizon)
     return {key: found.get(key) for key in keys}
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnoses:
+    """Every explained workload's ``Explanation`` and, for those that wait for room, when they get quota.
+
+    ``admitted_at`` holds the keys that are neither admissible now nor never fitting (a ``never_fits`` code): the
+    replay's time (None: not before the horizon); the others need no replay.
+    """
+
+    explanations: Mapping[str, Explanation]
+    admitted_at: Mapping[str, float | None]
+
+
+def needs_replay(explanation: Explanation) -> bool:
+    """Whether only a replay tells when the workload starts (it is not admissible now, and waiting can start it)."""
+    reason = explanation.reason
+    return not explanation.admissible and not (reason is not None and never_fits(reason.code))
+
+
+@fewer_collections()
+def diagnose_many(
+    state: ClusterState,
+    keys: Iterable[str],
+    now: float,
+    end_times: Mapping[str, float],
+    *,
+    horizon: float | None = None,
+    default_runtime: float | None = None,
+) -> Diagnoses:
+    """``explain_many`` of ``keys`` and ``estimate_admissions`` of those that ``needs_replay``, on ONE engine.
+
+    Explaining leaves the engine as it was (its placements are tried and undone), so the replay starts from the
+    engine the explanations were made on instead of a second one built from ``state``; the answers equal
+    ``explain_many`` and ``estimate_admissions`` made apart.
+    """
+    engine, targets = _engine_for(state, keys, now)
+    explanations = explain_all(engine, targets)
+    waiting = [wl.key for wl in targets if needs_replay(explanations[wl.key])]
+    replay = Replay(engine, start=now, end_times=end_times, default_runtime=default_runtime)
+    found = replay.run_until_all_admitted(waiting, horizon)
+    return Diagnoses(explanations=explanations, admitted_at={key: found.get(key) for key in waiting})

@@ -7,7 +7,7 @@ higher_priority_ahead) → placement (health_blocked | topology_fragmented | cla
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import messages as msg
 from .decisions import AdmissionDecision, Explanation, PodSetAssignment, WaitReason
@@ -104,9 +104,61 @@ def reason_index(engine: Engine) -> ReasonIndex:
 
 
 def explain_all(engine: Engine, workloads: list[WorkloadInfo]) -> dict[str, Explanation]:
-    """Explain many workloads of one unchanged engine with one shared index (same answers as one by one)."""
+    """Explain many workloads of one unchanged engine with one shared index (same answers as one by one).
+
+    Pending workloads of the same shape in the same ClusterQueue get the same answer but for their key when
+    nothing about them alone can matter (``_shared_verdict_key``): one of them is explained, the others share it.
+    """
     index = reason_index(engine)
-    return {wl.key: explain_wl(engine, wl, index=index) for wl in workloads}
+    preemptors: set[str] = set()
+    for keys in index.preemptors_by_cq.values():
+        preemptors |= keys
+    shared: dict[tuple, Explanation] = {}
+    out: dict[str, Explanation] = {}
+    for wl in workloads:
+        group = _shared_verdict_key(engine, wl, index, preemptors)
+        if group is None:
+            out[wl.key] = explain_wl(engine, wl, index=index)
+            continue
+        first = shared.get(group)
+        if first is None:
+            first = shared[group] = out[wl.key] = explain_wl(engine, wl, index=index)
+        else:
+            out[wl.key] = _as_of(first, wl.key)
+    return out
+
+
+def _shared_verdict_key(
+    engine: Engine, wl: WorkloadInfo, index: ReasonIndex, preemptors: set[str]
+) -> tuple[str, tuple] | None:
+    """(ClusterQueue, shape) when ``wl``'s explanation depends only on them and the engine state, else None.
+
+    That holds for a queued pending workload of a BestEffortFIFO queue that does not preempt (no preemption
+    targets, which depend on the workload's own times), that is not itself a preemptor (its victims, and the
+    earmarks it is left out of) and that no cycle left a "taken in this cycle" note on: flavor assignment,
+    placement, quota and the reasons built from them read only the shape (requests, selectors, topology,
+    priority) and the queue.
+    """
+    if wl.state != PENDING or wl.group is None or wl.cq is None or wl.key in preemptors or wl.key in index.victims:
+        return None
+    cq = engine.cqs.get(wl.cq)
+    if cq is None or cq.strict or cq.preempts:
+        return None
+    if wl.note is not None and wl.note.get("kind") in ("no_longer_fits", "overlap"):
+        return None
+    return (cq.name, wl.shape)
+
+
+def _as_of(explanation: Explanation, key: str) -> Explanation:
+    """Another workload's shared explanation as this workload's (its key; its own copy of the details)."""
+    reason = explanation.reason
+    decision = explanation.assignment
+    return replace(
+        explanation,
+        workload=key,
+        reason=replace(reason, details=dict(reason.details)) if reason is not None else None,
+        assignment=replace(decision, workload=key) if decision is not None else None,
+    )
 
 
 # ------------------------------------------------------------------------------------------ entry point

@@ -12,10 +12,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from pools.models import Device, Node
-from pools.state_version import state_version
-from queues import diagnosis, engine, services
+from pools.state_version import bump, state_version
+from queues import diagnosis, diagnosis_store, engine, services
 from queues import diagnosis_suggestions as ds
-from queues.diagnosis_context import context_eta, context_explain, engine_context
+from queues.diagnosis_context import Eta, context_eta, context_explain, engine_context
 from queues.engine import scheduler
 from queues.engine_input import workload_key
 from queues.models import ClusterDiagnosis, Job, JobDiagnosis
@@ -218,20 +218,79 @@ def test_a_refresh_rewrites_only_the_rows_that_changed():
     jobs = waiting(pool, 4)
     now = timezone.now()
     first = diagnosis.cluster_diagnosis_refresh(pool.cluster, now=now)
-    JobDiagnosis.objects.filter(job=jobs[0]).update(suggestions=[])  # as if its page had been viewed
+    assert first.written == 4  # all new
+    JobDiagnosis.objects.filter(job=jobs[0]).update(suggestions=[], suggestions_version=first.version)  # viewed
     JobDiagnosis.objects.filter(job=jobs[1]).update(message="stale", digest="not-the-digest")
+    later = now + timedelta(minutes=3)  # a later refresh: nothing stored moves with its time
     with CaptureQueriesContext(connection) as queries:
-        second = diagnosis.cluster_diagnosis_refresh(pool.cluster, now=now, version=first.version + 1)
+        second = diagnosis.cluster_diagnosis_refresh(pool.cluster, now=later, version=first.version + 1)
+    assert second.written == 1
     rows = {row.job_id: row for row in JobDiagnosis.objects.filter(job__in=jobs)}
-    assert {row.state_version for row in rows.values()} == {second.version}  # every row at the new version
-    assert rows[jobs[0].pk].suggestions is None  # suggestions are recomputed after a change
-    assert rows[jobs[1].pk].message != "stale"  # a row whose digest differs is rewritten
+    assert rows[jobs[1].pk].message != "stale"  # a row whose digest differs is rewritten …
+    assert rows[jobs[1].pk].state_version == second.version
+    assert {rows[j.pk].state_version for j in (jobs[0], jobs[2], jobs[3])} == {first.version}  # … the others not
+    assert not any(q["sql"].startswith('UPDATE "queues_jobdiagnosis"') for q in queries.captured_queries)
     inserts = [q["sql"] for q in queries.captured_queries if "INSERT" in q["sql"]]
     assert len(inserts) == 1  # one statement
     assert inserts[0].startswith("1 times: INSERT")  # of the one changed row
+    assert ClusterDiagnosis.objects.get(cluster=pool.cluster).state_version == second.version
+    stored = diagnosis_store.job_stored_diagnosis(jobs[0], now=later)
+    assert stored is not None
+    assert stored.version == state_version(pool.cluster)
     services.job_cancel(job=jobs[3], user=pool.user)
     diagnosis.cluster_diagnosis_refresh(pool.cluster, now=now)
     assert not JobDiagnosis.objects.filter(job=jobs[3]).exists()  # no longer pending: its row goes
+
+
+def test_suggestions_of_an_unchanged_row_are_recomputed_after_a_change():
+    pool = research_pool()
+    job = _fragmented_job(pool)
+    now = timezone.now()
+    first = diagnosis.job_diagnosis(job, now=now)
+    assert first.suggestions
+    row = JobDiagnosis.objects.get(job=job)
+    stale = [{"kind": "devices", "title": "stale", "message": "m", "changes": {}}]
+    JobDiagnosis.objects.filter(job=job).update(suggestions=stale)
+    assert [s.title for s in diagnosis.job_diagnosis(job, now=now).suggestions] == ["stale"]  # same version: read
+    bump(cluster_ids=[pool.cluster.pk])  # a counted change that leaves this job's verdict and ETA as they were
+    again = diagnosis.job_diagnosis(job, now=now)
+    after = JobDiagnosis.objects.get(job=job)
+    assert after.state_version == row.state_version  # its row was not rewritten by the refresh …
+    assert [s.title for s in again.suggestions] == [s.title for s in first.suggestions]  # … its suggestions were
+    assert after.suggestions_version == state_version(pool.cluster) > row.suggestions_version
+
+
+def test_the_stored_p90_is_its_spread_shown_at_read_time():
+    pool = busy_pool()
+    jobs = waiting(pool, 3)
+    now = timezone.now()
+    diagnosis.cluster_diagnosis_refresh(pool.cluster, now=now)
+    ctx = engine_context(pool.cluster, now=now)
+    job = next(j for j in jobs if JobDiagnosis.objects.get(job=j).eta_p50 is not None)
+    row = JobDiagnosis.objects.get(job=job)
+    wait = (row.eta_p50 - now).total_seconds()
+    assert wait > 0
+    assert (row.eta_spread_floor, row.eta_spread_share) == (0.0, diagnosis.FALLBACK_SPREAD)  # no history here
+    at_refresh = diagnosis_store.job_stored_diagnosis(job, now=now).eta
+    key = workload_key(job)
+    assert at_refresh.p90 == context_eta(ctx, key, team=job.team, verdict=context_explain(ctx, key)).p90
+    assert at_refresh.p90 == row.eta_p50 + timedelta(seconds=wait * diagnosis.FALLBACK_SPREAD)
+    # Half-way to the p50 the wait left is half: so is the spread; past the p50 no spread is left.
+    halfway = now + timedelta(seconds=wait / 2)
+    assert diagnosis_store.StoredJobDiagnosis(row=row, version=0, now=halfway).eta.p90 == row.eta_p50 + timedelta(
+        seconds=wait / 2 * diagnosis.FALLBACK_SPREAD
+    )
+    late = row.eta_p50 + timedelta(minutes=1)
+    assert diagnosis_store.StoredJobDiagnosis(row=row, version=0, now=late).eta.p90 == row.eta_p50
+
+
+def test_the_p90_keeps_the_queue_history_spread_as_its_floor():
+    eta = Eta(p50=timezone.now() + timedelta(hours=1), spread_floor=600.0, spread_share=diagnosis.MIN_SPREAD)
+    now = eta.p50 - timedelta(hours=1)
+    assert eta.seen_at(now).p90 == eta.p50 + timedelta(seconds=3600 * diagnosis.MIN_SPREAD)  # 720 s > 600 s
+    assert eta.seen_at(eta.p50 - timedelta(minutes=10)).p90 == eta.p50 + timedelta(seconds=600)  # the floor
+    starts = Eta(starts_now=True).seen_at(now)
+    assert (starts.p50, starts.p90) == (now, now)
 
 
 def test_one_replay_etas_equal_the_per_job_etas():
@@ -249,8 +308,9 @@ def test_one_replay_etas_equal_the_per_job_etas():
         old = context_eta(ctx, key, team=job.team, verdict=verdict)  # one engine and one replay for this job
         row = JobDiagnosis.objects.get(job=job)
         assert (row.admissible, row.code, row.message) == (verdict.admissible, verdict.code, verdict.message)
-        assert (row.eta_starts_now, row.eta_p50, row.eta_p90) == (old.starts_now, old.p50, old.p90), job.name
-        assert row.eta_method == old.method
+        eta = diagnosis_store.StoredJobDiagnosis(row=row, version=result.version, now=now).eta  # as read at `now`
+        assert (eta.starts_now, eta.p50, eta.p90) == (old.starts_now, old.p50, old.p90), job.name
+        assert eta.method == old.method
         estimated += row.eta_p50 is not None and not row.eta_starts_now
     assert estimated >= 4  # most wait for a running job to end
 
@@ -314,13 +374,18 @@ def test_suggestions_are_bounded_in_variants_and_time(engines, monkeypatch):
     job = _fragmented_job(pool)
     ctx = engine_context(pool.cluster, now=timezone.now())
     key = workload_key(job)
+    explained = []
+    original = engine.WhatIf.explain
+    monkeypatch.setattr(engine.WhatIf, "explain", lambda self, w: explained.append(w.key) or original(self, w))
     engines["n"] = 0
     ds.suggestions_for(ctx, job, team=job.team, exclude_key=key, budget=0)
-    assert engines["n"] == 1  # no time left after the first variant: the search stops
+    assert len(explained) == 1  # no time left after the first variant: the search stops
     monkeypatch.setattr(ds, "MAX_VARIANTS", 2)
     monkeypatch.setattr(ds, "MAX_SUGGESTIONS", 10)
     engines["n"] = 0
+    explained.clear()
     ds.suggestions_for(ctx, job, team=job.team, exclude_key=key, budget=60)
-    assert engines["n"] == 2
+    assert len(explained) == 2
+    assert engines["n"] == 1  # one engine for all the variants
     variants = sum(1 for _ in ds._variants(job, team=job.team))
     assert variants > 2  # the cap, not the list, stopped it
