@@ -12,7 +12,7 @@ def forget_stored_diagnoses(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('queues', '0016_membership_source'),
+        ('queues', '0017_job_kind_pod_sets'),
     ]
 
     operations = [
