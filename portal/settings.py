@@ -386,6 +386,11 @@ NOTIFY_DIGEST_LINES = env.int("NOTIFY_DIGEST_LINES", default=25)
 NOTIFY_FIRST_IN_LINE_SECONDS = env.int("NOTIFY_FIRST_IN_LINE_SECONDS", default=60)
 NOTIFY_IDLE_MINUTES = env.int("NOTIFY_IDLE_MINUTES", default=30)
 NOTIFY_IDLE_PERCENT = env.float("NOTIFY_IDLE_PERCENT", default=5.0)
+# Idle GPUs are negotiated (queues.idle, docs/operations.md): a running job of a class with an idle window whose GPUs
+# all stay under NOTIFY_IDLE_PERCENT busy for that window is warned; IDLE_GRACE_SECONDS later it is asked to
+# checkpoint (where it has a checkpoint policy), then released. The scan runs every IDLE_SCAN_SECONDS.
+IDLE_GRACE_SECONDS = env.int("IDLE_GRACE_SECONDS", default=1800)
+IDLE_SCAN_SECONDS = env.float("IDLE_SCAN_SECONDS", default=60.0)
 NOTIFY_PORTAL_URL = env.str("NOTIFY_PORTAL_URL", default="")
 NOTIFY_KEEP_DAYS = env.int("NOTIFY_KEEP_DAYS", default=90)
 # Hosts users' webhooks may point at (and their subdomains), e.g. hooks.slack.com,webhook.office.com; empty: any.
@@ -462,6 +467,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "notify.scan",
         "schedule": 60.0,
         "options": {"expires": 60},
+    },
+    "queues-idle-scan": {
+        "task": "queues.idle_scan",
+        "schedule": IDLE_SCAN_SECONDS,
+        "options": {"expires": IDLE_SCAN_SECONDS},
     },
     "kube-reconcile-clusters": {
         "task": "clusters.kube_reconcile_clusters",
