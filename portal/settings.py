@@ -311,6 +311,8 @@ SIMULATOR_TICK_SECONDS = env.float("SIMULATOR_TICK_SECONDS", default=5.0)
 # How long a simulated job runs when it names no simulated runtime, and how long a checkpoint takes.
 SIMULATED_DEFAULT_RUNTIME_SECONDS = env.int("SIMULATED_DEFAULT_RUNTIME_SECONDS", default=600)
 SIMULATED_CHECKPOINT_SECONDS = env.int("SIMULATED_CHECKPOINT_SECONDS", default=10)
+# How often the simulated clusters' DCGM reports the activity of each held card (clusters.simulated_dcgm).
+SIMULATED_DCGM_SECONDS = env.float("SIMULATED_DCGM_SECONDS", default=60.0)
 # Device health (pools/health/, docs/health.md).
 # dcgm-exporter endpoints scraped every HEALTH_SCRAPE_SECONDS (none: only import_health and the sweep feed health).
 HEALTH_DCGM_ENDPOINTS = env.list("HEALTH_DCGM_ENDPOINTS", default=[])
@@ -400,6 +402,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "clusters.simulated_clusters_tick",
         "schedule": SIMULATOR_TICK_SECONDS,
         "options": {"expires": SIMULATOR_TICK_SECONDS},
+    },
+    "simulated-dcgm-sample": {
+        "task": "clusters.simulated_dcgm_sample",
+        "schedule": SIMULATED_DCGM_SECONDS,
+        "options": {"expires": SIMULATED_DCGM_SECONDS},
     },
     "health-scrape": {
         "task": "clusters.health_scrape_endpoints",
