@@ -205,29 +205,81 @@ class _Plan:
     job_id: int
     cards: frozenset[int]
     held_since: datetime
+    running_since: datetime
     start: datetime
     end: datetime
 
 
-def _plans(*, now: datetime) -> list[_Plan]:
-    """Running jobs of classes with an idle window, each with the interval to judge (two queries)."""
+@dataclass(frozen=True)
+class _State:
+    """The parts of a job's negotiation row a decision reads (the row itself, or an unlocked snapshot)."""
+
+    phase: str = JobIdle.Phase.ACTIVE
+    warned_at: datetime | None = None
+    due_at: datetime | None = None
+    watch_from: datetime | None = None
+
+
+WARN, WITHDRAW_RESTARTED, WITHDRAW_BUSY, CHECKPOINT, RELEASE = (
+    "warn", "withdraw_restarted", "withdraw_busy", "checkpoint", "release",
+)  # fmt: skip
+
+
+def _decide(
+    state: _State,
+    plan: _Plan,
+    util: Mapping[int, DeviceUtilisation],
+    *,
+    now: datetime,
+    checkpoint_policy: bool,
+    checkpoint_written: bool,
+) -> str | None:
+    """The negotiation's next step for one job, or None (pure: the scan decides on a snapshot, then again on the
+    locked row before it acts)."""
+    threshold = settings.NOTIFY_IDLE_PERCENT
+    if state.phase in NEGOTIATING and state.warned_at and state.warned_at < plan.running_since:
+        return WITHDRAW_RESTARTED
+    if state.phase not in NEGOTIATING:
+        watched = [plan.running_since, plan.held_since, *([state.watch_from] if state.watch_from else [])]
+        if max(watched) > plan.start:
+            return None  # not running on these cards for a whole window yet (or a snooze restarted the watch)
+        return WARN if cards_idle(util, plan.cards, start=plan.start, end=now, threshold=threshold) else None
+    if state.phase == JobIdle.Phase.WARNED:
+        if cards_busy(util, plan.cards, threshold=threshold) is not None:
+            return WITHDRAW_BUSY
+        if state.due_at and now >= state.due_at and cards_scraped(util, plan.cards):
+            return CHECKPOINT if checkpoint_policy else RELEASE
+        return None
+    # checkpointing: the checkpoint itself may keep the GPUs busy, so activity no longer withdraws the warning
+    return RELEASE if checkpoint_written or (state.due_at and now >= state.due_at) else None
+
+
+def _plans(*, now: datetime) -> list[tuple[_Plan, _State]]:
+    """Running jobs of classes with an idle window, each with the interval to judge and a snapshot of its
+    negotiation (three queries)."""
     jobs = Job.objects.filter(state=Job.State.RUNNING, resource_class__idle_window_seconds__isnull=False)
-    rows = dict(
-        jobs.values_list("pk", "resource_class__idle_window_seconds").order_by("pk"),
-    )
-    negotiating = {
-        r.job_id: r
-        for r in JobIdle.objects.filter(job_id__in=list(rows), phase__in=NEGOTIATING).only("job_id", "warned_at")
+    rows = {
+        pk: (window, since)
+        for pk, window, since in jobs.values_list(
+            "pk", "resource_class__idle_window_seconds", "state_changed_at"
+        ).order_by("pk")
+    }
+    states = {
+        job_id: _State(phase, warned_at, due_at, watch_from)
+        for job_id, phase, warned_at, due_at, watch_from in JobIdle.objects.filter(job_id__in=list(rows)).values_list(
+            "job_id", "phase", "warned_at", "due_at", "watch_from"
+        )
     }
     held = _held(rows)
     plans = []
-    for job_id, window in rows.items():
+    for job_id, (window, running_since) in rows.items():
         h = held.get(job_id)
         if h is None or h.since is None:
             continue
-        row = negotiating.get(job_id)
-        start = row.warned_at if row is not None and row.warned_at else now - timedelta(seconds=window)
-        plans.append(_Plan(job_id, frozenset(h.cards), h.since, start, now))
+        state = states.get(job_id, _State())
+        negotiating = state.phase in NEGOTIATING and state.warned_at
+        start = state.warned_at if negotiating else now - timedelta(seconds=window)
+        plans.append((_Plan(job_id, frozenset(h.cards), h.since, running_since, start, now), state))
     return plans
 
 
@@ -241,52 +293,49 @@ def _utilisation(plans: Iterable[_Plan]) -> dict[tuple[datetime, datetime], dict
     }
 
 
-def _step(job: Job, plan: _Plan, util: Mapping[int, DeviceUtilisation], *, now: datetime, report: IdleScanReport):
-    """Advance one job's negotiation (the caller holds the job's row lock)."""
-    threshold = settings.NOTIFY_IDLE_PERCENT
+def _act(job: Job, plan: _Plan, util: Mapping[int, DeviceUtilisation], *, now: datetime, report: IdleScanReport):
+    """Decide again on the locked job and row, and take the step (the caller holds the job's row lock)."""
     row = _row(job, now=now)
-    if row.phase in NEGOTIATING and row.warned_at and row.warned_at < job.state_changed_at:
+    state = _State(row.phase, row.warned_at, row.due_at, row.watch_from)
+    written = row.phase == JobIdle.Phase.CHECKPOINTING and _checkpoint_written(job, row)
+    step = _decide(state, plan, util, now=now, checkpoint_policy=has_checkpoint_policy(job), checkpoint_written=written)
+    if step == WARN:
+        _warn(job, row, start=plan.start, now=now)
+        report.warned.append(job.pk)
+    elif step == WITHDRAW_RESTARTED:
         _withdraw(job, row, now=now, why="the job was restarted since the warning")
         report.withdrawn.append(job.pk)
-        return
-    if row.phase in (JobIdle.Phase.ACTIVE, JobIdle.Phase.RELEASED):
-        watched = [job.state_changed_at, plan.held_since, *([row.watch_from] if row.watch_from else [])]
-        if max(watched) > plan.start:
-            return  # not running on these cards for a whole window yet (or a snooze restarted the watch)
-        if cards_idle(util, plan.cards, start=plan.start, end=now, threshold=threshold):
-            _warn(job, row, start=plan.start, now=now)
-            report.warned.append(job.pk)
-        return
-    if row.phase == JobIdle.Phase.WARNED:
-        busiest = cards_busy(util, plan.cards, threshold=threshold)
-        if busiest is not None:
-            _withdraw(job, row, now=now, why=f"its GPUs were busy again ({busiest:.0f} % at the busiest sample)")
-            report.withdrawn.append(job.pk)
-        elif now >= row.due_at and cards_scraped(util, plan.cards):
-            if has_checkpoint_policy(job):
-                _checkpoint(job, row, now=now)
-                report.checkpoint_requested.append(job.pk)
-            else:
-                _release(job, row, cards=len(plan.cards), now=now)
-                report.released.append(job.pk)
-        return
-    # checkpointing: the checkpoint itself may keep the GPUs busy, so activity no longer withdraws the warning
-    if now >= row.due_at or _checkpoint_written(job, row):
+    elif step == WITHDRAW_BUSY:
+        busiest = cards_busy(util, plan.cards, threshold=settings.NOTIFY_IDLE_PERCENT)
+        _withdraw(job, row, now=now, why=f"its GPUs were busy again ({busiest:.0f} % at the busiest sample)")
+        report.withdrawn.append(job.pk)
+    elif step == CHECKPOINT:
+        _checkpoint(job, row, now=now)
+        report.checkpoint_requested.append(job.pk)
+    elif step == RELEASE:
         _release(job, row, cards=len(plan.cards), now=now)
         report.released.append(job.pk)
 
 
 def idle_negotiations_scan(*, now: datetime | None = None) -> IdleScanReport:
-    """The periodic pass: warn, withdraw, request checkpoints and release, each job in its own transaction.
+    """The periodic pass: warn, withdraw, request checkpoints and release.
 
-    Idempotent: every step depends on the job's phase, which the step changes, so a second scan at the same
-    instant finds nothing to do.
+    Decides on an unlocked snapshot first (a few queries for all jobs); only a job with a step to take is locked,
+    decided on again and moved, each in its own transaction. Idempotent: every step depends on the job's phase,
+    which the step changes, so a second scan at the same instant finds nothing to do.
     """
     now = now or timezone.now()
     report = IdleScanReport()
     plans = _plans(now=now)
-    util = _utilisation(plans)
-    for plan in plans:
+    util = _utilisation(plan for plan, _ in plans)
+    for plan, state in plans:
+        samples = util[(plan.start, plan.end)]
+        # a checkpointing job may have been confirmed: only the locked pass reads its events
+        maybe = state.phase == JobIdle.Phase.CHECKPOINTING or _decide(
+            state, plan, samples, now=now, checkpoint_policy=True, checkpoint_written=False
+        )
+        if not maybe:
+            continue
         with transaction.atomic():
             job = (
                 Job.objects.select_for_update(of=("self",))
@@ -296,7 +345,7 @@ def idle_negotiations_scan(*, now: datetime | None = None) -> IdleScanReport:
             )
             if job is None or job.resource_class.idle_window_seconds is None:
                 continue  # it ended or moved since the plan was made
-            _step(job, plan, util[(plan.start, plan.end)], now=now, report=report)
+            _act(job, plan, samples, now=now, report=report)
     return report
 
 

@@ -211,3 +211,14 @@ def test_the_beat_task_is_declared_with_an_expiry_and_runs_the_scan(world, setti
         utilisation_record([(c, 0.0) for c in cards], now=now - timedelta(minutes=minutes))
     tasks.idle_scan.delay()  # eager in tests
     assert steps(job) == ["warning"]
+
+
+def test_a_scan_of_busy_jobs_reads_a_few_queries_and_writes_nothing(world, django_assert_max_num_queries):
+    jobs = [world.running(f"busy-{i}") for i in range(4)]
+    for job in jobs:
+        world.samples(job, start=60, end=HOUR + 60, percent=60.0)
+    # the running jobs, their negotiation rows, their cards, the samples of the one window they share
+    with django_assert_max_num_queries(4):
+        report = idle_negotiations_scan(now=world.at(HOUR + 60))
+    assert report.warned == []
+    assert not JobIdle.objects.exists()
