@@ -310,6 +310,8 @@ def job_run(request: HttpRequest, pk: int) -> HttpResponse:
 def job_idle_snooze(request: HttpRequest, pk: int) -> HttpResponse:
     """The owner's one snooze of an idle-GPU warning (queues.idle); a refusal is shown on the job page."""
     job = _visible_job(request, pk)
+    if not sel.may_act_on_job(request.user, job):
+        raise PermissionDenied("operators see every team's jobs read-only: snoozing is for the job's owner")
     try:
         idle.job_idle_snooze(job=job, user=request.user)
     except (Conflict, ValidationFailed) as exc:

@@ -230,6 +230,8 @@ class JobViewSet(PortalAPIMixin, viewsets.GenericViewSet):
     @action(detail=True, methods=["post"], url_path="idle-snooze")
     def idle_snooze(self, request: Request, pk: str) -> Response:
         job = self.get_object()
+        if not sel.may_act_on_job(request.user, job):  # an operator: 403, as for cancelling
+            raise exceptions.PermissionDenied("operators see every team's jobs read-only: snoozing is for its owner")
         idle.job_idle_snooze(job=job, user=request.user)
         return Response(s.JobSerializer(self.get_object(), context=self._private()).data)
 
