@@ -5,9 +5,10 @@ idle window (``ResourceClass.idle_window_seconds``; empty: never) whose cards we
 every DCGM activity sample under ``NOTIFY_IDLE_PERCENT`` (pools.gpu_usage: GR engine active, else GPU
 utilisation) — goes through these steps, each a timeline event (and, for the first two, a notification)::
 
-    active ──idle for the window──▶ warned ──IDLE_GRACE_SECONDS──▶ checkpointing ──confirmed or deadline──▶ released
-      ▲                               │  (no checkpoint policy: released at the end of the grace period) ──────▲
-      └────── a busy sample, or the owner's one snooze ─┘
+    active  --idle for the class's window-->   warned
+    warned  --IDLE_GRACE_SECONDS, still idle--> checkpointing (with a checkpoint policy) | released (without)
+    checkpointing --confirmed, or its deadline--> released
+    warned  --a busy sample, or the owner's one snooze--> active
 
 The checkpoint step is the one preemption uses (the checkpoint signal or command, the same deadline:
 ``checkpoint_grace_seconds``); the release is the cancel path (``job_finish`` closes the allocations, the
