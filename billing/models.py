@@ -146,6 +146,9 @@ class UsageDaily(models.Model):
     borrowed_cost = models.DecimalField(max_digits=20, decimal_places=8, default=0)
     lost_preemption_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
     lost_hardware_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+    idle_held_us = models.BigIntegerField(
+        default=0, help_text="Device time held by running jobs while their GPUs were idle (DCGM), within the usage."
+    )
 
     class Meta:
         ordering = ["day", "team", "user", "resource_class"]
@@ -187,6 +190,9 @@ class UsageTeamDaily(models.Model):
     borrowed_cost = models.DecimalField(max_digits=20, decimal_places=8, default=0)
     lost_preemption_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
     lost_hardware_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+    idle_held_us = models.BigIntegerField(
+        default=0, help_text="Device time held by running jobs while their GPUs were idle (DCGM), within the usage."
+    )
 
     class Meta:
         ordering = ["day", "team", "resource_class"]
@@ -266,6 +272,9 @@ class UsageTeamMonthly(models.Model):
     borrowed_cost = models.DecimalField(max_digits=20, decimal_places=8, default=0)
     lost_preemption_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
     lost_hardware_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+    idle_held_us = models.BigIntegerField(
+        default=0, help_text="Device time held by running jobs while their GPUs were idle (DCGM), within the usage."
+    )
 
     class Meta:
         ordering = ["month", "team", "resource_class"]

@@ -73,6 +73,8 @@ class Usage:
     borrowed_cost: Money = field(default_factory=dict)
     lost_preemption_hours: Decimal = Decimal(0)
     lost_hardware_hours: Decimal = Decimal(0)
+    #: Of the device time used, what running jobs held while their GPUs were idle (DCGM; rollups only).
+    idle_held_us: int = 0
 
     def add(self, row: Mapping) -> None:
         """Accumulate one aggregated row of ``UsageDaily`` (lost hours are optional: records have none)."""
@@ -82,6 +84,7 @@ class Usage:
         _add(self.borrowed_cost, row["currency"], row["borrowed_cost"])
         self.lost_preemption_hours += Decimal(row.get("lost_preemption_hours") or 0)
         self.lost_hardware_hours += Decimal(row.get("lost_hardware_hours") or 0)
+        self.idle_held_us += row.get("idle_held_us") or 0
 
     @property
     def owned_hours(self) -> Decimal:
@@ -97,6 +100,11 @@ class Usage:
     def used_hours(self) -> Decimal:
         """All device-hours used."""
         return hours(self.owned_us + self.borrowed_us)
+
+    @property
+    def idle_held_hours(self) -> Decimal:
+        """Device-hours running jobs held while their GPUs were idle (part of the hours used)."""
+        return hours(self.idle_held_us)
 
     @property
     def lost_hours(self) -> Decimal:
@@ -233,6 +241,7 @@ USAGE_SUMS = {
     "borrowed_cost": Sum("borrowed_cost"),
     "lost_preemption_hours": Sum("lost_preemption_hours"),
     "lost_hardware_hours": Sum("lost_hardware_hours"),
+    "idle_held_us": Sum("idle_held_us"),
 }
 CAPACITY_SUMS = {
     "reserved_us": Sum("reserved_us"),

@@ -129,6 +129,7 @@ def class_spec_from(rc: ResourceClass, flavors: list[ResourceFlavor]) -> ClassSp
         min_cuda_version=rc.min_cuda_version,
         active=rc.active,
         display_order=rc.display_order,
+        idle_window_seconds=rc.idle_window_seconds,
     )
 
 

@@ -6,11 +6,13 @@ import logging
 
 from celery import shared_task
 from django.conf import settings
+from django.utils import timezone
 
 from clusters.backends import backend_for
 from clusters.backends.simulated import simulated_cluster_tick_run
 from clusters.errors import ClusterUnavailable
 from clusters.push import policy_push_run
+from clusters.simulated_dcgm import simulated_dcgm_sample as dcgm_sample
 from pools.health.ingest import health_ingest_scrape, health_reconcile
 from pools.health.scrape import ScrapeRefused, ScrapeUnavailable, fetch
 from pools.health.services import HealthInputError
@@ -93,6 +95,12 @@ def simulated_clusters_tick() -> None:
     """Beat entry: tick every simulated cluster."""
     for cluster_id in _kind(Cluster.Backend.SIMULATED):
         simulated_cluster_tick.delay(cluster_id)
+
+
+@shared_task(name="clusters.simulated_dcgm_sample", ignore_result=True)
+def simulated_dcgm_sample() -> None:
+    """Beat entry: the simulated clusters' DCGM activity of every held card (clusters.simulated_dcgm)."""
+    dcgm_sample(now=timezone.now())
 
 
 # --- health (pools/health/) ----------------------------------------------------------------------------------------

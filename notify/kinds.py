@@ -6,6 +6,8 @@ from collections.abc import Mapping
 
 from django.db import models
 
+from queues.idle import IDLE_REASON
+
 
 class Kind(models.TextChoices):
     """What a notification is about; a user's preferences switch each on or off."""
@@ -43,12 +45,18 @@ _BY_EVENT = {
 }
 
 
+#: The idle-GPU negotiation's steps (queues.idle) its owner is told about.
+IDLE_STEPS = frozenset({"warning", "checkpoint"})
+
+
 def kind_for_event(*, event_kind: str, details: Mapping, borrowing: bool) -> str | None:
     """The notification a job timeline event calls for, or None (most events, e.g. wait-reason changes).
 
     ``borrowing`` is whether the job held capacity borrowed from its cohort when the event was written.
     """
     reason = (details or {}).get("reason", "")
+    if reason == IDLE_REASON:
+        return Kind.IDLE if (details or {}).get("step") in IDLE_STEPS else None
     if reason in HEALTH_REASONS and event_kind in ("preempted", "note"):
         return Kind.HEALTH
     if event_kind == "preempted":

@@ -13,14 +13,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from django.conf import settings
 from django.utils import timezone
 
 from notify.kinds import Kind, kind_for_event
 from notify.models import Event
-from pools.models import Cluster
 from queues.models import Job, JobEvent, Team
-from queues.services import has_checkpoint_policy
+from queues.services import checkpoint_grace_seconds
 
 
 @dataclass(frozen=True)
@@ -68,18 +66,8 @@ TITLES = {
     Kind.HEALTH: "moved off a failing GPU",
     Kind.FINISHED: "finished",
     Kind.FAILED: "failed",
+    Kind.IDLE: "GPUs idle",
 }
-
-
-def checkpoint_grace_seconds(job: Job) -> int:
-    """How long a job asked to checkpoint has before it is evicted: the simulated cluster's checkpoint time, or the
-    pods' termination grace period on Kubernetes (``KUBE_CHECKPOINT_GRACE_SECONDS``); 0 without a policy."""
-    if not has_checkpoint_policy(job):
-        return 0
-    backend = Cluster.objects.filter(pk=job.cluster_id).values_list("backend", flat=True).first()
-    if backend == Cluster.Backend.KUBERNETES:
-        return int(settings.KUBE_CHECKPOINT_GRACE_SECONDS)
-    return int(settings.SIMULATED_CHECKPOINT_SECONDS)
 
 
 def _job_pending(event: JobEvent, job: Job, kind: str) -> Pending:

@@ -55,13 +55,17 @@ def first_in_line_scan(*, now: datetime) -> int:
 
 
 def idle_scan(*, now: datetime) -> int:
-    """Warn the owner of each job that has run ``NOTIFY_IDLE_MINUTES`` with its cards' mean DCGM utilisation over
-    that window under ``NOTIFY_IDLE_PERCENT`` (at least 3 samples per card; unscraped cards say nothing), once per
-    run. Returns how many jobs were found idle."""
+    """Warn the owner of each job (of a class without an idle window) that has run ``NOTIFY_IDLE_MINUTES`` with its
+    cards' mean DCGM utilisation over that window under ``NOTIFY_IDLE_PERCENT`` (at least 3 samples per card;
+    unscraped cards say nothing), once per run. Returns how many jobs were found idle."""
     window = timedelta(minutes=settings.NOTIFY_IDLE_MINUTES)
     since = now - window
+    # Jobs of classes with an idle window are negotiated instead (queues.idle): warned, then released.
     allocations = Allocation.objects.filter(
-        ended_at__isnull=True, job__state=Job.State.RUNNING, job__started_at__lte=since
+        ended_at__isnull=True,
+        job__state=Job.State.RUNNING,
+        job__started_at__lte=since,
+        job__resource_class__idle_window_seconds__isnull=True,
     ).values_list("job_id", "device_id", "device__parent_id")
     cards: dict[int, set[int]] = {}
     for job_id, device_id, parent_id in allocations:

@@ -1,4 +1,9 @@
-"""GPU utilisation from the DCGM scrapes (``DCGM_FI_DEV_GPU_UTIL``, percent busy per card), kept for a while.
+"""GPU activity from the DCGM scrapes (percent busy per card), kept for a while.
+
+Two DCGM fields say how busy a card is: ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (a profiling metric: the share of time
+the graphics/compute engine was active, 0..1) and ``DCGM_FI_DEV_GPU_UTIL`` (percent of the sample period a kernel
+ran: a single tiny kernel keeps it near 100 %, so it overstates how busy a card is). :func:`activity_percent`
+prefers the first and falls back to the second; one percent per card and scrape is stored either way.
 
 The health ingestion (:func:`pools.health.ingest.health_ingest_scrape`) stores one sample per card and scrape;
 :func:`utilisation_over` reads them back for some devices over some intervals (a job's allocations), and
@@ -8,7 +13,7 @@ report the field has no samples: "not scraped", never 0 %.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -17,13 +22,23 @@ from django.db import models
 from django.db.models import Avg, Count, Max, Min, Q
 
 GPU_UTIL_FIELD = "DCGM_FI_DEV_GPU_UTIL"
+ENGINE_ACTIVE_FIELD = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+
+
+def activity_percent(fields: Mapping[str, float]) -> float | None:
+    """How busy a card was in one scrape, in percent: ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` × 100 where the exporter
+    reports it, else ``DCGM_FI_DEV_GPU_UTIL``; None when it reports neither (not scraped, never 0 %)."""
+    if ENGINE_ACTIVE_FIELD in fields:
+        return fields[ENGINE_ACTIVE_FIELD] * 100.0
+    return fields.get(GPU_UTIL_FIELD)
 
 
 class GpuUtilSample(models.Model):
-    """One scrape's ``DCGM_FI_DEV_GPU_UTIL`` of one card."""
+    """One scrape's activity of one card (percent: GR engine active where reported, else GPU utilisation)."""
 
     device = models.ForeignKey("pools.Device", on_delete=models.CASCADE, related_name="util_samples")
     observed_at = models.DateTimeField()
+    # DCGM_FI_PROF_GR_ENGINE_ACTIVE × 100 where the exporter reports it, else DCGM_FI_DEV_GPU_UTIL (activity_percent)
     gpu_util = models.FloatField(help_text="Percent of the sample period the GPU was busy (0-100).")
 
     class Meta:
@@ -54,7 +69,8 @@ def utilisation_prune(*, now: datetime) -> int:
 
 @dataclass(frozen=True)
 class DeviceUtilisation:
-    """A card's utilisation over some intervals: mean, range, number of samples and the latest sample's time."""
+    """A card's utilisation over some intervals: mean, range, number of samples and the first and latest samples'
+    times."""
 
     device_id: int
     samples: int
@@ -62,6 +78,7 @@ class DeviceUtilisation:
     low: float
     high: float
     last_at: datetime
+    first_at: datetime | None = None
 
 
 def _summaries(samples) -> dict[int, DeviceUtilisation]:  # type: ignore[no-untyped-def]
@@ -69,12 +86,17 @@ def _summaries(samples) -> dict[int, DeviceUtilisation]:  # type: ignore[no-unty
     rows = (
         samples.values("device_id")
         .annotate(
-            n=Count("pk"), avg=Avg("gpu_util"), low=Min("gpu_util"), high=Max("gpu_util"), last=Max("observed_at")
+            n=Count("pk"),
+            avg=Avg("gpu_util"),
+            low=Min("gpu_util"),
+            high=Max("gpu_util"),
+            last=Max("observed_at"),
+            first=Min("observed_at"),
         )
         .order_by()
     )
     return {
-        r["device_id"]: DeviceUtilisation(r["device_id"], r["n"], r["avg"], r["low"], r["high"], r["last"])
+        r["device_id"]: DeviceUtilisation(r["device_id"], r["n"], r["avg"], r["low"], r["high"], r["last"], r["first"])
         for r in rows
     }
 

@@ -40,6 +40,12 @@ class ClassSpec:
     min_cuda_version: str = ""
     active: bool = True
     display_order: int = 100
+    #: how long a job's GPUs may stay idle before it is warned and then released (queues.idle); None: never
+    idle_window_seconds: int | None = None
+
+
+#: The shortest idle window a class may have: DCGM is scraped every 30-60 s, and a window needs samples to judge.
+MIN_IDLE_WINDOW_SECONDS = 300
 
 
 @dataclass
@@ -72,6 +78,15 @@ def resource_class_check(spec: ClassSpec, *, instance: ResourceClass | None = No
             check.error(field_name, f"{value!r} is not a version such as 550.54.15 or 12.4")
     _check_topology(spec, check)
     _check_flavors(spec, check)
+    window = spec.idle_window_seconds
+    if window is not None and (
+        isinstance(window, bool) or not isinstance(window, int) or window < MIN_IDLE_WINDOW_SECONDS
+    ):
+        check.error(
+            "idle_window_seconds",
+            f"give at least {MIN_IDLE_WINDOW_SECONDS} seconds (DCGM needs samples over the window), or leave it empty "
+            f"for never; got {window!r}",
+        )
     others = ResourceClass.objects.filter(active=True)
     if instance is not None and instance.pk:
         others = others.exclude(pk=instance.pk)
@@ -203,6 +218,7 @@ def resource_class_save(*, spec: ClassSpec, instance: ResourceClass | None = Non
     ):
         setattr(rc, attr, getattr(spec, attr))
     rc.allowed_counts = sorted(spec.allowed_counts)
+    rc.idle_window_seconds = spec.idle_window_seconds
     rc.full_clean(exclude=["allowed_counts"])
     rc.save()
     resource_class_set_flavors(resource_class=rc, flavors=spec.flavors)

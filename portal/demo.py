@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters.backends.simulated import simulated_cluster_tick_run
+from clusters.simulated_dcgm import simulated_dcgm_record
 from pools.demo import DEGRADED_NODE, RACK, demo_health_seed, demo_pool_install
 from pools.models import Cluster, ResourceClass, ResourceFlavor
 from pools.services import ClassSpec, resource_class_save
@@ -137,6 +138,7 @@ CLASSES = [
         "cpu_per_device": "2",
         "memory_per_device": "16Gi",
         "display_order": 40,
+        "idle_window_seconds": 1800,  # notebooks and development: idle GPUs are negotiated (queues.idle)
     },
     {
         "slug": "a100-2g-20gb",
@@ -161,6 +163,7 @@ CLASSES = [
         "cpu_per_device": "4",
         "memory_per_device": "24Gi",
         "display_order": 50,
+        "idle_window_seconds": 1800,  # notebooks and development: idle GPUs are negotiated (queues.idle)
     },
     {
         "slug": "mi300x",
@@ -504,6 +507,8 @@ def demo_seed(
         ticks = _replay(cluster, subs, end=live_start, progress=progress, step=step)
         ticks += _live(cluster, now, progress)
         history_jobs = len(subs) + len(LIVE)
+        # the last hour as the simulated DCGM saw it: idle sessions are visible (and negotiated) from the start
+        simulated_dcgm_record(cluster=cluster, start=live_start, end=now, step=timedelta(minutes=1))
         demo_health_seed(cluster=cluster, now=now)
     return DemoReport(
         created_users=created, history_jobs=history_jobs, ticks=ticks, devices=import_report.devices.created

@@ -311,6 +311,8 @@ SIMULATOR_TICK_SECONDS = env.float("SIMULATOR_TICK_SECONDS", default=5.0)
 # How long a simulated job runs when it names no simulated runtime, and how long a checkpoint takes.
 SIMULATED_DEFAULT_RUNTIME_SECONDS = env.int("SIMULATED_DEFAULT_RUNTIME_SECONDS", default=600)
 SIMULATED_CHECKPOINT_SECONDS = env.int("SIMULATED_CHECKPOINT_SECONDS", default=10)
+# How often the simulated clusters' DCGM reports the activity of each held card (clusters.simulated_dcgm).
+SIMULATED_DCGM_SECONDS = env.float("SIMULATED_DCGM_SECONDS", default=60.0)
 # Device health (pools/health/, docs/health.md).
 # dcgm-exporter endpoints scraped every HEALTH_SCRAPE_SECONDS (none: only import_health and the sweep feed health).
 HEALTH_DCGM_ENDPOINTS = env.list("HEALTH_DCGM_ENDPOINTS", default=[])
@@ -386,6 +388,11 @@ NOTIFY_DIGEST_LINES = env.int("NOTIFY_DIGEST_LINES", default=25)
 NOTIFY_FIRST_IN_LINE_SECONDS = env.int("NOTIFY_FIRST_IN_LINE_SECONDS", default=60)
 NOTIFY_IDLE_MINUTES = env.int("NOTIFY_IDLE_MINUTES", default=30)
 NOTIFY_IDLE_PERCENT = env.float("NOTIFY_IDLE_PERCENT", default=5.0)
+# Idle GPUs are negotiated (queues.idle, docs/operations.md): a running job of a class with an idle window whose GPUs
+# all stay under NOTIFY_IDLE_PERCENT busy for that window is warned; IDLE_GRACE_SECONDS later it is asked to
+# checkpoint (where it has a checkpoint policy), then released. The scan runs every IDLE_SCAN_SECONDS.
+IDLE_GRACE_SECONDS = env.int("IDLE_GRACE_SECONDS", default=1800)
+IDLE_SCAN_SECONDS = env.float("IDLE_SCAN_SECONDS", default=60.0)
 NOTIFY_PORTAL_URL = env.str("NOTIFY_PORTAL_URL", default="")
 NOTIFY_KEEP_DAYS = env.int("NOTIFY_KEEP_DAYS", default=90)
 # Hosts users' webhooks may point at (and their subdomains), e.g. hooks.slack.com,webhook.office.com; empty: any.
@@ -395,6 +402,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "clusters.simulated_clusters_tick",
         "schedule": SIMULATOR_TICK_SECONDS,
         "options": {"expires": SIMULATOR_TICK_SECONDS},
+    },
+    "simulated-dcgm-sample": {
+        "task": "clusters.simulated_dcgm_sample",
+        "schedule": SIMULATED_DCGM_SECONDS,
+        "options": {"expires": SIMULATED_DCGM_SECONDS},
     },
     "health-scrape": {
         "task": "clusters.health_scrape_endpoints",
@@ -462,6 +474,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "notify.scan",
         "schedule": 60.0,
         "options": {"expires": 60},
+    },
+    "queues-idle-scan": {
+        "task": "queues.idle_scan",
+        "schedule": IDLE_SCAN_SECONDS,
+        "options": {"expires": IDLE_SCAN_SECONDS},
     },
     "kube-reconcile-clusters": {
         "task": "clusters.kube_reconcile_clusters",

@@ -581,3 +581,36 @@ class CatalogueEstimate(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} at version {self.state_version}"
+
+
+class JobIdle(models.Model):
+    """The idle-GPU negotiation of one job (queues.idle): warned, checkpoint requested, released; one snooze."""
+
+    class Phase(models.TextChoices):
+        ACTIVE = "active", "GPUs in use (or not judged idle)"
+        WARNED = "warned", "Warned: GPUs idle"
+        CHECKPOINTING = "checkpointing", "Checkpoint requested before release"
+        RELEASED = "released", "Released for idle GPUs"
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="idle")
+    phase = models.CharField(max_length=13, choices=Phase.choices, default=Phase.ACTIVE)
+    idle_since = models.DateTimeField(null=True, blank=True, help_text="Start of the idle window that was warned.")
+    warned_at = models.DateTimeField(null=True, blank=True)
+    due_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the next step is taken: the checkpoint request, or the release."
+    )
+    checkpoint_requested_at = models.DateTimeField(null=True, blank=True)
+    watch_from = models.DateTimeField(
+        null=True, blank=True, help_text="Idle time before this instant does not count (set by the snooze)."
+    )
+    snoozed_at = models.DateTimeField(null=True, blank=True, help_text="The one snooze a job gets.")
+    snoozed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    changed_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["phase"], name="jobidle_phase")]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id}: {self.phase}"

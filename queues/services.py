@@ -506,6 +506,17 @@ def has_checkpoint_policy(job: Job) -> bool:
     return bool(job.checkpoint_path and (job.checkpoint_signal or job.checkpoint_command))
 
 
+def checkpoint_grace_seconds(job: Job) -> int:
+    """How long a job asked to checkpoint has before it is evicted: the simulated cluster's checkpoint time, or the
+    pods' termination grace period on Kubernetes (``KUBE_CHECKPOINT_GRACE_SECONDS``); 0 without a policy."""
+    if not has_checkpoint_policy(job):
+        return 0
+    backend = Cluster.objects.filter(pk=job.cluster_id).values_list("backend", flat=True).first()
+    if backend == Cluster.Backend.KUBERNETES:
+        return int(settings.KUBE_CHECKPOINT_GRACE_SECONDS)
+    return int(settings.SIMULATED_CHECKPOINT_SECONDS)
+
+
 def job_preempt(job: Job, *, now: datetime, preemptor: Job | None, reason: str, message: str) -> None:
     """Start evicting a running job for a preemptor: checkpoint first where the job has a policy."""
     if job.state not in (Job.State.ADMITTED, Job.State.RUNNING):

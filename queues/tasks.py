@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from queues.idle import idle_negotiations_scan
 from queues.policy.previews import policy_preview_run
 from queues.policy.previews import policy_previews_sweep as sweep
 
@@ -18,3 +19,9 @@ def policy_preview(preview_id: int) -> None:
 def policy_previews_sweep() -> None:
     """Beat entry: delete old what-if previews and fail those whose worker died mid-replay."""
     sweep()
+
+
+@shared_task(name="queues.idle_scan", ignore_result=True)
+def idle_scan() -> None:
+    """Beat entry: advance the idle-GPU negotiations (warn, withdraw, checkpoint, release); idempotent."""
+    idle_negotiations_scan()

@@ -12,6 +12,7 @@ urlpatterns = [
     path("submit/check/", views.job_feasibility, name="job_feasibility"),
     path("jobs/<int:pk>/", views.job_detail, name="job_detail"),
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job_cancel"),
+    path("jobs/<int:pk>/idle-snooze/", views.job_idle_snooze, name="job_idle_snooze"),
     path("jobs/<int:pk>/run/", views.job_run, name="job_run"),
     path("team/", views.team_switch, name="team_switch"),
     path("tokens/", token_views.api_tokens, name="api_tokens"),

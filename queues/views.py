@@ -23,8 +23,9 @@ from django.views.decorators.vary import vary_on_headers
 
 from kernel.errors import Conflict, ValidationFailed
 from kernel.htmx import STOP_POLLING, htmx_login_required, wants_fragment
+from kernel.labels import duration_words
 from pools.models import Cluster
-from queues import diagnosis, services
+from queues import diagnosis, idle, services
 from queues import job_run as job_run_util
 from queues import selectors as sel
 from queues.forms import JobFilterForm, JobSubmitForm, job_initial
@@ -269,6 +270,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         # GPU-hours and cost as metered (billing, above queues, answers through its port; absent without it).
         cost=cost_port.job_cost(job_id=job.pk) if cost_port is not None and job.started_at else None,
         billing=cost_port is not None,
+        idle=idle.job_idle_notice(job, user=request.user),
         rendered_at=now,
     )
     if wants_fragment(request):
@@ -301,6 +303,25 @@ def job_run(request: HttpRequest, pk: int) -> HttpResponse:
         context["events_error"] = exc.message
     context["utilisation"] = job_run_util.job_utilisation(job, now=context["fetched_at"])
     return render(request, "queues/partials/job_run.html", context)
+
+
+@require_POST
+@htmx_login_required
+def job_idle_snooze(request: HttpRequest, pk: int) -> HttpResponse:
+    """The owner's one snooze of an idle-GPU warning (queues.idle); a refusal is shown on the job page."""
+    job = _visible_job(request, pk)
+    if not sel.may_act_on_job(request.user, job):
+        raise PermissionDenied("operators see every team's jobs read-only: snoozing is for the job's owner")
+    try:
+        idle.job_idle_snooze(job=job, user=request.user)
+    except (Conflict, ValidationFailed) as exc:
+        messages.error(request, f"Not snoozed: {exc.message}.")
+    else:
+        window = job.resource_class.idle_window_seconds or 0
+        messages.success(
+            request, f"Snoozed: {job.name} is warned again only after another {duration_words(window)} idle."
+        )
+    return redirect("queues:job_detail", pk=job.pk)
 
 
 @require_http_methods(["GET", "POST"])

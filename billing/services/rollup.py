@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q, Subquery, Sum
+from django.db.models import Count, Exists, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import Coalesce
 
 from billing.models import (
     CapacityDaily,
@@ -29,6 +31,7 @@ from billing.pricing import US_PER_HOUR, RateBook, Unit, cost_of, day_bounds, du
 from billing.services.common import METERING_LOCK, billing_tz, default_currency, require_aware, take_lock
 from billing.services.metering import _rate_books
 from billing.services.quotas import quota_history_sync, quota_spans
+from pools.gpu_usage import GpuUtilSample
 from pools.models import Allocation, Device
 from queues.models import Cohort, JobEvent, TeamQuota
 
@@ -189,6 +192,10 @@ def _usage_rows(*, day: date, lo: datetime, hi: datetime) -> list[UsageDaily]:
         r = row(_key(s["team_id"], s["user_id"], s["resource_class_id"], s["flavor_id"], s["currency"]))
         r.owned_us, r.borrowed_us = s["owned_us"], s["borrowed_us"]
         r.owned_cost, r.borrowed_cost = s["owned_cost"], s["borrowed_cost"]
+    for s in _idle_held(day=day):
+        key = _key(s["team_id"], s["user_id"], s["resource_class_id"], s["flavor_id"], s["currency"])
+        if key in rows:  # idle time is part of the usage: there is always a usage row for it
+            rows[key].idle_held_us += s["idle_us"]
     currency = default_currency()
     for job, flavor_id, hours, hardware in _lost_hours(lo=lo, hi=hi):
         r = row(_key(job["team_id"], job["owner_id"], job["resource_class_id"], flavor_id, currency))
@@ -199,7 +206,42 @@ def _usage_rows(*, day: date, lo: datetime, hi: datetime) -> list[UsageDaily]:
     return list(rows.values())
 
 
-SUMMED = ("owned_us", "borrowed_us", "owned_cost", "borrowed_cost", "lost_preemption_hours", "lost_hardware_hours")
+SUMMED = (
+    "owned_us", "borrowed_us", "owned_cost", "borrowed_cost", "lost_preemption_hours", "lost_hardware_hours",
+    "idle_held_us",
+)  # fmt: skip
+
+
+def _idle_held(*, day: date) -> list[dict]:
+    """Device time (µs) of one day's usage records held while the card was idle, per team × user × class × flavor ×
+    currency: each record's duration × the share of its card's DCGM samples in [start, end) under
+    ``NOTIFY_IDLE_PERCENT`` (the negotiation's threshold, queues.idle). One query; a record whose card has no
+    samples counts none (unknown is not idle), as do days re-rolled after ``GPU_UTIL_RETENTION_DAYS``."""
+    card = Coalesce(OuterRef("allocation__device__parent_id"), OuterRef("allocation__device_id"))
+    samples = GpuUtilSample.objects.filter(
+        device_id=card, observed_at__gte=OuterRef("start"), observed_at__lt=OuterRef("end")
+    ).order_by()
+
+    def counted(rows) -> Subquery:
+        return Subquery(rows.values("device_id").annotate(n=Count("pk")).values("n")[:1])
+
+    records = (
+        UsageRecord.objects.filter(day=day, duration_us__gt=0)
+        .annotate(
+            n_all=counted(samples),
+            n_idle=counted(samples.filter(gpu_util__lt=settings.NOTIFY_IDLE_PERCENT)),
+        )
+        .filter(n_idle__gt=0)
+        .values("team_id", "user_id", "resource_class_id", "flavor_id", "currency", "duration_us", "n_all", "n_idle")
+    )
+    sums: dict[tuple, int] = defaultdict(int)
+    for r in records:
+        key = (r["team_id"], r["user_id"], r["resource_class_id"], r["flavor_id"], r["currency"])
+        sums[key] += r["duration_us"] * r["n_idle"] // r["n_all"]
+    return [
+        {"team_id": k[0], "user_id": k[1], "resource_class_id": k[2], "flavor_id": k[3], "currency": k[4], "idle_us": v}
+        for k, v in sums.items()
+    ]
 
 
 def _team_rows(usage: list[UsageDaily]) -> list[UsageTeamDaily]:

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from pools.gpu_usage import GPU_UTIL_FIELD, utilisation_prune, utilisation_record
+from pools.gpu_usage import activity_percent, utilisation_prune, utilisation_record
 from pools.health import policy as pol
 from pools.health import tickets
 from pools.health.catalog import XidEvent
@@ -188,8 +188,9 @@ def health_ingest_scrape(
     lock_cards(c for c, _ in pairs)
     for card, sample in pairs:
         _ingest_sample(card, sample, rules=rules, now=now, actor=actor, report=report)
-    # Utilisation is not health: kept as samples for the job page (and pruned past the retention).
-    utilisation_record(((c.pk, s.fields[GPU_UTIL_FIELD]) for c, s in pairs if s.has(GPU_UTIL_FIELD)), now=now)
+    # Activity is not health: kept as samples for the job page, idle GPUs and billing (pruned past the retention).
+    busy = ((c.pk, activity_percent(s.fields)) for c, s in pairs)
+    utilisation_record(((pk, percent) for pk, percent in busy if percent is not None), now=now)
     utilisation_prune(now=now)
     seen = {c.pk for c, _ in pairs}
     for node_name in sorted({c.node.name for c, _ in pairs}):

@@ -25,7 +25,7 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from kernel.errors import Conflict, DomainError, ValidationFailed
-from queues import diagnosis, services
+from queues import diagnosis, idle, services
 from queues import selectors as sel
 from queues.api import serializers as s
 from queues.api.authentication import TeamTokenAuthentication
@@ -221,6 +221,19 @@ class JobViewSet(PortalAPIMixin, viewsets.GenericViewSet):
             )
         job = services.job_cancel(job=job, user=request.user)
         return Response(s.JobSerializer(job, context=self._private()).data)
+
+    @extend_schema(
+        summary="Snooze the job's idle-GPU warning (once per job, owner only)",
+        request=None,
+        responses={200: s.JobSerializer, 409: OpenApiTypes.OBJECT},
+    )
+    @action(detail=True, methods=["post"], url_path="idle-snooze")
+    def idle_snooze(self, request: Request, pk: str) -> Response:
+        job = self.get_object()
+        if not sel.may_act_on_job(request.user, job):  # an operator: 403, as for cancelling
+            raise exceptions.PermissionDenied("operators see every team's jobs read-only: snoozing is for its owner")
+        idle.job_idle_snooze(job=job, user=request.user)
+        return Response(s.JobSerializer(self.get_object(), context=self._private()).data)
 
     @extend_schema(
         summary="Why the job waits: reason, since, position, ETA, suggestions", responses=s.DiagnosisSerializer

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 
+from pools.gpu_usage import GpuUtilSample
 from pools.health.events import load_event_text
 from pools.health.ingest import health_ingest_events, health_ingest_scrape, health_ingest_text, health_reconcile
 from pools.health.services import HealthInputError
@@ -259,3 +260,38 @@ def test_the_move_that_opened_a_ticket_is_in_the_tickets_history(pool):
         ("unhealthy", "quarantined"),
     ]
     assert [c.ticket for c in report.changes] == [ticket.pk, ticket.pk]
+
+
+# --- activity samples: GR engine active preferred over GPU utilisation ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        # the T4 runs a tiny kernel back to back: DCGM_FI_DEV_GPU_UTIL 91, its engine was active 15.6 % of the time
+        ("t4_ericsson_driver590.48.prom", 15.6205),
+        ("l4_kops_k8s1.35_driver580.105.prom", 0.0),
+        # a vGPU guest has no profiling metrics: DCGM_FI_DEV_GPU_UTIL is what there is
+        ("grid-a100-40c_vgpu_vks_driver580.126.prom", 0.0),
+    ],
+)
+def test_real_scrape_stores_engine_activity_where_reported_else_gpu_util(reference, pool, name, expected):
+    uuid, host, _ = SAMPLES[name]
+    device = DeviceFactory(node=NodeFactory(cluster=pool.cluster, name=host, flavor=None), uuid=uuid, key=uuid, index=0)
+    health_ingest_scrape(text=(reference / "dcgm/samples" / name).read_text(), now=pool.at(0), origin=name)
+    [sample] = GpuUtilSample.objects.filter(device=device)
+    assert sample.gpu_util == pytest.approx(expected)
+
+
+def test_activity_prefers_engine_active_per_card_and_skips_cards_reporting_neither(pool):
+    busy, fallback, silent = pool.devices[:3]
+    text = exposition(
+        [
+            gpu(busy, DCGM_FI_DEV_GPU_UTIL=100, DCGM_FI_PROF_GR_ENGINE_ACTIVE=0.02),
+            gpu(fallback, DCGM_FI_DEV_GPU_UTIL=37),
+            gpu(silent, DCGM_FI_DEV_GPU_TEMP=40),
+        ]
+    )
+    health_ingest_scrape(text=text, now=pool.at(0))
+    stored = dict(GpuUtilSample.objects.values_list("device_id", "gpu_util"))
+    assert stored == {busy.pk: pytest.approx(2.0), fallback.pk: 37.0}  # no sample: "not scraped", never 0 %

@@ -110,6 +110,11 @@ def test_a_move_off_a_failing_gpu_is_one_notification(world, now):
         ("requeued", {"lostDeviceHours": 1.5}, False, Kind.PREEMPTED),
         ("timed_out", {}, False, Kind.FAILED),
         ("note", {}, False, None),
+        # the idle-GPU negotiation (queues.idle): the warning and the checkpoint request are told, not the rest
+        ("note", {"reason": "idle_gpus", "step": "warning"}, False, Kind.IDLE),
+        ("checkpoint_requested", {"reason": "idle_gpus", "step": "checkpoint"}, False, Kind.IDLE),
+        ("note", {"reason": "idle_gpus", "step": "withdrawn"}, False, None),
+        ("note", {"reason": "idle_gpus", "step": "snoozed"}, False, None),
     ],
 )
 def test_kind_for_event(event_kind, details, borrowing, expected):

@@ -70,3 +70,15 @@ def test_a_job_without_enough_samples_is_not_called_idle(world):
     assert idle_scan(now=now) == 0
     services.job_finish(job, state="succeeded", now=now, message="Done.")
     assert idle_scan(now=now) == 0
+
+
+def test_jobs_of_a_class_with_an_idle_window_are_negotiated_not_told_by_the_scan(world, settings):
+    settings.NOTIFY_IDLE_MINUTES, settings.NOTIFY_IDLE_PERCENT = 30, 5
+    now = timezone.now()
+    job = run(world, submit(world, UserFactory(username="ada"), now=now - timedelta(hours=1)),
+              now=now - timedelta(hours=1))  # fmt: skip
+    job.resource_class.idle_window_seconds = 7200
+    job.resource_class.save(update_fields=["idle_window_seconds"])
+    for minutes in (25, 15, 5):
+        utilisation_record([(job.allocations.get().device_id, 0.0)], now=now - timedelta(minutes=minutes))
+    assert idle_scan(now=now) == 0

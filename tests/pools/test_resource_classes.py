@@ -60,6 +60,8 @@ def test_resource_class_save_creates_class_with_ordered_flavors(h100):
         ({"topology_mode": "required"}, "topology_level", "both the topology mode"),
         ({"min_driver_version": "new"}, "min_driver_version", "not a version"),
         ({"flavors": None}, "flavors", "at least one flavor"),
+        ({"idle_window_seconds": 60}, "idle_window_seconds", "at least 300 seconds"),
+        ({"idle_window_seconds": 0}, "idle_window_seconds", "at least 300 seconds"),
     ],
 )
 def test_resource_class_check_names_field_and_limit(h100, overrides, field, text):
@@ -118,3 +120,10 @@ def test_resource_class_save_is_all_or_nothing(h100):
         resource_class_save(spec=spec(flavors=[h100], allowed_counts=[], cpu_per_device="x"))
     assert set(exc.value.errors) == {"allowed_counts", "cpu_per_device"}
     assert not ResourceClass.objects.filter(slug="h100-train").exists()
+
+
+def test_resource_class_save_keeps_the_idle_window(h100):
+    rc, _ = resource_class_save(spec=spec(flavors=[h100], idle_window_seconds=1800))
+    assert rc.idle_window_seconds == 1800
+    rc, _ = resource_class_save(spec=spec(flavors=[h100]), instance=rc)
+    assert rc.idle_window_seconds is None  # empty: never

@@ -144,6 +144,13 @@ MATRIX: dict[str, Row] = {
         who(200, anonymous=401, outsider=404, operator=403),
         API_NO_POST,
     ),
+    # Only the owner snoozes (a pending job has no warning: 409); others 400, operators 403 (read-only).
+    "api/jobs/<int:pk>/idle-snooze/": Row(
+        lambda w: f"/api/jobs/{w.job.pk}/idle-snooze/",
+        API_NO_POST,
+        who(400, anonymous=401, outsider=404, operator=403, member=409),
+        API_NO_POST,
+    ),
     "api/jobs/<int:pk>/timeline/": Row(lambda w: f"/api/jobs/{w.job.pk}/timeline/", API_JOB, API_NO_POST, API_JOB),
     "api/jobs/<int:pk>/wait-reason/": Row(
         lambda w: f"/api/jobs/{w.job.pk}/wait-reason/", API_JOB, API_NO_POST, API_JOB
@@ -183,6 +190,12 @@ MATRIX: dict[str, Row] = {
         who(200, anonymous=LOGIN, outsider=404, operator=403),
         who(302, anonymous=LOGIN, outsider=404, operator=403),
         who(200, anonymous=HX_LOGIN, outsider=404, operator=403),
+    ),
+    "jobs/<int:pk>/idle-snooze/": Row(
+        lambda w: f"/jobs/{w.job.pk}/idle-snooze/",
+        NO_POST,
+        who(302, anonymous=LOGIN, outsider=404, operator=403),  # refused or not: back to the job page
+        NO_POST,
     ),
     "jobs/<int:pk>/run/": Row(lambda w: f"/jobs/{w.job.pk}/run/", JOB_SEEN, NO_POST, JOB_SEEN_HX),
     # Switching to a team one is not in is refused with a message, back to ``next`` (see the explicit test).
