@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('queues', '0017_job_kind_pod_sets'),
+        ('queues', '0018_stable_job_diagnosis'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
