@@ -26,8 +26,8 @@ from clusters.kube_sync.api import (
     Resource,
 )
 from clusters.kube_sync.batch_manifest import batch_job_spec, job_manifest
-from clusters.kube_sync.labels import ACCESS_ANNOTATION, JOB_ID_LABEL, PRIORITY_LABEL, QUEUE_LABEL
-from clusters.kube_sync.pod_templates import PodTimings, job_labels, job_metadata, pod_template
+from clusters.kube_sync.labels import ACCESS_ANNOTATION, JOB_ID_LABEL
+from clusters.kube_sync.pod_templates import PodTimings, job_metadata, pod_template
 from pools.workload_kinds import WorkloadKind
 from queues.models import Job
 from queues.pod_sets import PodSetShape, job_pod_sets
@@ -182,22 +182,14 @@ def session_manifest(job: Job, settings: ManifestSettings) -> dict[str, Any]:
     return {"apiVersion": PODS.api_version, "kind": PODS.kind, "metadata": meta, "spec": template["spec"]}
 
 
-def _serving_template(job: Job, ps: PodSetShape, settings: ManifestSettings) -> dict[str, Any]:
-    """A long-running pod template that carries Kueue's queue and priority labels itself (what Kueue's webhook
-    would copy from the owner), so each pod is admitted as part of the service."""
-    template = pod_template(job, ps, settings.timings, restart_policy="Always")
-    labels = job_labels(job)
-    template["metadata"]["labels"].update({k: labels[k] for k in (QUEUE_LABEL, PRIORITY_LABEL) if k in labels})
-    return template
-
-
 def inference_manifest(job: Job, settings: ManifestSettings) -> dict[str, Any]:
-    """An inference service: a Deployment of ``pod_count`` replicas under Kueue's deployment integration."""
+    """An inference service: a Deployment of ``pod_count`` replicas under Kueue's deployment integration (its
+    webhook copies the queue label onto the pods and gates them until each replica's Workload is admitted)."""
     _, primary = _split(job)
     spec = {
         "replicas": primary.count,
         "selector": {"matchLabels": {JOB_ID_LABEL: str(job.pk)}},
-        "template": _serving_template(job, primary, settings),
+        "template": pod_template(job, primary, settings.timings, restart_policy="Always"),
     }
     return _object(DEPLOYMENTS, job, spec)
 
@@ -213,8 +205,8 @@ def lws_manifest(job: Job, settings: ManifestSettings) -> dict[str, Any]:
         "leaderWorkerTemplate": {
             "size": 1 + primary.count,
             "restartPolicy": "RecreateGroupOnPodRestart",
-            "leaderTemplate": _serving_template(job, leader, settings),
-            "workerTemplate": _serving_template(job, primary, settings),
+            "leaderTemplate": pod_template(job, leader, settings.timings, restart_policy="Always"),
+            "workerTemplate": pod_template(job, primary, settings.timings, restart_policy="Always"),
         },
     }
     return _object(LEADER_WORKER_SETS, job, spec)
