@@ -8,8 +8,10 @@ import json
 import pytest
 
 from clusters.kube_sync.jobs import job_manifest_now
+from clusters.kube_sync.sync import ClusterSync
 from clusters.kube_sync.workload_manifests import SESSION_PORT
 from clusters.models import KubeJobState
+from pools.models import Cluster
 from pools.workload_kinds import WorkloadKind, kind_spec
 from queues.models import Job
 from queues.pod_sets import job_pod_sets
@@ -214,3 +216,12 @@ def test_service_deleted_in_the_cluster_ends_the_job(submit_kind, world, emulato
     job = world.job(job)
     assert job.state == Job.State.CANCELLED
     assert "Deployment was deleted" in job.events.order_by("at", "id").last().message
+
+
+def test_sync_skips_the_kinds_a_cluster_does_not_serve(portal, cluster, api, emulator):
+    del emulator.resources[("jobset.x-k8s.io", "v1alpha2", "jobsets")]  # no JobSet CRD in this cluster
+    report = ClusterSync(Cluster.objects.get(pk=cluster.pk), api).run()
+    assert "jobsets" not in report.relisted
+    assert {"jobs", "pytorchjobs", "rayjobs", "deployments", "leaderworkersets"} <= set(report.relisted)
+    assert not report.unreachable
+    assert not any(r["path"].endswith("/jobsets") for r in emulator.requests)
