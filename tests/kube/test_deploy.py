@@ -432,7 +432,7 @@ def test_deploy_rbac_covers_every_request_the_portal_makes(
     kube_job_logs(Job.objects.get(pk=job.pk), api=api, tail_lines=5)
     kube_job_events(Job.objects.get(pk=job.pk), api=api)
     emulator.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-0", "namespace": "team-vision",
-                  "labels": {"batch.kubernetes.io/job-name": Job.objects.get(pk=job.pk).k8s_name}},
+                  "labels": {"gpu-pool-portal.io/job-id": str(job.pk)}},
                   "spec": {"containers": [{"name": "main", "image": "x"}]},
                   "status": {"containerStatuses": [{"name": "main", "state": {"running": {}}}]}})  # fmt: skip
     kube_job_logs(Job.objects.get(pk=job.pk), api=api, tail_lines=5)

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from clusters.kube_sync.job_run import kube_job_logs
 from clusters.kube_sync.jobs import job_manifest_now
 from clusters.kube_sync.sync import ClusterSync
 from clusters.kube_sync.workload_manifests import SESSION_PORT
@@ -225,3 +226,15 @@ def test_sync_skips_the_kinds_a_cluster_does_not_serve(portal, cluster, api, emu
     assert {"jobs", "pytorchjobs", "rayjobs", "deployments", "leaderworkersets"} <= set(report.relisted)
     assert not report.unreachable
     assert not any(r["path"].endswith("/jobsets") for r in emulator.requests)
+
+
+def test_job_page_reads_the_logs_of_every_pod_set(submit_kind, world, emulator, api):
+    job = submit_kind(WorkloadKind.JOBSET)
+    cluster = KindCluster(emulator, "JobSet", job.k8s_name, "team-vision")
+    cluster.create_workload(when=at(0.1))
+    cluster.admit(cluster_queue="vision", flavor="h100", when=at(1))
+    pods = cluster.run(["gpu-a1", "gpu-a2"], when=at(2))
+    emulator.set_pod_log("team-vision", pods[0], [("2026-09-01T08:02:00Z", "launcher up")])
+    logs = kube_job_logs(world.job(job), api=api, tail_lines=5)
+    assert sorted(log.pod for log in logs) == sorted(pods)  # the launcher's and the workers'
+    assert next(log for log in logs if log.pod == pods[0]).lines == ["2026-09-01T08:02:00Z launcher up"]
