@@ -51,6 +51,10 @@ CONFIG_MAPS = Resource("configmaps", "", "v1", "configmaps", "ConfigMap", True)
 JOBS = Resource("jobs", "batch", "v1", "jobs", "Job", True)
 RESOURCE_SLICES = Resource("resourceslices", "resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False)
 RESOURCE_CLAIMS = Resource("resourceclaims", "resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
+#: A DRA job's device claims, one per pod set with devices (clusters.kube_sync.dra_claims).
+RESOURCE_CLAIM_TEMPLATES = Resource(
+    "resourceclaimtemplates", "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True
+)
 RESOURCE_FLAVORS = Resource("resourceflavors", KUEUE, KUEUE_VERSION, "resourceflavors", "ResourceFlavor", False)
 COHORTS = Resource("cohorts", KUEUE, KUEUE_VERSION, "cohorts", "Cohort", False)
 CLUSTER_QUEUES = Resource("clusterqueues", KUEUE, KUEUE_VERSION, "clusterqueues", "ClusterQueue", False)
@@ -94,6 +98,7 @@ ALL_RESOURCES = (
     RAY_JOBS,
     LEADER_WORKER_SETS,
     DEPLOYMENTS,
+    RESOURCE_CLAIM_TEMPLATES,
 )
 BY_KIND = {r.kind: r for r in ALL_RESOURCES}
 BY_KEY = {r.key: r for r in ALL_RESOURCES}

@@ -9,11 +9,11 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from clusters.kube_sync.api import KubeApi, KubeConflict, KubeNotFound, KubeRejected
+from clusters.kube_sync.api import RESOURCE_CLAIM_TEMPLATES, KubeApi, KubeConflict, KubeNotFound, KubeRejected
 from clusters.kube_sync.conf import kube_setting
 from clusters.kube_sync.observe import compact_top, job_id_of
-from clusters.kube_sync.pod_templates import PodTimings
-from clusters.kube_sync.workload_manifests import ManifestError, ManifestSettings, kind_resource, workload_manifest
+from clusters.kube_sync.pod_templates import ManifestSettings, PodSettings
+from clusters.kube_sync.workload_manifests import ManifestError, claim_templates, kind_resource, workload_manifest
 from clusters.models import KubeJobState
 from queues import job_sync
 from queues import services as job_services
@@ -27,7 +27,7 @@ def manifest_settings() -> ManifestSettings:
     return ManifestSettings(
         backoff_limit=int(kube_setting("KUBE_JOB_BACKOFF_LIMIT")),
         ttl_seconds=int(kube_setting("KUBE_JOB_TTL_SECONDS_AFTER_FINISHED")),
-        timings=PodTimings(
+        pod=PodSettings(
             grace_seconds=int(kube_setting("KUBE_TERMINATION_GRACE_SECONDS")),
             checkpoint_grace=int(kube_setting("KUBE_CHECKPOINT_GRACE_SECONDS")),
         ),
@@ -102,6 +102,19 @@ def kube_job_create(*, job_id: int, api: KubeApi, now: datetime | None = None) -
                 now=now,
             )
         return "refused"
+    problem = _create_claim_templates(job, created, api=api)
+    if problem:
+        api.delete(
+            resource,
+            name=job.k8s_name,
+            namespace=job.k8s_namespace,
+            propagation_policy=str(kube_setting("KUBE_DELETE_PROPAGATION")),
+            uid=created["metadata"]["uid"],
+        )
+        with transaction.atomic():
+            job = job_sync.job_lock(job_id=job.pk)
+            job_services.job_finish(job, state=Job.State.FAILED, now=now, message=problem)
+        return "rejected"
     with transaction.atomic():
         job = job_sync.job_lock(job_id=job.pk)
         job_sync.job_set_cluster_refs(job, uid=created["metadata"]["uid"])
@@ -114,6 +127,21 @@ def kube_job_create(*, job_id: int, api: KubeApi, now: datetime | None = None) -
         if job.is_final:  # cancelled while the request was in flight
             transaction.on_commit(lambda: kube_job_delete(job_id=job.pk, api=api))
     return "created"
+
+
+def _create_claim_templates(job: Job, created: dict, *, api: KubeApi) -> str:
+    """The ResourceClaimTemplates of a DRA job, owned by its created object (one already there is its own: a
+    retry); what the cluster refused ("" when all are there). Transient failures propagate for the task to retry."""
+    for template in claim_templates(job, created):
+        try:
+            api.create(RESOURCE_CLAIM_TEMPLATES, template)
+        except KubeConflict as exc:
+            if not exc.already_exists:
+                raise
+        except (KubeRejected, KubeNotFound) as exc:
+            name = template["metadata"]["name"]
+            return f"The cluster rejected the job's device claim {name}: {exc.message}; nothing runs."
+    return ""
 
 
 def kube_job_delete(*, job_id: int, api: KubeApi) -> bool:

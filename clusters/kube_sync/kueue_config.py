@@ -1,5 +1,6 @@
-"""Whether Kueue's own configuration agrees with a cluster: its fair-sharing switch, and the integrations the
-workload kinds of the classes offered there need. Read it, compare, record.
+"""Whether Kueue's own configuration agrees with a cluster: its fair-sharing switch, the integrations the
+workload kinds of the classes offered there need, and the DeviceClass mappings of the classes whose devices the
+portal claims through DRA. Read it, compare, record.
 
 Kueue shares fairly when its manager ``Configuration`` says so: the ConfigMap named by ``KUEUE_CONFIG_MAP``
 (``kueue-system/kueue-manager-config``, key ``controller_manager_config.yaml``). The cluster row's switch
@@ -23,12 +24,14 @@ from django.utils import timezone
 
 from clusters.kube_sync.api import CONFIG_MAPS, KubeApi, KubeError, KubeNotFound, KubeUnavailable
 from clusters.kube_sync.conf import kube_setting
+from clusters.kube_sync.dra_claims import class_dra_request
 from pools.models import Cluster, ResourceClass
 from pools.workload_kinds import kind_spec
 from queues.engine.kueue_config import (
     CONFIG_MAP_KEY,
     config_map_configuration,
     configuration_from_config_map,
+    device_class_mappings,
     integration_frameworks,
 )
 from queues.engine.model import FairSharing
@@ -128,25 +131,56 @@ def _outcome(cluster: Cluster, api: KubeApi) -> KueueConfigCheck:
 
     try:
         kueue = configuration_from_config_map(raw, fail)
-        enabled = integration_frameworks(
-            config_map_configuration(raw, fail), lambda sub, problem: fail(f"{CONFIG_MAP_KEY}.{sub}", problem)
-        )
+        config = config_map_configuration(raw, fail)
+
+        def inner(sub: str, problem: str) -> Exception:
+            return fail(f"{CONFIG_MAP_KEY}.{sub}", problem)
+
+        enabled = integration_frameworks(config, inner)
+        mappings = device_class_mappings(config, inner)
     except _Unreadable as exc:
         return KueueConfigCheck(State.INVALID, str(exc))
-    problems = [
-        p for p in (kueue_config_mismatch(cluster=cluster, kueue=kueue), missing_integrations(cluster, enabled)) if p
-    ]
+    checks = (
+        kueue_config_mismatch(cluster=cluster, kueue=kueue),
+        missing_integrations(cluster, enabled),
+        missing_device_class_mappings(cluster, mappings),
+    )
+    problems = [p for p in checks if p]
     return KueueConfigCheck(State.MISMATCH if problems else State.MATCHES, " ".join(problems))
+
+
+def _offered_classes(cluster: Cluster) -> list[ResourceClass]:
+    """The active classes offered on the cluster: a team has quota there for one of their flavors."""
+    flavors = QuotaLine.objects.filter(team_quota__cluster=cluster).values("flavor_id")
+    return list(
+        ResourceClass.objects.filter(active=True, flavor_links__flavor_id__in=flavors).distinct().order_by("slug")
+    )
+
+
+def missing_device_class_mappings(cluster: Cluster, mappings: dict[str, tuple[str, ...]]) -> str:
+    """The classes whose devices the cluster publishes only as ResourceSlices but whose DeviceClass Kueue does not
+    map to the class's resource name (its quota would not count their claims) ("" when none)."""
+    lacking = []
+    for rc in _offered_classes(cluster):
+        request = class_dra_request(rc, cluster_id=cluster.pk)
+        if request is not None and request.device_class not in mappings.get(rc.resource_name, ()):
+            lacking.append(
+                f"{{name: {rc.resource_name}, deviceClassNames: [{request.device_class}]}} (class {rc.slug})"
+            )
+    if not lacking:
+        return ""
+    return (
+        "Kueue's configuration does not count the DRA devices the portal claims: add "
+        f"{'; '.join(lacking)} to resources.deviceClassMappings (feature gate DynamicResourceAllocation)."
+    )
 
 
 def frameworks_needed(cluster: Cluster) -> dict[str, list[str]]:
     """Kueue framework → the classes offered on the cluster (a team has quota for one of their flavors there)
     whose allowed workload kinds need it, with what each framework itself needs (``deployment`` and
     LeaderWorkerSets are admitted through the ``pod`` integration)."""
-    flavors = QuotaLine.objects.filter(team_quota__cluster=cluster).values("flavor_id")
-    classes = ResourceClass.objects.filter(active=True, flavor_links__flavor_id__in=flavors).distinct().order_by("slug")
     needed: dict[str, list[str]] = {}
-    for rc in classes:
+    for rc in _offered_classes(cluster):
         for kind in rc.allowed_kinds or []:
             framework = kind_spec(kind).kueue_framework
             for name in (framework, *FRAMEWORK_NEEDS.get(framework, ())):

@@ -1,4 +1,5 @@
-"""What the portal sends to a cluster: the Kueue configuration objects (and, re-exported, a submission's batch Job).
+"""What the portal sends to a cluster: the Kueue configuration objects (a submission's objects are built by
+:mod:`clusters.kube_sync.workload_manifests`).
 
 Pure functions of the portal's rows (reads only, no writes, no cluster calls).
 """
@@ -13,7 +14,6 @@ from decimal import Decimal
 from typing import Any
 
 from clusters.kube_sync.api import KUEUE, KUEUE_VERSION
-from clusters.kube_sync.batch_manifest import job_manifest
 from clusters.kube_sync.labels import (
     CLASS_LABEL,
     JOB_ID_LABEL,
@@ -49,7 +49,6 @@ __all__ = [
     "desired_config",
     "desired_hash",
     "diff",
-    "job_manifest",
     "live_view",
     "object_key",
 ]

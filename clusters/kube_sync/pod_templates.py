@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from clusters.kube_sync.dra_claims import CLAIM_NAME, DraRequest, claim_template_name
 from clusters.kube_sync.labels import (
     CLASS_LABEL,
     JOB_ID_LABEL,
@@ -37,11 +38,24 @@ DEGRADED_NODE_WEIGHT = 50
 
 
 @dataclass(frozen=True)
-class PodTimings:
-    """The backend's settings every pod template reads (``KUBE_*``)."""
+class PodSettings:
+    """What every pod template of a job reads: the backend's grace periods (``KUBE_*``) and, on a cluster whose
+    devices of the job's class are DRA devices, their claim request."""
 
     grace_seconds: int
     checkpoint_grace: int
+    dra: DraRequest | None = None
+
+
+@dataclass(frozen=True)
+class ManifestSettings:
+    """The backend settings the manifest builders read (``KUBE_*``)."""
+
+    backoff_limit: int
+    ttl_seconds: int
+    pod: PodSettings
+    #: Sessions are reached at https://<name>.<domain>/ when set (an ingress controller serves the domain).
+    session_ingress_domain: str = ""
 
 
 def job_labels(job: Job) -> dict[str, str]:
@@ -141,7 +155,7 @@ def checkpoint_settings(job: Job) -> tuple[dict[str, str], list[dict[str, str]]]
 def pod_template(
     job: Job,
     pod_set: PodSetShape,
-    timings: PodTimings,
+    settings: PodSettings,
     *,
     restart_policy: str = "Never",
     container_name: str = "main",
@@ -160,6 +174,9 @@ def pod_template(
         key = REQUIRED_TOPOLOGY if job.topology_mode == "required" else PREFERRED_TOPOLOGY
         annotations[key] = job.topology_level
     per_pod = requests(job, pod_set)
+    claimed = settings.dra is not None and pod_set.devices_per_pod > 0
+    if claimed:  # the devices come from the pod set's ResourceClaimTemplate, not as an extended resource
+        per_pod.pop(job.resource_class.resource_name, None)
     env = [{"name": k, "value": str(v)} for k, v in sorted((job.env or {}).items())]
     env += [{"name": "PORTAL_JOB_ID", "value": str(job.pk)}, {"name": "PORTAL_POD_SET", "value": pod_set.name}]
     env += checkpoint_env
@@ -170,6 +187,8 @@ def pod_template(
         "env": env,
         "resources": {"requests": per_pod, "limits": limits},
     }
+    if claimed:
+        container["resources"]["claims"] = [{"name": CLAIM_NAME}]
     if run_command and job.command:
         container["command"] = list(job.command)
     if run_command and job.args:
@@ -182,8 +201,10 @@ def pod_template(
     spec: dict[str, Any] = {
         "restartPolicy": restart_policy,
         "containers": [container],
-        "terminationGracePeriodSeconds": timings.checkpoint_grace if job.checkpoint_path else timings.grace_seconds,
+        "terminationGracePeriodSeconds": settings.checkpoint_grace if job.checkpoint_path else settings.grace_seconds,
     }
+    if claimed:
+        spec["resourceClaims"] = [{"name": CLAIM_NAME, "resourceClaimTemplateName": claim_template_name(job, pod_set)}]
     pinning = validation_pinning(job_id=job.pk) if job.pk else None
     placement = affinity(job, pinned=pinning is not None)
     if placement:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 from clusters.kube_sync.api import (
@@ -26,8 +26,9 @@ from clusters.kube_sync.api import (
     Resource,
 )
 from clusters.kube_sync.batch_manifest import batch_job_spec, job_manifest
+from clusters.kube_sync.dra_claims import claim_template, dra_request
 from clusters.kube_sync.labels import ACCESS_ANNOTATION, JOB_ID_LABEL
-from clusters.kube_sync.pod_templates import PodTimings, job_metadata, pod_template
+from clusters.kube_sync.pod_templates import ManifestSettings, job_metadata, pod_template
 from pools.workload_kinds import WorkloadKind
 from queues.models import Job
 from queues.pod_sets import PodSetShape, job_pod_sets
@@ -48,17 +49,6 @@ KIND_RESOURCES: dict[str, Resource] = {
 
 class ManifestError(ValueError):
     """The job cannot be expressed as its kind's object (the submission lacks something the kind needs)."""
-
-
-@dataclass(frozen=True)
-class ManifestSettings:
-    """The backend settings the builders read (``KUBE_*``)."""
-
-    backoff_limit: int
-    ttl_seconds: int
-    timings: PodTimings
-    #: Sessions are reached at https://<name>.<domain>/ when set (an ingress controller serves the domain).
-    session_ingress_domain: str = ""
 
 
 def kind_resource(kind: str) -> Resource:
@@ -83,7 +73,7 @@ def jobset_manifest(job: Job, settings: ManifestSettings) -> dict[str, Any]:
             "replicas": 1,
             "template": {
                 "metadata": {"labels": {JOB_ID_LABEL: str(job.pk)}},
-                "spec": batch_job_spec(job, ps, settings.timings, backoff_limit=settings.backoff_limit),
+                "spec": batch_job_spec(job, ps, settings.pod, backoff_limit=settings.backoff_limit),
             },
         }
         for ps in job_pod_sets(job)
@@ -101,7 +91,7 @@ def pytorchjob_manifest(job: Job, settings: ManifestSettings) -> dict[str, Any]:
         ps.name.capitalize(): {
             "replicas": ps.count,
             "restartPolicy": "Never",
-            "template": pod_template(job, ps, settings.timings, container_name="pytorch"),
+            "template": pod_template(job, ps, settings.pod, container_name="pytorch"),
         }
         for ps in job_pod_sets(job)
     }
@@ -129,7 +119,7 @@ def rayjob_manifest(job: Job, settings: ManifestSettings) -> dict[str, Any]:
         "minReplicas": primary.count,
         "maxReplicas": primary.count,
         "rayStartParams": {},
-        "template": pod_template(job, primary, settings.timings, container_name="ray-worker", run_command=False),
+        "template": pod_template(job, primary, settings.pod, container_name="ray-worker", run_command=False),
     }
     spec: dict[str, Any] = {
         "suspend": True,
@@ -140,7 +130,7 @@ def rayjob_manifest(job: Job, settings: ManifestSettings) -> dict[str, Any]:
             "headGroupSpec": {
                 "rayStartParams": {},
                 "template": pod_template(
-                    job, head, settings.timings, container_name="ray-head", run_command=False, ports=ray_ports
+                    job, head, settings.pod, container_name="ray-head", run_command=False, ports=ray_ports
                 ),
             },
             "workerGroupSpecs": [workers],
@@ -170,7 +160,7 @@ def session_manifest(job: Job, settings: ManifestSettings) -> dict[str, Any]:
     """A development session: one plain Pod under Kueue's pod integration (its webhook gates the pod until the
     Workload is admitted), serving the notebook on :data:`SESSION_PORT`, restarted until stopped."""
     _, primary = _split(job)
-    template = pod_template(job, primary, settings.timings, restart_policy="Always", ports=(("http", SESSION_PORT),))
+    template = pod_template(job, primary, settings.pod, restart_policy="Always", ports=(("http", SESSION_PORT),))
     meta = job_metadata(job)
     meta["labels"] = {**template["metadata"]["labels"], **meta["labels"]}
     access = session_access(job, ingress_domain=settings.session_ingress_domain)
@@ -189,7 +179,7 @@ def inference_manifest(job: Job, settings: ManifestSettings) -> dict[str, Any]:
     spec = {
         "replicas": primary.count,
         "selector": {"matchLabels": {JOB_ID_LABEL: str(job.pk)}},
-        "template": pod_template(job, primary, settings.timings, restart_policy="Always"),
+        "template": pod_template(job, primary, settings.pod, restart_policy="Always"),
     }
     return _object(DEPLOYMENTS, job, spec)
 
@@ -205,24 +195,19 @@ def lws_manifest(job: Job, settings: ManifestSettings) -> dict[str, Any]:
         "leaderWorkerTemplate": {
             "size": 1 + primary.count,
             "restartPolicy": "RecreateGroupOnPodRestart",
-            "leaderTemplate": pod_template(job, leader, settings.timings, restart_policy="Always"),
-            "workerTemplate": pod_template(job, primary, settings.timings, restart_policy="Always"),
+            "leaderTemplate": pod_template(job, leader, settings.pod, restart_policy="Always"),
+            "workerTemplate": pod_template(job, primary, settings.pod, restart_policy="Always"),
         },
     }
     return _object(LEADER_WORKER_SETS, job, spec)
 
 
 def workload_manifest(job: Job, settings: ManifestSettings) -> dict[str, Any]:
-    """The object the portal creates for a job of any kind (ManifestError when the job cannot be one)."""
-    if job.kind == WorkloadKind.BATCH:
-        return job_manifest(
-            job,
-            backoff_limit=settings.backoff_limit,
-            ttl_seconds=settings.ttl_seconds,
-            grace_seconds=settings.timings.grace_seconds,
-            checkpoint_grace=settings.timings.checkpoint_grace,
-        )
+    """The object the portal creates for a job of any kind (ManifestError when the job cannot be one); on a
+    cluster whose devices of the class are DRA devices, its pod sets claim them (:func:`claim_templates`)."""
+    settings = replace(settings, pod=replace(settings.pod, dra=dra_request(job)))
     builders = {
+        WorkloadKind.BATCH: job_manifest,
         WorkloadKind.JOBSET: jobset_manifest,
         WorkloadKind.PYTORCHJOB: pytorchjob_manifest,
         WorkloadKind.RAYJOB: rayjob_manifest,
@@ -231,3 +216,12 @@ def workload_manifest(job: Job, settings: ManifestSettings) -> dict[str, Any]:
         WorkloadKind.INFERENCE_LWS: lws_manifest,
     }
     return builders[job.kind](job, settings)
+
+
+def claim_templates(job: Job, owner: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ResourceClaimTemplates the job's pod sets with devices reference, owned by the job's created object
+    (none where the class's devices are extended resources)."""
+    request = dra_request(job)
+    if request is None:
+        return []
+    return [claim_template(job, ps, request, owner) for ps in job_pod_sets(job) if ps.devices_per_pod]

@@ -4,7 +4,8 @@ and the integrations it enables.
 Two shapes are read: the ``kueue-manager-config`` ConfigMap as ``kubectl get cm -o yaml`` prints it (the
 Configuration is the YAML string under ``data["controller_manager_config.yaml"]``), or a bare
 ``Configuration`` object. Only ``fairSharing`` matters to the engine; ``integrations.frameworks`` (the kinds of
-workload Kueue manages) is read for the cluster check; other fields are ignored.
+workload Kueue manages) and ``resources.deviceClassMappings`` (how it counts DRA devices) are read for the cluster
+check; other fields are ignored.
 
 * ``config.kueue.x-k8s.io/v1beta2`` (Kueue ≥ 0.15): fair sharing is on when ``fairSharing`` is set, and then
   ``preemptionStrategies`` is required.
@@ -134,3 +135,21 @@ def configuration(config: Mapping[str, Any], fail: Fail) -> FairSharing | None:
             f"unsupported combination [{', '.join(chosen)}] (supported: {_supported()})",
         )
     return FairSharing(chosen)  # type: ignore[arg-type]
+
+
+def device_class_mappings(config: Mapping[str, Any], fail: Fail) -> dict[str, tuple[str, ...]]:
+    """``resources.deviceClassMappings`` of a ``Configuration``: the resource name Kueue counts for the devices of
+    each DeviceClass it lists (resource name → DeviceClass names)."""
+    resources = config.get("resources") or {}
+    if not isinstance(resources, Mapping):
+        raise fail("resources", f"expected an object, got {type(resources).__name__}")
+    mappings = resources.get("deviceClassMappings") or []
+    if not isinstance(mappings, list):
+        raise fail("resources.deviceClassMappings", "expected a list")
+    out: dict[str, tuple[str, ...]] = {}
+    for i, mapping in enumerate(mappings):
+        names = mapping.get("deviceClassNames") if isinstance(mapping, Mapping) else None
+        if not isinstance(mapping, Mapping) or not isinstance(mapping.get("name"), str) or not isinstance(names, list):
+            raise fail(f"resources.deviceClassMappings[{i}]", "expected {name, deviceClassNames}")
+        out[mapping["name"]] = out.get(mapping["name"], ()) + tuple(str(n) for n in names)
+    return out

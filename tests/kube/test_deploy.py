@@ -460,6 +460,14 @@ def test_deploy_rbac_covers_every_request_the_portal_makes(
     kube_sync_run(cluster=cluster, api=api, full=True)
     emulator.put(SLICE)
     kube_sync_run(cluster=cluster, api=api, watch_seconds=1)
+    # on a cluster whose GPUs are DRA devices a job claims them through a ResourceClaimTemplate (create)
+    Device.objects.filter(resource_name="nvidia.com/gpu").update(source=Device.Source.DRA, dra_driver="gpu.nvidia.com")
+    with django_capture_on_commit_callbacks(execute=True):
+        claimed = job_submit(owner=portal.user, team=portal.team, spec=spec, now=at(0))
+    assert emulator.get_obj("ResourceClaimTemplate", f"{Job.objects.get(pk=claimed.pk).k8s_name}-main", "team-vision")
+    kube_job_delete(job_id=claimed.pk, api=api)
+    Job.objects.filter(pk=claimed.pk).delete()
+    Device.objects.filter(resource_name="nvidia.com/gpu").update(source=Device.Source.DEVICE_PLUGIN, dra_driver="")
     # the team's quota goes: re-applying the orphans deletes them
     TeamQuota.objects.all().delete()
     PriorityClass.objects.filter(name="urgent").delete()
