@@ -107,6 +107,7 @@ class JobObjectEvents:
         states = self.states(jobs, ("pods", "batch_job", "job_deleted_at"))
         now = self.clock()
         changed = []
+        tops: set[int] = set()  # sessions whose Pod (their top-level object) changed
         refs: list[tuple[Job, str, str]] = []
         for job_id, job_events in by_job.items():
             st = states.get(job_id)
@@ -116,6 +117,8 @@ class JobObjectEvents:
             # a development session's Pod is its job's top-level object too
             own = [e for e in job_events if is_top_object(jobs[job_id], e.object)]
             dirty = bool(own) and self._top_event(jobs[job_id], st, own[-1], now, refs)
+            if dirty:
+                tops.add(job_id)
             for event in job_events:
                 name = event.object["metadata"]["name"]
                 compact = compact_pod(event.object)
@@ -130,7 +133,8 @@ class JobObjectEvents:
                 st.pods, st.observed_at = pods, now
                 changed.append(st)
         job_sync.jobs_set_cluster_refs(refs)
-        self.save_states(changed, ["pods", "batch_job", "job_deleted_at"])
+        self.save_states([s for s in changed if s.job_id not in tops], ["pods"])
+        self.save_states([s for s in changed if s.job_id in tops], ["pods", "batch_job", "job_deleted_at"])
         return {s.job_id for s in changed}
 
     def workload_events(self, events: list[WatchEvent]) -> set[int]:
