@@ -199,7 +199,9 @@ def _admit(
         for a in assignments
     ]
     devices, short = _pick_devices(job, pods, ctx)
-    flavor = (assignments[0].get("flavors") or {}).get(job.resource_class.resource_name, "")
+    # the flavor of the devices: a launcher's or a Ray head's pod set (listed first) has none
+    resource = job.resource_class.resource_name
+    flavor = next((a["flavors"][resource] for a in assignments if resource in (a.get("flavors") or {})), "")
     adding = sum(len(d) for d in devices)
     borrowing = _borrowing(job, ctx, flavor, adding) if flavor else False
     message = f"Admitted by ClusterQueue {cq}" if cq else "Admitted by Kueue"

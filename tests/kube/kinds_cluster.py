@@ -122,7 +122,7 @@ class KindCluster:
             "admission": {
                 "clusterQueue": cluster_queue,
                 "podSetAssignments": [
-                    {"name": p["name"], "count": p["count"], "flavors": {"nvidia.com/gpu": flavor, "cpu": flavor}}
+                    {"name": p["name"], "count": p["count"], "flavors": self._flavors(p, flavor)}
                     for p in wl["spec"]["podSets"]
                 ],
             },
@@ -140,6 +140,12 @@ class KindCluster:
         elif self.kind == "PyTorchJob":
             obj["spec"]["runPolicy"]["suspend"] = False
         self.emu.put(obj)
+
+    @staticmethod
+    def _flavors(pod_set: dict, flavor: str) -> dict[str, str]:
+        """A flavor for each resource the pod set's pods request, as Kueue assigns them (a launcher: no GPU)."""
+        requested = {r for c in pod_set["template"]["spec"]["containers"] for r in c["resources"]["requests"]}
+        return dict.fromkeys(sorted(requested), flavor)
 
     def run(self, nodes: list[str], *, when: datetime) -> list[str]:
         """The controller creates every pod set's pods, bound round-robin to ``nodes`` and running; the kind's
