@@ -51,7 +51,7 @@ from clusters.kube_sync.eval_context import EvalContext
 from clusters.kube_sync.evaluate import evaluate_job
 from clusters.kube_sync.manifests import PORTAL_JOBS_SELECTOR
 from clusters.kube_sync.sync_inventory import SUSPECT_PREFIX, InventoryEvents
-from clusters.kube_sync.sync_objects import JobObjectEvents
+from clusters.kube_sync.sync_objects import TOP_SYNC_KEY_OF_KIND, JobObjectEvents
 from clusters.models import KubeConfigObject, KubeJobState
 from kernel.db import update_rows
 from pools.models import Cluster
@@ -159,7 +159,7 @@ class ClusterSync(InventoryEvents, JobObjectEvents):
                 self.relist("clusterqueues")
             else:
                 self.watch_kind("clusterqueues", seconds, catch_up=True)
-            watched = ("jobs", *self.workload_kinds_served(), "pods", "workloads")
+            watched = ("jobs", *self.workload_kinds_in_use(), "pods", "workloads")
             job_kinds = [k for k in watched if full or not self.bookmark(k)]
             if job_kinds:
                 self.relist_jobs(job_kinds)
@@ -229,6 +229,14 @@ class ClusterSync(InventoryEvents, JobObjectEvents):
         if self._kinds_served is None:
             self._kinds_served = [r.key for r in TOP_RESOURCES if self.api.serves(r.api_version)]
         return self._kinds_served
+
+    def workload_kinds_in_use(self) -> list[str]:
+        """The served workload kinds a pass reads: those of the cluster's jobs that are not final (each watch of a
+        pass waits for its stream to drain; a kind nobody runs has nothing to say, and when a job of it comes, the
+        pass reads from the old bookmark or relists)."""
+        live = Job.objects.filter(cluster=self.cluster).exclude(state__in=Job.FINAL_STATES).order_by()
+        keys = {TOP_SYNC_KEY_OF_KIND.get(kind) for kind in live.values_list("kind", flat=True).distinct()}
+        return [k for k in self.workload_kinds_served() if k in keys]
 
     def _resource(self, kind: str) -> tuple[Resource, str]:
         if kind in TOP_SYNC_KINDS:

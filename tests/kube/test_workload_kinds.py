@@ -219,13 +219,15 @@ def test_service_deleted_in_the_cluster_ends_the_job(submit_kind, world, emulato
     assert "Deployment was deleted" in job.events.order_by("at", "id").last().message
 
 
-def test_sync_skips_the_kinds_a_cluster_does_not_serve(portal, cluster, api, emulator):
+def test_sync_reads_the_served_kinds_of_live_jobs_only(submit_kind, world, cluster, api, emulator):
     del emulator.resources[("jobset.x-k8s.io", "v1alpha2", "jobsets")]  # no JobSet CRD in this cluster
-    report = ClusterSync(Cluster.objects.get(pk=cluster.pk), api).run()
-    assert "jobsets" not in report.relisted
-    assert {"jobs", "pytorchjobs", "rayjobs", "deployments", "leaderworkersets"} <= set(report.relisted)
+    submit_kind(WorkloadKind.PYTORCHJOB)
+    emulator.requests.clear()
+    report = ClusterSync(Cluster.objects.get(pk=cluster.pk), api).run(full=True)
     assert not report.unreachable
-    assert not any(r["path"].endswith("/jobsets") for r in emulator.requests)
+    assert "pytorchjobs" in report.relisted  # a live job of that kind
+    assert not {"jobsets", "rayjobs", "deployments", "leaderworkersets"} & set(report.relisted)
+    assert not any(r["path"].endswith(("/jobsets", "/rayjobs")) for r in emulator.requests)
 
 
 def test_job_page_reads_the_logs_of_every_pod_set(submit_kind, world, emulator, api):
