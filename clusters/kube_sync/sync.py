@@ -1,6 +1,7 @@
 """Reading a cluster back: list + watch with resourceVersion bookmarks, into the inventory and the jobs.
 
-Per kind (nodes, resourceslices, jobs, pods, workloads, clusterqueues, events) the portal keeps the last
+Per kind (nodes, resourceslices, jobs, the workload kinds' objects — jobsets, pytorchjobs, rayjobs, deployments,
+leaderworkersets —, pods, workloads, clusterqueues, events) the portal keeps the last
 resourceVersion it processed in ``Cluster.sync_bookmarks``. A pass watches from there (cost grows with the
 changes, not with the cluster); without a bookmark, or when the server answers 410 Gone, it relists in pages of
 ``KUBE_LIST_PAGE_SIZE`` (memory stays at one page; the inventory alone needs the whole node listing, reduced to

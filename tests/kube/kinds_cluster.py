@@ -12,8 +12,10 @@ import copy
 from datetime import datetime
 
 from pools.workload_kinds import kind_spec
+from queues.models import Job
 from queues.pod_sets import primary_requests
-from tests.kube.cluster import condition, ts
+from queues.services import JobSpec, job_submit
+from tests.kube.cluster import at, condition, ts
 from tests.kube.emulator import Emulator
 
 
@@ -28,6 +30,27 @@ def companions(kind: str, rc, devices_per_pod: int) -> list[dict]:
             cpu, memory, devices = c.cpu, c.memory, c.devices_per_pod
         out.append({"name": c.name, "count": c.count, "devices_per_pod": devices, "cpu": cpu, "memory": memory})
     return out
+
+
+def submit_kind_job(portal, capture, kind: str, *, pods: int, gpus: int, name: str = "train", **kwargs) -> Job:
+    """Submit a job of ``kind`` through the portal's service (``capture``: django_capture_on_commit_callbacks);
+    the kind and its companion pod sets are set as a submission of that kind stores them before the backend
+    creates the object after commit."""
+    spec = JobSpec(
+        name=name,
+        image=kind_spec(kind).default_image or "registry.example.com/vision/train:1.0",
+        resource_class=portal.rc,
+        devices_per_pod=gpus,
+        pod_count=pods,
+        command=kwargs.pop("command", ["python", "train.py"]),
+        **kwargs,
+    )
+    with capture(execute=False) as callbacks:
+        job = job_submit(owner=portal.user, team=portal.team, spec=spec, now=at(0))
+    Job.objects.filter(pk=job.pk).update(kind=kind, companion_pod_sets=companions(kind, portal.rc, gpus))
+    for callback in callbacks:
+        callback()
+    return Job.objects.get(pk=job.pk)
 
 
 def pod_sets_of(obj: dict) -> list[tuple[str, int, dict]]:

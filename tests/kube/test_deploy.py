@@ -38,7 +38,7 @@ from queues.models import Cohort, Job, PriorityClass, TeamQuota
 from queues.services import JobSpec, job_submit
 from tests.deploy_check import deploy_check
 from tests.kube.cluster import at, kueue_config_map
-from tests.kube.kinds_cluster import companions
+from tests.kube.kinds_cluster import submit_kind_job
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = REPO / "deploy" / "base"
@@ -440,26 +440,22 @@ def test_deploy_rbac_covers_every_request_the_portal_makes(
     kube_job_delete(job_id=job.pk, api=api)
     Job.objects.filter(pk=job.pk).delete()
     # the other workload kinds: submit, a retry that finds its own object (get), cancel
-    for kind in [k for k in WorkloadKind.values if k != WorkloadKind.BATCH]:
-        spec = JobSpec(
-            name=f"k-{kind}",
-            image="registry.example.com/train:1",
-            resource_class=portal.rc,
-            devices_per_pod=2,
-            command=("python", "train.py"),
-        )
-        with django_capture_on_commit_callbacks(execute=False):
-            other = job_submit(owner=portal.user, team=portal.team, spec=spec, now=at(0))
-        Job.objects.filter(pk=other.pk).update(kind=kind, companion_pod_sets=companions(kind, portal.rc, 2))
-        kube_job_create(job_id=other.pk, api=api)
+    # (they stay till after the sync, which lists and watches the kinds of live jobs)
+    others = [
+        submit_kind_job(portal, django_capture_on_commit_callbacks, kind, pods=1, gpus=2, name=f"k-{kind}")
+        for kind in WorkloadKind.values
+        if kind != WorkloadKind.BATCH
+    ]
+    for other in others:
         Job.objects.filter(pk=other.pk).update(k8s_uid="")
         kube_job_create(job_id=other.pk, api=api)
-        kube_job_delete(job_id=other.pk, api=api)
-        Job.objects.filter(pk=other.pk).delete()
     # sync: a full list, then watches from the bookmarks (a slice event makes the sync read its node)
     kube_sync_run(cluster=cluster, api=api, full=True)
     emulator.put(SLICE)
     kube_sync_run(cluster=cluster, api=api, watch_seconds=1)
+    for other in others:
+        kube_job_delete(job_id=other.pk, api=api)
+    Job.objects.exclude(kind=WorkloadKind.BATCH).delete()
     # on a cluster whose GPUs are DRA devices a job claims them through a ResourceClaimTemplate (create)
     Device.objects.filter(resource_name="nvidia.com/gpu").update(source=Device.Source.DRA, dra_driver="gpu.nvidia.com")
     with django_capture_on_commit_callbacks(execute=True):

@@ -11,9 +11,9 @@ from clusters.kube_sync.kueue_config import kueue_config_check
 from pools.models import Device
 from pools.workload_kinds import WorkloadKind
 from queues.models import Job
-from queues.services import JobSpec, job_cancel, job_submit
+from queues.services import job_cancel
 from tests.kube.cluster import at, gpu_node, kueue_config_map
-from tests.kube.kinds_cluster import companions, pod_sets_of
+from tests.kube.kinds_cluster import pod_sets_of, submit_kind_job
 from tests.kube.schemas import validate
 
 pytestmark = pytest.mark.django_db
@@ -63,20 +63,7 @@ def dra(portal, emulator):
 @pytest.fixture
 def submit(world, portal, django_capture_on_commit_callbacks):
     def run(kind: str = WorkloadKind.BATCH, *, pods: int = 1, gpus: int = 8) -> Job:
-        spec = JobSpec(
-            name="train",
-            image="registry.example.com/vision/train:1.0",
-            resource_class=portal.rc,
-            devices_per_pod=gpus,
-            pod_count=pods,
-            command=["python", "train.py"],
-        )
-        with django_capture_on_commit_callbacks(execute=False) as callbacks:
-            job = job_submit(owner=portal.user, team=portal.team, spec=spec, now=at(0))
-        Job.objects.filter(pk=job.pk).update(kind=kind, companion_pod_sets=companions(kind, portal.rc, gpus))
-        for callback in callbacks:
-            callback()
-        return Job.objects.get(pk=job.pk)
+        return submit_kind_job(portal, django_capture_on_commit_callbacks, kind, pods=pods, gpus=gpus)
 
     return run
 

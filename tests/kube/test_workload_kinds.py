@@ -16,9 +16,9 @@ from pools.models import Cluster
 from pools.workload_kinds import WorkloadKind, kind_spec
 from queues.models import Job
 from queues.pod_sets import job_pod_sets
-from queues.services import JobSpec, job_cancel, job_submit
+from queues.services import job_cancel
 from tests.kube.cluster import at
-from tests.kube.kinds_cluster import KindCluster, companions, pod_sets_of
+from tests.kube.kinds_cluster import KindCluster, pod_sets_of, submit_kind_job
 from tests.kube.schemas import validate
 
 pytestmark = pytest.mark.django_db
@@ -41,21 +41,9 @@ def submit_kind(world, portal, django_capture_on_commit_callbacks):
 
     def run(kind: str, name: str = "train", **kwargs) -> Job:
         _, pods, gpus = SHAPES[kind]
-        spec = JobSpec(
-            name=name,
-            image=kind_spec(kind).default_image or "registry.example.com/vision/train:1.0",
-            resource_class=portal.rc,
-            devices_per_pod=gpus,
-            pod_count=pods,
-            command=kwargs.pop("command", ["python", "train.py"]),
-            **kwargs,
+        return submit_kind_job(
+            portal, django_capture_on_commit_callbacks, kind, pods=pods, gpus=gpus, name=name, **kwargs
         )
-        with django_capture_on_commit_callbacks(execute=False) as callbacks:
-            job = job_submit(owner=portal.user, team=portal.team, spec=spec, now=at(0))
-        Job.objects.filter(pk=job.pk).update(kind=kind, companion_pod_sets=companions(kind, portal.rc, gpus))
-        for callback in callbacks:
-            callback()
-        return Job.objects.get(pk=job.pk)
 
     return run
 
