@@ -40,8 +40,8 @@ from queues.models import QuotaLine
 
 State = Cluster.KueueConfig
 
-#: Kueue integrations that work only with another enabled: Deployments and LeaderWorkerSets are admitted as groups
-#: of Pods (Kueue refuses to start with them but not ``pod``).
+#: Kueue integrations that work only with another enabled: Deployments and LeaderWorkerSets are admitted through
+#: Kueue's pod integration (their pods are gated and grouped by it), so they need ``pod`` too.
 FRAMEWORK_NEEDS = {"deployment": ("pod",), "leaderworkerset.x-k8s.io/leaderworkerset": ("pod",)}
 
 #: How to fix a mismatch, on either side (the portal offers no button: Kueue's configuration is not its own).
