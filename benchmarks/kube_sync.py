@@ -59,7 +59,7 @@ from django.utils import timezone  # noqa: E402
 
 from clusters.backends.k8s.client import KubeClient  # noqa: E402
 from clusters.kube_sync.api import JOBS, NODES, PODS, WORKLOADS  # noqa: E402
-from clusters.kube_sync.jobs import _manifest as job_manifest  # noqa: E402
+from clusters.kube_sync.jobs import job_manifest_now as job_manifest  # noqa: E402
 from clusters.kube_sync.loops import kube_evaluate_loop, kube_watch_loop  # noqa: E402
 from clusters.kube_sync.sync import ClusterSync  # noqa: E402
 from clusters.models import KubeJobState  # noqa: E402

@@ -362,6 +362,9 @@ KUBE_JOB_TTL_SECONDS_AFTER_FINISHED = env.int("KUBE_JOB_TTL_SECONDS_AFTER_FINISH
 KUBE_TERMINATION_GRACE_SECONDS = env.int("KUBE_TERMINATION_GRACE_SECONDS", default=30)
 KUBE_CHECKPOINT_GRACE_SECONDS = env.int("KUBE_CHECKPOINT_GRACE_SECONDS", default=300)
 KUBE_RESUBMIT_AFTER_SECONDS = env.int("KUBE_RESUBMIT_AFTER_SECONDS", default=120)
+# Development sessions are reached at https://<pod>.<domain>/ when set (an ingress controller serves the wildcard
+# domain); empty: through ``kubectl port-forward``.
+KUBE_SESSION_INGRESS_DOMAIN = env.str("KUBE_SESSION_INGRESS_DOMAIN", default="")
 # The job page's log and events (read while a person waits): one attempt each, this read timeout, this many lines
 # per pod and at most this many pods.
 KUBE_RUN_READ_TIMEOUT = env.float("KUBE_RUN_READ_TIMEOUT", default=5.0)

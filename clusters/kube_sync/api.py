@@ -51,6 +51,10 @@ CONFIG_MAPS = Resource("configmaps", "", "v1", "configmaps", "ConfigMap", True)
 JOBS = Resource("jobs", "batch", "v1", "jobs", "Job", True)
 RESOURCE_SLICES = Resource("resourceslices", "resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False)
 RESOURCE_CLAIMS = Resource("resourceclaims", "resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
+#: A DRA job's device claims, one per pod set with devices (clusters.kube_sync.dra_claims).
+RESOURCE_CLAIM_TEMPLATES = Resource(
+    "resourceclaimtemplates", "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True
+)
 RESOURCE_FLAVORS = Resource("resourceflavors", KUEUE, KUEUE_VERSION, "resourceflavors", "ResourceFlavor", False)
 COHORTS = Resource("cohorts", KUEUE, KUEUE_VERSION, "cohorts", "Cohort", False)
 CLUSTER_QUEUES = Resource("clusterqueues", KUEUE, KUEUE_VERSION, "clusterqueues", "ClusterQueue", False)
@@ -60,6 +64,14 @@ PRIORITY_CLASSES = Resource(
 )
 TOPOLOGIES = Resource("topologies", KUEUE, KUEUE_VERSION, "topologies", "Topology", False)
 WORKLOADS = Resource("workloads", KUEUE, KUEUE_VERSION, "workloads", "Workload", True)
+#: The objects of the workload kinds other than batch Jobs (pools.workload_kinds): each kind's top-level object.
+JOBSETS = Resource("jobsets", "jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True)
+PYTORCH_JOBS = Resource("pytorchjobs", "kubeflow.org", "v1", "pytorchjobs", "PyTorchJob", True)
+RAY_JOBS = Resource("rayjobs", "ray.io", "v1", "rayjobs", "RayJob", True)
+LEADER_WORKER_SETS = Resource(
+    "leaderworkersets", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", True
+)
+DEPLOYMENTS = Resource("deployments", "apps", "v1", "deployments", "Deployment", True)
 #: Written by the health directives only (feature gate DRADeviceTaints), never synced.
 DEVICE_TAINT_RULES = Resource(
     "devicetaintrules", "resource.k8s.io", "v1alpha3", "devicetaintrules", "DeviceTaintRule", False
@@ -81,6 +93,12 @@ ALL_RESOURCES = (
     PRIORITY_CLASSES,
     TOPOLOGIES,
     WORKLOADS,
+    JOBSETS,
+    PYTORCH_JOBS,
+    RAY_JOBS,
+    LEADER_WORKER_SETS,
+    DEPLOYMENTS,
+    RESOURCE_CLAIM_TEMPLATES,
 )
 BY_KIND = {r.kind: r for r in ALL_RESOURCES}
 BY_KEY = {r.key: r for r in ALL_RESOURCES}

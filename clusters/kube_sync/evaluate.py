@@ -26,6 +26,7 @@ from queues import job_sync
 from queues import kueue_messages as km
 from queues import services as job_services
 from queues.models import Job, JobEvent
+from queues.pod_sets import job_pod_sets
 
 log = logging.getLogger(__name__)
 
@@ -146,13 +147,15 @@ def _pick_devices(job: Job, pods: list[tuple[str, dict]], ctx: EvalContext) -> t
     rc = job.resource_class
     names = sorted({p["node"] for _, p in pods if p.get("node")})
     free = ctx.free_devices(names, rc.resource_name, SHARING_KIND[rc.sharing])
+    per_set = {ps.name: ps.devices_per_pod for ps in job_pod_sets(job)}
     picked: list[list[Device]] = []
     short: list[str] = []
     for _, pod in pods:
+        wanted = per_set.get(pod.get("podSet") or "", job.devices_per_pod)
         pool = free.get(pod.get("node", ""), [])
-        take = pool[: job.devices_per_pod]
-        del pool[: job.devices_per_pod]
-        if len(take) < job.devices_per_pod:
+        take = pool[:wanted]
+        del pool[:wanted]
+        if len(take) < wanted:
             short.append(pod.get("node", "?"))
         picked.append(take)
     return picked, short
@@ -196,7 +199,9 @@ def _admit(
         for a in assignments
     ]
     devices, short = _pick_devices(job, pods, ctx)
-    flavor = (assignments[0].get("flavors") or {}).get(job.resource_class.resource_name, "")
+    # the flavor of the devices: a launcher's or a Ray head's pod set (listed first) has none
+    resource = job.resource_class.resource_name
+    flavor = next((a["flavors"][resource] for a in assignments if resource in (a.get("flavors") or {})), "")
     adding = sum(len(d) for d in devices)
     borrowing = _borrowing(job, ctx, flavor, adding) if flavor else False
     message = f"Admitted by ClusterQueue {cq}" if cq else "Admitted by Kueue"
@@ -211,12 +216,17 @@ def _admit(
         outcome.notes.append(f"admitted without a free device on {', '.join(sorted(set(short)))} in the inventory")
 
 
+def _expected_pods(job: Job) -> int:
+    """How many pods the job runs when all of it runs: every pod set's."""
+    return sum(ps.count for ps in job_pod_sets(job))
+
+
 def _start_time(job: Job, wlc: dict[str, dict], bj: dict, pods: list[tuple[str, dict]]) -> datetime | None:
     """When all pods were running: PodsReady, else the last pod's start, else the Job's startTime."""
     if _true(wlc, "PodsReady"):
         return _ltt(wlc, "PodsReady")
     running = [p for _, p in pods if p.get("runningSince") or p.get("phase") in ("Running", "Succeeded")]
-    if len(running) >= job.pod_count:
+    if len(running) >= _expected_pods(job):
         times = [parse_time(p.get("runningSince") or p.get("startTime")) for p in running]
         known = [t for t in times if t]
         return max(known) if known else None
@@ -232,7 +242,7 @@ def _catch_up(job: Job, st: KubeJobState, ctx: EvalContext, *, until: datetime, 
     """Admit and start a job the portal saw pending but the cluster ran (the portal was not watching)."""
     wl, bj = st.workload or {}, st.batch_job or {}
     wlc = _conditions(wl)
-    pods = _pods_sorted({n: p for n, p in (st.pods or {}).items() if p.get("node")})[: job.pod_count]
+    pods = _pods_sorted({n: p for n, p in (st.pods or {}).items() if p.get("node")})[: _expected_pods(job)]
     if job.state == Job.State.PENDING and _run_evidence(st) and pods:
         at = (
             _ltt(wlc, "Admitted") or _ltt(wlc, "QuotaReserved") or parse_time((bj.get("status") or {}).get("startTime"))
@@ -357,7 +367,7 @@ def _ended(job: Job, st: KubeJobState, ctx: EvalContext, seen: _Observed, outcom
             job,
             state=Job.State.CANCELLED,
             now=_clamp(at, job.state_changed_at, now),
-            message="The Kubernetes Job was deleted in the cluster.",
+            message=f"The Kubernetes {seen.bj.get('kind', 'Job')} was deleted in the cluster.",
         )
         outcome.actions.append(Job.State.CANCELLED)
         return True
@@ -448,9 +458,10 @@ def _pending(job: Job, st: KubeJobState, ctx: EvalContext, seen: _Observed, outc
     messages = [m for m in ((p.get("unschedulable") or {}).get("message", "") for p in seen.live.values()) if m]
     if seen.admitted:
         bound = _pods_sorted({n: p for n, p in seen.live.items() if p.get("node")})
-        if len(bound) >= job.pod_count:
+        expected = _expected_pods(job)
+        if len(bound) >= expected:
             at = _ltt(seen.wlc, "Admitted") or now
-            _admit(job, st, ctx, bound[: job.pod_count], at=_clamp(at, job.queued_at, now), outcome=outcome)
+            _admit(job, st, ctx, bound[:expected], at=_clamp(at, job.queued_at, now), outcome=outcome)
             return
         blocked = km.pods_unschedulable(messages, context=msg_ctx)
         if blocked is not None:
@@ -480,7 +491,7 @@ def job_mismatch(job: Job, st: KubeJobState | None) -> str:
         return f"{job.get_state_display().lower()} in the portal but Kueue holds no quota for it and no pod runs"
     if job.state == Job.State.PENDING and admitted:
         bound = [p for p in (st.pods or {}).values() if pod_is_live(p) and p.get("node")]
-        if len(bound) >= job.pod_count:
+        if len(bound) >= _expected_pods(job):
             return "admitted by Kueue with its pods on nodes but pending in the portal"
     return ""
 

@@ -2,8 +2,8 @@
 
 Read while a person waits on the job page: one attempt per request with a short read timeout
 (``KUBE_RUN_READ_TIMEOUT``), and the first unanswered request ends the read (KubeUnavailable) instead of
-trying the next pod. Pods are found by the label the Job controller puts on them (``batch.kubernetes.io/job-name``);
-events by ``involvedObject.name`` of the Job, its Workload and each pod.
+trying the next pod. Pods are found by the portal's job-id label, on every pod template of every workload kind;
+events by ``involvedObject.name`` of the job's object (a Job, a JobSet, …), its Workload and each pod.
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ from django.utils.dateparse import parse_datetime
 
 from clusters.kube_sync.api import EVENTS, PODS, KubeApi, KubeNotFound, KubeRejected, Obj
 from clusters.kube_sync.conf import kube_setting
+from clusters.kube_sync.labels import JOB_ID_LABEL
 from queues.models import Job
 from queues.ports import PodLog, RunEvent
-
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
 def _timeout() -> float:
@@ -25,13 +24,13 @@ def _timeout() -> float:
 
 
 def job_pods(job: Job, *, api: KubeApi) -> list[Obj]:
-    """The job's pods (oldest first, at most JOB_LOG_MAX_PODS), by the Job controller's label."""
+    """The job's pods (oldest first, at most JOB_LOG_MAX_PODS), of every pod set, by the portal's job-id label."""
     if not job.k8s_name:
         return []
     page = api.list_page(
         PODS,
         namespace=job.k8s_namespace,
-        label_selector=f"{JOB_NAME_LABEL}={job.k8s_name}",
+        label_selector=f"{JOB_ID_LABEL}={job.pk}",
         read_timeout=_timeout(),
         attempts=1,
     )
@@ -74,7 +73,7 @@ def _when(event: Obj) -> datetime | None:
 
 
 def kube_job_events(job: Job, *, api: KubeApi) -> list[RunEvent]:
-    """Events whose involved object is the Job, its Workload or one of its pods, oldest first."""
+    """Events whose involved object is the job's object, its Workload or one of its pods, oldest first."""
     if not job.k8s_name:
         return []
     names = [job.k8s_name]

@@ -1,4 +1,5 @@
-"""Submitting a portal job to its cluster as a suspended batch/v1 Job, and cancelling it."""
+"""Submitting a portal job to its cluster as its kind's object (a suspended batch Job, JobSet, PyTorchJob or
+RayJob; a session's Pod, an inference Deployment or LeaderWorkerSet), and cancelling it."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from clusters.kube_sync.api import JOBS, KubeApi, KubeConflict, KubeNotFound, KubeRejected
+from clusters.kube_sync.api import RESOURCE_CLAIM_TEMPLATES, KubeApi, KubeConflict, KubeNotFound, KubeRejected
 from clusters.kube_sync.conf import kube_setting
-from clusters.kube_sync.manifests import job_manifest
-from clusters.kube_sync.observe import compact_batch_job, job_id_of
+from clusters.kube_sync.observe import compact_top, job_id_of
+from clusters.kube_sync.pod_templates import ManifestSettings, PodSettings
+from clusters.kube_sync.workload_manifests import ManifestError, claim_templates, kind_resource, workload_manifest
 from clusters.models import KubeJobState
 from queues import job_sync
 from queues import services as job_services
@@ -20,14 +22,22 @@ from queues.models import Job
 log = logging.getLogger(__name__)
 
 
-def _manifest(job: Job) -> dict:
-    return job_manifest(
-        job,
+def manifest_settings() -> ManifestSettings:
+    """The ``KUBE_*`` settings the manifest builders read, now."""
+    return ManifestSettings(
         backoff_limit=int(kube_setting("KUBE_JOB_BACKOFF_LIMIT")),
         ttl_seconds=int(kube_setting("KUBE_JOB_TTL_SECONDS_AFTER_FINISHED")),
-        grace_seconds=int(kube_setting("KUBE_TERMINATION_GRACE_SECONDS")),
-        checkpoint_grace=int(kube_setting("KUBE_CHECKPOINT_GRACE_SECONDS")),
+        pod=PodSettings(
+            grace_seconds=int(kube_setting("KUBE_TERMINATION_GRACE_SECONDS")),
+            checkpoint_grace=int(kube_setting("KUBE_CHECKPOINT_GRACE_SECONDS")),
+        ),
+        session_ingress_domain=str(kube_setting("KUBE_SESSION_INGRESS_DOMAIN")),
     )
+
+
+def job_manifest_now(job: Job) -> dict:
+    """What the portal sends for this job with the current settings (ManifestError when it cannot)."""
+    return workload_manifest(job, manifest_settings())
 
 
 def _job(job_id: int) -> Job:
@@ -39,7 +49,7 @@ def _job(job_id: int) -> Job:
 
 
 def kube_job_create(*, job_id: int, api: KubeApi, now: datetime | None = None) -> str:
-    """Create the job's suspended batch Job (idempotent: a retry finds its own Job); returns what happened.
+    """Create the job's object of its kind (idempotent: a retry finds its own object); returns what happened.
 
     Transient failures raise :class:`~clusters.kube_sync.api.KubeUnavailable` for the task to retry. A rejected
     Job fails the portal job with the cluster's reason; a missing namespace or a refusal leaves it pending with
@@ -51,13 +61,20 @@ def kube_job_create(*, job_id: int, api: KubeApi, now: datetime | None = None) -
         return "final"
     if job.k8s_uid:
         return "exists"
-    manifest = _manifest(job)
+    resource = kind_resource(job.kind)
     try:
-        created = api.create(JOBS, manifest)
+        manifest = job_manifest_now(job)
+    except ManifestError as exc:
+        with transaction.atomic():
+            job = job_sync.job_lock(job_id=job.pk)
+            job_services.job_finish(job, state=Job.State.FAILED, now=now, message=f"Nothing was submitted: {exc}")
+        return "rejected"
+    try:
+        created = api.create(resource, manifest)
     except KubeConflict as exc:
         if not exc.already_exists:
             raise
-        created = api.get(JOBS, name=job.k8s_name, namespace=job.k8s_namespace)
+        created = api.get(resource, name=job.k8s_name, namespace=job.k8s_namespace)
         if job_id_of(created) != job.pk:
             with transaction.atomic():
                 job = job_sync.job_lock(job_id=job.pk)
@@ -65,8 +82,8 @@ def kube_job_create(*, job_id: int, api: KubeApi, now: datetime | None = None) -
                     job,
                     state=Job.State.FAILED,
                     now=now,
-                    message=f"A Kubernetes Job named {job.k8s_namespace}/{job.k8s_name} already exists and is not "
-                    "this job's; nothing was submitted.",
+                    message=f"A Kubernetes {resource.kind} named {job.k8s_namespace}/{job.k8s_name} already exists "
+                    "and is not this job's; nothing was submitted.",
                 )
             return "name-taken"
     except (KubeRejected, KubeNotFound) as exc:
@@ -85,24 +102,53 @@ def kube_job_create(*, job_id: int, api: KubeApi, now: datetime | None = None) -
                 now=now,
             )
         return "refused"
+    problem = _create_claim_templates(job, created, api=api)
+    if problem:
+        api.delete(
+            resource,
+            name=job.k8s_name,
+            namespace=job.k8s_namespace,
+            propagation_policy=str(kube_setting("KUBE_DELETE_PROPAGATION")),
+            uid=created["metadata"]["uid"],
+        )
+        with transaction.atomic():
+            job = job_sync.job_lock(job_id=job.pk)
+            job_services.job_finish(job, state=Job.State.FAILED, now=now, message=problem)
+        return "rejected"
     with transaction.atomic():
         job = job_sync.job_lock(job_id=job.pk)
         job_sync.job_set_cluster_refs(job, uid=created["metadata"]["uid"])
         state, made = KubeJobState.objects.get_or_create(
-            job=job, defaults={"cluster": job.cluster, "batch_job": compact_batch_job(created), "observed_at": now}
+            job=job, defaults={"cluster": job.cluster, "batch_job": compact_top(created), "observed_at": now}
         )
         if not made and not state.batch_job:
-            state.batch_job = compact_batch_job(created)
+            state.batch_job = compact_top(created)
             state.save(update_fields=["batch_job"])
         if job.is_final:  # cancelled while the request was in flight
             transaction.on_commit(lambda: kube_job_delete(job_id=job.pk, api=api))
     return "created"
 
 
-def kube_job_delete(*, job_id: int, api: KubeApi) -> bool:
-    """Delete a job's batch Job (its Pods follow); returns whether something was deleted.
+def _create_claim_templates(job: Job, created: dict, *, api: KubeApi) -> str:
+    """The ResourceClaimTemplates of a DRA job, owned by its created object (one already there is its own: a
+    retry); what the cluster refused ("" when all are there). Transient failures propagate for the task to retry."""
+    for template in claim_templates(job, created):
+        try:
+            api.create(RESOURCE_CLAIM_TEMPLATES, template)
+        except KubeConflict as exc:
+            if not exc.already_exists:
+                raise
+        except (KubeRejected, KubeNotFound) as exc:
+            name = template["metadata"]["name"]
+            return f"The cluster rejected the job's device claim {name}: {exc.message}; nothing runs."
+    return ""
 
-    Absent already is fine, and so is a 409 on the uid precondition: the name now belongs to another Job (the
+
+def kube_job_delete(*, job_id: int, api: KubeApi) -> bool:
+    """Delete a job's object of its kind with ``KUBE_DELETE_PROPAGATION`` (its Jobs, Pods and Workload follow);
+    returns whether something was deleted.
+
+    Absent already is fine, and so is a 409 on the uid precondition: the name now belongs to another object (the
     portal's is gone), which is left alone.
     """
     job = Job.objects.get(pk=job_id)
@@ -110,7 +156,7 @@ def kube_job_delete(*, job_id: int, api: KubeApi) -> bool:
         return False
     try:
         api.delete(
-            JOBS,
+            kind_resource(job.kind),
             name=job.k8s_name,
             namespace=job.k8s_namespace,
             propagation_policy=str(kube_setting("KUBE_DELETE_PROPAGATION")),

@@ -1,9 +1,13 @@
-"""Whether Kueue's own configuration agrees with a cluster's fair-sharing switch: read it, compare, record.
+"""Whether Kueue's own configuration agrees with a cluster: its fair-sharing switch, the integrations the
+workload kinds of the classes offered there need, and the DeviceClass mappings of the classes whose devices the
+portal claims through DRA. Read it, compare, record.
 
 Kueue shares fairly when its manager ``Configuration`` says so: the ConfigMap named by ``KUEUE_CONFIG_MAP``
 (``kueue-system/kueue-manager-config``, key ``controller_manager_config.yaml``). The cluster row's switch
 (``fair_sharing``, ``fair_sharing_strategies``) tells the portal's engine — wait reasons, ETAs, what-if previews —
-what Kueue does. The portal does not own Kueue's configuration and never writes it: it reads it at each
+what Kueue does. Each class's allowed workload kinds (``ResourceClass.allowed_kinds``) need Kueue's integration for
+that kind (``KindSpec.kueue_framework``) in the Configuration's ``integrations.frameworks``: a JobSet nobody admits
+stays suspended for ever. The portal does not own Kueue's configuration and never writes it: it reads it at each
 configuration push and at the admin's "check now", and records on the cluster row whether the two agree.
 
 An unreachable cluster keeps the last outcome (:class:`~clusters.kube_sync.api.KubeUnavailable` propagates and
@@ -20,16 +24,30 @@ from django.utils import timezone
 
 from clusters.kube_sync.api import CONFIG_MAPS, KubeApi, KubeError, KubeNotFound, KubeUnavailable
 from clusters.kube_sync.conf import kube_setting
-from pools.models import Cluster
-from queues.engine.kueue_config import configuration_from_config_map
+from clusters.kube_sync.dra_claims import class_dra_request
+from pools.models import Cluster, ResourceClass
+from pools.workload_kinds import kind_spec
+from queues.engine.kueue_config import (
+    CONFIG_MAP_KEY,
+    config_map_configuration,
+    configuration_from_config_map,
+    device_class_mappings,
+    integration_frameworks,
+)
 from queues.engine.model import FairSharing
 from queues.engine_input import cluster_fair_sharing
+from queues.models import QuotaLine
 
 State = Cluster.KueueConfig
 
+#: Kueue integrations that work only with another enabled: Deployments and LeaderWorkerSets are admitted through
+#: Kueue's pod integration (their pods are gated and grouped by it), so they need ``pod`` too.
+FRAMEWORK_NEEDS = {"deployment": ("pod",), "leaderworkerset.x-k8s.io/leaderworkerset": ("pod",)}
+
 #: How to fix a mismatch, on either side (the portal offers no button: Kueue's configuration is not its own).
 FIX_HINT = (
-    "Fix either side: edit this cluster's fair-sharing switch and strategies (Pools › Clusters) to match Kueue, "
+    "Fix either side: edit this cluster's fair-sharing switch and strategies (Pools › Clusters) to match Kueue "
+    "and the classes' allowed kinds to what Kueue integrates, "
     "or edit Kueue's ConfigMap {config_map} (key controller_manager_config.yaml) and restart Kueue "
     "(kubectl -n {namespace} rollout restart deployment kueue-controller-manager). The next configuration push, "
     'or "Push and check for drift now", checks again.'
@@ -113,10 +131,75 @@ def _outcome(cluster: Cluster, api: KubeApi) -> KueueConfigCheck:
 
     try:
         kueue = configuration_from_config_map(raw, fail)
+        config = config_map_configuration(raw, fail)
+
+        def inner(sub: str, problem: str) -> Exception:
+            return fail(f"{CONFIG_MAP_KEY}.{sub}", problem)
+
+        enabled = integration_frameworks(config, inner)
+        mappings = device_class_mappings(config, inner)
     except _Unreadable as exc:
         return KueueConfigCheck(State.INVALID, str(exc))
-    problem = kueue_config_mismatch(cluster=cluster, kueue=kueue)
-    return KueueConfigCheck(State.MISMATCH if problem else State.MATCHES, problem)
+    checks = (
+        kueue_config_mismatch(cluster=cluster, kueue=kueue),
+        missing_integrations(cluster, enabled),
+        missing_device_class_mappings(cluster, mappings),
+    )
+    problems = [p for p in checks if p]
+    return KueueConfigCheck(State.MISMATCH if problems else State.MATCHES, " ".join(problems))
+
+
+def _offered_classes(cluster: Cluster) -> list[ResourceClass]:
+    """The active classes offered on the cluster: a team has quota there for one of their flavors."""
+    flavors = QuotaLine.objects.filter(team_quota__cluster=cluster).values("flavor_id")
+    return list(
+        ResourceClass.objects.filter(active=True, flavor_links__flavor_id__in=flavors).distinct().order_by("slug")
+    )
+
+
+def missing_device_class_mappings(cluster: Cluster, mappings: dict[str, tuple[str, ...]]) -> str:
+    """The classes whose devices the cluster publishes only as ResourceSlices but whose DeviceClass Kueue does not
+    map to the class's resource name (its quota would not count their claims) ("" when none)."""
+    lacking = []
+    for rc in _offered_classes(cluster):
+        request = class_dra_request(rc, cluster_id=cluster.pk)
+        if request is not None and request.device_class not in mappings.get(rc.resource_name, ()):
+            lacking.append(
+                f"{{name: {rc.resource_name}, deviceClassNames: [{request.device_class}]}} (class {rc.slug})"
+            )
+    if not lacking:
+        return ""
+    return (
+        "Kueue's configuration does not count the DRA devices the portal claims: add "
+        f"{'; '.join(lacking)} to resources.deviceClassMappings (feature gate DynamicResourceAllocation)."
+    )
+
+
+def frameworks_needed(cluster: Cluster) -> dict[str, list[str]]:
+    """Kueue framework → the classes offered on the cluster (a team has quota for one of their flavors there)
+    whose allowed workload kinds need it, with what each framework itself needs (``deployment`` and
+    LeaderWorkerSets are admitted through the ``pod`` integration)."""
+    needed: dict[str, list[str]] = {}
+    for rc in _offered_classes(cluster):
+        for kind in rc.allowed_kinds or []:
+            framework = kind_spec(kind).kueue_framework
+            for name in (framework, *FRAMEWORK_NEEDS.get(framework, ())):
+                users = needed.setdefault(name, [])
+                if rc.slug not in users:
+                    users.append(rc.slug)
+    return needed
+
+
+def missing_integrations(cluster: Cluster, enabled: tuple[str, ...]) -> str:
+    """What the classes offered on the cluster need of Kueue's integrations and it lacks ("" when nothing)."""
+    missing = {f: users for f, users in frameworks_needed(cluster).items() if f not in enabled}
+    if not missing:
+        return ""
+    parts = [f"{f} (classes {', '.join(users)})" for f, users in sorted(missing.items())]
+    return (
+        f"Kueue's configuration does not enable the integrations {'; '.join(parts)}: jobs of those kinds would "
+        f"never be admitted. Add {', '.join(sorted(missing))} to integrations.frameworks."
+    )
 
 
 def kueue_config_check(*, cluster: Cluster, api: KubeApi, now: datetime | None = None) -> KueueConfigCheck:

@@ -10,13 +10,13 @@ from django.db import DatabaseError, close_old_connections
 
 from clusters.kube_sync.api import KubeApi, KubeError, KubeUnavailable
 from clusters.kube_sync.conf import kube_setting
-from clusters.kube_sync.sync import ClusterSync
+from clusters.kube_sync.sync import TOP_SYNC_KINDS, ClusterSync
 from pools.models import Cluster
 
 log = logging.getLogger(__name__)
 
-#: Kinds the ``kube_watch`` process watches, one loop each.
-WATCHED_KINDS = ("nodes", "resourceslices", "clusterqueues", "jobs", "pods", "workloads", "events")
+#: Kinds the ``kube_watch`` process watches, one loop each (the workload kinds' objects where the cluster serves them).
+WATCHED_KINDS = ("nodes", "resourceslices", "clusterqueues", "jobs", *TOP_SYNC_KINDS, "pods", "workloads", "events")
 
 
 def kube_watch_loop(
@@ -43,7 +43,10 @@ def kube_watch_loop(
             if kind == "resourceslices" and not sync.slices_served():
                 _sleep_unless(stop, seconds)  # served later after a DRA driver is installed: look again
                 continue
-            if kind in ("jobs", "pods", "workloads") and not sync.bookmark(kind):
+            if kind in TOP_SYNC_KINDS and kind not in sync.workload_kinds_served():
+                _sleep_unless(stop, seconds)  # served later after the kind's operator is installed: look again
+                continue
+            if kind in ("jobs", *TOP_SYNC_KINDS, "pods", "workloads") and not sync.bookmark(kind):
                 sync.relist_jobs([kind])
             sync.watch_kind(kind, seconds, stop=stop)
             if sync.cluster.last_sync_error:

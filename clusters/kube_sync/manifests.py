@@ -1,4 +1,5 @@
-"""What the portal sends to a cluster: the batch/v1 Job of a submission and the Kueue configuration objects.
+"""What the portal sends to a cluster: the Kueue configuration objects (a submission's objects are built by
+:mod:`clusters.kube_sync.workload_manifests`).
 
 Pure functions of the portal's rows (reads only, no writes, no cluster calls).
 """
@@ -13,33 +14,46 @@ from decimal import Decimal
 from typing import Any
 
 from clusters.kube_sync.api import KUEUE, KUEUE_VERSION
+from clusters.kube_sync.labels import (
+    CLASS_LABEL,
+    JOB_ID_LABEL,
+    JOB_UID_LABEL,
+    MANAGED_BY,
+    PORTAL,
+    PORTAL_JOBS_SELECTOR,
+    PREFERRED_TOPOLOGY,
+    PREFIX,
+    PRIORITY_LABEL,
+    QUEUE_LABEL,
+    REQUIRED_TOPOLOGY,
+    TEAM_LABEL,
+    managed_labels,
+)
 from kernel.quantity import format_quantity, parse_quantity
-from pools.health.selectors import validation_pinning
 from pools.models import Cluster, ResourceFlavor, Topology
-from queues.engine.model import DEGRADED_DEVICES_LABEL
-from queues.engine_input import class_node_affinity
-from queues.models import Cohort, Job, PriorityClass, QuotaLine, TeamQuota
+from queues.models import Cohort, PriorityClass, QuotaLine, TeamQuota
+
+__all__ = [
+    "CLASS_LABEL",
+    "JOB_ID_LABEL",
+    "JOB_UID_LABEL",
+    "MANAGED_BY",
+    "PORTAL",
+    "PORTAL_JOBS_SELECTOR",
+    "PREFERRED_TOPOLOGY",
+    "PREFIX",
+    "PRIORITY_LABEL",
+    "QUEUE_LABEL",
+    "REQUIRED_TOPOLOGY",
+    "TEAM_LABEL",
+    "desired_config",
+    "desired_hash",
+    "diff",
+    "live_view",
+    "object_key",
+]
 
 KUEUE_API = f"{KUEUE}/{KUEUE_VERSION}"
-MANAGED_BY = "app.kubernetes.io/managed-by"
-PORTAL = "gpu-pool-portal"
-PREFIX = "gpu-pool-portal.io"
-JOB_ID_LABEL = f"{PREFIX}/job-id"
-TEAM_LABEL = f"{PREFIX}/team"
-CLASS_LABEL = f"{PREFIX}/class"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
-REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
-PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
-#: Label selector of everything the portal submitted.
-PORTAL_JOBS_SELECTOR = JOB_ID_LABEL
-#: Weight (1-100) of the preference for nodes without degraded devices, beside kube-scheduler's other scores.
-DEGRADED_NODE_WEIGHT = 50
-
-
-def _managed_labels(**extra: str) -> dict[str, str]:
-    return {MANAGED_BY: PORTAL, **extra}
 
 
 def quantity(value: str | int, resource: str) -> str:
@@ -50,161 +64,6 @@ def quantity(value: str | int, resource: str) -> str:
 def _weight(value: Decimal | float | int) -> str:
     """A fair-sharing weight as a quantity string ("1", "0.5")."""
     return format(Decimal(value).normalize(), "f")
-
-
-# --- the Job of a submission ---------------------------------------------------------------------------------
-
-
-def _per_pod(job: Job) -> dict[str, str]:
-    """Requests of one pod: the class's device resource, and cpu/memory per device."""
-    rc = job.resource_class
-    n = job.devices_per_pod
-    return {
-        rc.resource_name: str(n),
-        "cpu": format_quantity(parse_quantity(rc.cpu_per_device, "cpu") * n, "cpu"),
-        "memory": format_quantity(parse_quantity(rc.memory_per_device, "memory") * n, "memory"),
-    }
-
-
-def _affinity(job: Job, *, pinned: bool) -> dict[str, Any] | None:
-    """Required node affinity that confines the job to its class's flavors (Kueue skips the others), and a
-    preference for nodes without degraded devices (not for a burn-in job pinned to its node)."""
-    terms = []
-    for term in class_node_affinity(job):
-        exprs = [{"key": r.key, "operator": r.operator, "values": list(r.values)} for r in term.match_expressions]
-        if exprs:
-            terms.append({"matchExpressions": exprs})
-    node_affinity: dict[str, Any] = {}
-    if terms:
-        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": terms}
-    if not pinned:
-        away = {"key": DEGRADED_DEVICES_LABEL, "operator": "DoesNotExist"}
-        node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
-            {"weight": DEGRADED_NODE_WEIGHT, "preference": {"matchExpressions": [away]}}
-        ]
-    return {"nodeAffinity": node_affinity} if node_affinity else None
-
-
-def _tolerations(job: Job) -> list[dict[str, str]]:
-    """Tolerations of the class's flavors' node taints (else Kueue skips those flavors: "untolerated taint")."""
-    out: list[dict[str, str]] = []
-    for link in job.resource_class.flavor_links.all():
-        for taint in link.flavor.node_taints or []:
-            tol = {"key": taint.get("key", ""), "operator": "Equal", "value": taint.get("value", "") or ""}
-            if taint.get("effect"):
-                tol["effect"] = taint["effect"]
-            if not tol["value"]:
-                tol = {
-                    "key": tol["key"],
-                    "operator": "Exists",
-                    **({"effect": taint["effect"]} if "effect" in taint else {}),
-                }
-            if tol not in out:
-                out.append(tol)
-    return out
-
-
-def _checkpoint(job: Job) -> tuple[dict[str, str], list[dict[str, str]]]:
-    """Checkpoint settings as annotations (for people and controllers) and env (for the program)."""
-    annotations: dict[str, str] = {}
-    env: list[dict[str, str]] = []
-    if job.checkpoint_path:
-        annotations[f"{PREFIX}/checkpoint-path"] = job.checkpoint_path
-        env.append({"name": "PORTAL_CHECKPOINT_PATH", "value": job.checkpoint_path})
-    if job.checkpoint_signal:
-        annotations[f"{PREFIX}/checkpoint-signal"] = job.checkpoint_signal
-        env.append({"name": "PORTAL_CHECKPOINT_SIGNAL", "value": job.checkpoint_signal})
-    if job.checkpoint_command:
-        annotations[f"{PREFIX}/checkpoint-command"] = json.dumps(list(job.checkpoint_command))
-    if job.checkpoint_interval_seconds:
-        annotations[f"{PREFIX}/checkpoint-interval-seconds"] = str(job.checkpoint_interval_seconds)
-        env.append({"name": "PORTAL_CHECKPOINT_INTERVAL_SECONDS", "value": str(job.checkpoint_interval_seconds)})
-    return annotations, env
-
-
-def job_manifest(job: Job, *, backoff_limit: int, ttl_seconds: int, grace_seconds: int, checkpoint_grace: int) -> dict:
-    """The suspended batch/v1 Job for a portal job (Kueue admits it; the portal never unsuspends it itself)."""
-    team, rc = job.team, job.resource_class
-    labels = _managed_labels(
-        **{
-            JOB_ID_LABEL: str(job.pk),
-            TEAM_LABEL: team.slug,
-            CLASS_LABEL: rc.slug,
-            QUEUE_LABEL: team.local_queue_name,
-        }
-    )
-    if job.priority_class_id:
-        labels[PRIORITY_LABEL] = job.priority_class.name
-    pod_labels = {JOB_ID_LABEL: str(job.pk), TEAM_LABEL: team.slug, MANAGED_BY: PORTAL}
-    annotations, checkpoint_env = _checkpoint(job)
-    annotations[f"{PREFIX}/owner"] = job.owner.get_username()
-    pod_annotations = dict(annotations)
-    if job.topology_mode and job.topology_level:
-        key = REQUIRED_TOPOLOGY if job.topology_mode == "required" else PREFERRED_TOPOLOGY
-        pod_annotations[key] = job.topology_level
-    per_pod = _per_pod(job)
-    env = [{"name": k, "value": str(v)} for k, v in sorted((job.env or {}).items())]
-    env += [{"name": "PORTAL_JOB_ID", "value": str(job.pk)}, *checkpoint_env]
-    container: dict[str, Any] = {
-        "name": "main",
-        "image": job.image,
-        "env": env,
-        "resources": {
-            "requests": per_pod,
-            "limits": {rc.resource_name: per_pod[rc.resource_name], "memory": per_pod["memory"]},
-        },
-    }
-    if job.command:
-        container["command"] = list(job.command)
-    if job.args:
-        container["args"] = list(job.args)
-    if job.checkpoint_command:
-        # Kueue suspends an evicted Job by deleting its pods: the hook writes the checkpoint before SIGTERM.
-        container["lifecycle"] = {"preStop": {"exec": {"command": list(job.checkpoint_command)}}}
-    pod_spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "containers": [container],
-        "terminationGracePeriodSeconds": checkpoint_grace if job.checkpoint_path else grace_seconds,
-    }
-    pinning = validation_pinning(job_id=job.pk) if job.pk else None
-    affinity = _affinity(job, pinned=pinning is not None)
-    if affinity:
-        pod_spec["affinity"] = affinity
-    tolerations = _tolerations(job)
-    if pinning is not None:
-        # A repair ticket's burn-in job: on the ticket's node only, tolerating the portal's health taint there.
-        pod_spec["nodeSelector"] = {"kubernetes.io/hostname": pinning.node_name}
-        tolerations += [dict(t) for t in pinning.tolerations if t not in tolerations]
-    if tolerations:
-        pod_spec["tolerations"] = tolerations
-    spec: dict[str, Any] = {
-        "suspend": True,
-        "parallelism": job.pod_count,
-        "completions": job.pod_count,
-        "backoffLimit": backoff_limit,
-        # a pod lost to a node drain or failure is replaced without counting as a failure of the job
-        "podFailurePolicy": {
-            "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]
-        },
-        "template": {"metadata": {"labels": pod_labels, "annotations": pod_annotations}, "spec": pod_spec},
-    }
-    if job.pod_count > 1:
-        spec["completionMode"] = "Indexed"
-    if job.max_runtime_seconds:
-        spec["activeDeadlineSeconds"] = job.max_runtime_seconds
-    if ttl_seconds:
-        spec["ttlSecondsAfterFinished"] = ttl_seconds
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": job.k8s_name,
-            "namespace": job.k8s_namespace or team.namespace,
-            "labels": labels,
-            "annotations": annotations,
-        },
-        "spec": spec,
-    }
 
 
 # --- the Kueue configuration ---------------------------------------------------------------------------------
@@ -299,7 +158,7 @@ def _cluster_queue(quota: TeamQuota, lines: list[QuotaLine]) -> dict:
     return {
         "apiVersion": KUEUE_API,
         "kind": "ClusterQueue",
-        "metadata": {"name": quota.cluster_queue_name, "labels": _managed_labels(**{TEAM_LABEL: quota.team.slug})},
+        "metadata": {"name": quota.cluster_queue_name, "labels": managed_labels(**{TEAM_LABEL: quota.team.slug})},
         "spec": spec,
     }
 
@@ -320,7 +179,7 @@ def _flavor(flavor: ResourceFlavor) -> dict:
     return {
         "apiVersion": KUEUE_API,
         "kind": "ResourceFlavor",
-        "metadata": {"name": flavor.name, "labels": _managed_labels()},
+        "metadata": {"name": flavor.name, "labels": managed_labels()},
         "spec": spec,
     }
 
@@ -355,7 +214,7 @@ def desired_config(cluster: Cluster) -> list[dict]:
             {
                 "apiVersion": "v1",
                 "kind": "Namespace",
-                "metadata": {"name": team.namespace, "labels": _managed_labels(**{TEAM_LABEL: team.slug})},
+                "metadata": {"name": team.namespace, "labels": managed_labels(**{TEAM_LABEL: team.slug})},
             }
         )
     for topology in Topology.objects.filter(pk__in=topology_ids).order_by("name"):
@@ -363,7 +222,7 @@ def desired_config(cluster: Cluster) -> list[dict]:
             {
                 "apiVersion": KUEUE_API,
                 "kind": "Topology",
-                "metadata": {"name": topology.name, "labels": _managed_labels()},
+                "metadata": {"name": topology.name, "labels": managed_labels()},
                 "spec": {"levels": [{"nodeLabel": level} for level in topology.levels]},
             }
         )
@@ -372,7 +231,7 @@ def desired_config(cluster: Cluster) -> list[dict]:
         wpc: dict[str, Any] = {
             "apiVersion": KUEUE_API,
             "kind": "WorkloadPriorityClass",
-            "metadata": {"name": pc.name, "labels": _managed_labels()},
+            "metadata": {"name": pc.name, "labels": managed_labels()},
             "value": pc.value,
         }
         if pc.description:
@@ -389,7 +248,7 @@ def desired_config(cluster: Cluster) -> list[dict]:
             {
                 "apiVersion": KUEUE_API,
                 "kind": "Cohort",
-                "metadata": {"name": cohort.name, "labels": _managed_labels()},
+                "metadata": {"name": cohort.name, "labels": managed_labels()},
                 "spec": spec,
             }
         )
@@ -403,7 +262,7 @@ def desired_config(cluster: Cluster) -> list[dict]:
                 "metadata": {
                     "name": quota.team.local_queue_name,
                     "namespace": quota.team.namespace,
-                    "labels": _managed_labels(**{TEAM_LABEL: quota.team.slug}),
+                    "labels": managed_labels(**{TEAM_LABEL: quota.team.slug}),
                 },
                 "spec": lq_spec,
             }

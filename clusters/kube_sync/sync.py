@@ -1,6 +1,7 @@
 """Reading a cluster back: list + watch with resourceVersion bookmarks, into the inventory and the jobs.
 
-Per kind (nodes, resourceslices, jobs, pods, workloads, clusterqueues, events) the portal keeps the last
+Per kind (nodes, resourceslices, jobs, the workload kinds' objects — jobsets, pytorchjobs, rayjobs, deployments,
+leaderworkersets —, pods, workloads, clusterqueues, events) the portal keeps the last
 resourceVersion it processed in ``Cluster.sync_bookmarks``. A pass watches from there (cost grows with the
 changes, not with the cluster); without a bookmark, or when the server answers 410 Gone, it relists in pages of
 ``KUBE_LIST_PAGE_SIZE`` (memory stays at one page; the inventory alone needs the whole node listing, reduced to
@@ -27,10 +28,15 @@ from django.utils import timezone
 
 from clusters.kube_sync.api import (
     CLUSTER_QUEUES,
+    DEPLOYMENTS,
     EVENTS,
     JOBS,
+    JOBSETS,
+    LEADER_WORKER_SETS,
     NODES,
     PODS,
+    PYTORCH_JOBS,
+    RAY_JOBS,
     RESOURCE_SLICES,
     WORKLOADS,
     KubeApi,
@@ -46,7 +52,7 @@ from clusters.kube_sync.eval_context import EvalContext
 from clusters.kube_sync.evaluate import evaluate_job
 from clusters.kube_sync.manifests import PORTAL_JOBS_SELECTOR
 from clusters.kube_sync.sync_inventory import SUSPECT_PREFIX, InventoryEvents
-from clusters.kube_sync.sync_objects import JobObjectEvents
+from clusters.kube_sync.sync_objects import TOP_SYNC_KEY_OF_KIND, JobObjectEvents
 from clusters.models import KubeConfigObject, KubeJobState
 from kernel.db import update_rows
 from pools.models import Cluster
@@ -56,6 +62,11 @@ from queues import services as job_services
 from queues.models import Job
 
 log = logging.getLogger(__name__)
+
+#: The top-level objects of the workload kinds other than batch Jobs and sessions (whose Pod the pods watch reads),
+#: each watched as its own sync kind where the cluster serves it.
+TOP_RESOURCES = (JOBSETS, PYTORCH_JOBS, RAY_JOBS, DEPLOYMENTS, LEADER_WORKER_SETS)
+TOP_SYNC_KINDS = {r.key: r for r in TOP_RESOURCES}
 
 
 @dataclass
@@ -98,6 +109,7 @@ class ClusterSync(InventoryEvents, JobObjectEvents):
         self.clock = clock
         self.report = SyncReport(cluster=cluster.name)
         self._slices_served: bool | None = None
+        self._kinds_served: list[str] | None = None
         #: Batch Jobs carrying a portal job-id label the portal does not know (reported by the reconciler).
         self.foreign_jobs: list[str] = []
 
@@ -148,10 +160,11 @@ class ClusterSync(InventoryEvents, JobObjectEvents):
                 self.relist("clusterqueues")
             else:
                 self.watch_kind("clusterqueues", seconds, catch_up=True)
-            job_kinds = [k for k in ("jobs", "pods", "workloads") if full or not self.bookmark(k)]
+            watched = ("jobs", *self.workload_kinds_in_use(), "pods", "workloads")
+            job_kinds = [k for k in watched if full or not self.bookmark(k)]
             if job_kinds:
                 self.relist_jobs(job_kinds)
-            for kind in ("jobs", "pods", "workloads"):
+            for kind in watched:
                 if kind not in job_kinds:
                     self.watch_kind(kind, seconds, catch_up=True)
             if full or not self.bookmark("events"):
@@ -211,7 +224,24 @@ class ClusterSync(InventoryEvents, JobObjectEvents):
 
     # --- generic list and watch ----------------------------------------------------------------------------------
 
+    def workload_kinds_served(self) -> list[str]:
+        """The sync kinds of the workload kinds' top-level objects (JobSets, PyTorchJobs …) this cluster serves:
+        a cluster without an operator's CRD is not asked for its objects (no job of that kind can run there)."""
+        if self._kinds_served is None:
+            self._kinds_served = [r.key for r in TOP_RESOURCES if self.api.serves(r.api_version)]
+        return self._kinds_served
+
+    def workload_kinds_in_use(self) -> list[str]:
+        """The served workload kinds a pass reads: those of the cluster's jobs that are not final (each watch of a
+        pass waits for its stream to drain; a kind nobody runs has nothing to say, and when a job of it comes, the
+        pass reads from the old bookmark or relists)."""
+        live = Job.objects.filter(cluster=self.cluster).exclude(state__in=Job.FINAL_STATES).order_by()
+        keys = {TOP_SYNC_KEY_OF_KIND.get(kind) for kind in live.values_list("kind", flat=True).distinct()}
+        return [k for k in self.workload_kinds_served() if k in keys]
+
     def _resource(self, kind: str) -> tuple[Resource, str]:
+        if kind in TOP_SYNC_KINDS:
+            return TOP_SYNC_KINDS[kind], PORTAL_JOBS_SELECTOR
         return {
             "nodes": (NODES, ""),
             "resourceslices": (RESOURCE_SLICES, ""),
@@ -227,7 +257,7 @@ class ClusterSync(InventoryEvents, JobObjectEvents):
         if kind in ("nodes", "resourceslices"):
             self.relist_inventory()
             return
-        if kind in ("jobs", "pods", "workloads"):
+        if kind in ("jobs", "pods", "workloads", *TOP_SYNC_KINDS):
             self.relist_jobs([kind])
             return
         resource, selector = self._resource(kind)
@@ -309,7 +339,7 @@ class ClusterSync(InventoryEvents, JobObjectEvents):
             return self.node_events(events)
         if kind == "resourceslices":
             return self.slice_events(events)
-        if kind == "jobs":
+        if kind == "jobs" or kind in TOP_SYNC_KINDS:
             return self.job_events(events), False
         if kind == "pods":
             return self.pod_events(events), False
@@ -372,7 +402,7 @@ class ClusterSync(InventoryEvents, JobObjectEvents):
         return {
             j.pk: j
             for j in Job.objects.filter(pk__in=set(job_ids), cluster=self.cluster).only(
-                "pk", "k8s_namespace", "k8s_name", "k8s_uid", "workload_name", "state"
+                "pk", "k8s_namespace", "k8s_name", "k8s_uid", "workload_name", "state", "kind"
             )
         }
 

@@ -1,4 +1,5 @@
-"""The sync's workload side: batch Job, Pod, Workload and Event objects into the portal jobs' snapshots.
+"""The sync's workload side: each job's top-level object (a batch Job or its kind's), Pod, Workload and Event
+objects into the portal jobs' snapshots.
 
 A mixin of :class:`clusters.kube_sync.sync.ClusterSync`; it relies on the ``cluster``, ``clock``, ``foreign_jobs``,
 ``states``, ``portal_jobs`` and ``save_states`` that class provides.
@@ -16,20 +17,29 @@ from clusters.kube_sync.api import WatchEvent
 from clusters.kube_sync.batches import BATCH, iso_time
 from clusters.kube_sync.eval_context import EvalContext
 from clusters.kube_sync.observe import (
-    compact_batch_job,
+    TOP_KINDS,
     compact_pod,
+    compact_top,
     compact_workload,
+    is_top_object,
     job_id_of,
+    owner_candidates,
+    owner_uid,
     parse_time,
     workload_owner,
 )
+from clusters.kube_sync.workload_manifests import kind_resource
 from clusters.models import KubeJobState
+from pools.workload_kinds import WorkloadKind
 from queues import job_sync
 from queues import kueue_messages as km
 from queues import services as job_services
 from queues.models import Job, JobEvent
 
 log = logging.getLogger(__name__)
+
+#: The sync kind whose list holds each workload kind's top-level object.
+TOP_SYNC_KEY_OF_KIND = {kind: kind_resource(kind).key for kind in WorkloadKind.values}
 
 #: Warning reasons Kueue repeats on every failed scheduling attempt; the wait reason already carries them.
 NOISY_WORKLOAD_REASONS = frozenset(km.REASON_HINTS) | {"Pending"}
@@ -41,41 +51,51 @@ class JobObjectEvents:
     """Batch Jobs, Pods, Workloads and Events: what changed, stored per job; the jobs it touched."""
 
     def job_events(self, events: list[WatchEvent]) -> set[int]:
-        latest: dict[int, WatchEvent] = {}
+        """Top-level objects of any kind (batch Jobs, JobSets, PyTorchJobs, RayJobs, Deployments, LeaderWorkerSets)
+        into their jobs' snapshots, in the batch Job's form (:func:`compact_top`)."""
+        by_job: dict[int, list[WatchEvent]] = {}
         for event in events:
             job_id = job_id_of(event.object)
             if job_id is not None:
-                latest[job_id] = event
-        jobs = self.portal_jobs(latest)
+                by_job.setdefault(job_id, []).append(event)
+        jobs = self.portal_jobs(by_job)
         states = self.states(jobs, ("batch_job", "job_deleted_at"))
         now = self.clock()
         changed = []
         refs: list[tuple[Job, str, str]] = []
-        for job_id, event in latest.items():
+        for job_id, job_events in by_job.items():
             job, st = jobs.get(job_id), states.get(job_id)
-            meta = event.object.get("metadata") or {}
             if job is None or st is None:
-                if event.type != "DELETED":
+                meta = job_events[-1].object.get("metadata") or {}
+                if job_events[-1].type != "DELETED":
                     self.foreign_jobs.append(f"{meta.get('namespace')}/{meta.get('name')} (job-id {job_id})")
                 continue
-            if (meta.get("namespace"), meta.get("name")) != (job.k8s_namespace, job.k8s_name):
-                continue  # a job-id label on something that is not this job's batch Job
-            if job.k8s_uid and meta.get("uid") and meta["uid"] != job.k8s_uid:
-                continue  # an older incarnation
-            compact = compact_batch_job(event.object)
-            if event.type == "DELETED":
-                compact["deleted"] = True
-                st.job_deleted_at = parse_time(meta.get("deletionTimestamp")) or now
-            elif (st.batch_job.get("metadata") or {}).get("resourceVersion") == meta.get("resourceVersion"):
-                continue
-            if not job.k8s_uid and meta.get("uid"):
-                refs.append((job, meta["uid"], ""))
-            st.batch_job = compact
-            st.observed_at = now
-            changed.append(st)
+            # only the job's own object: a JobSet's child Jobs carry the job-id label too
+            own = [e for e in job_events if is_top_object(job, e.object)]
+            if own and self._top_event(job, st, own[-1], now, refs):
+                changed.append(st)
         job_sync.jobs_set_cluster_refs(refs)
         self.save_states(changed, ["batch_job", "job_deleted_at"])
         return {s.job_id for s in changed}
+
+    def _top_event(
+        self, job: Job, st: KubeJobState, event: WatchEvent, now: datetime, refs: list[tuple[Job, str, str]]
+    ) -> bool:
+        """One event of a job's top-level object into its snapshot; whether the snapshot changed."""
+        meta = event.object.get("metadata") or {}
+        if job.k8s_uid and meta.get("uid") and meta["uid"] != job.k8s_uid:
+            return False  # an older incarnation
+        compact = compact_top(event.object)
+        if event.type == "DELETED":
+            compact["deleted"] = True
+            st.job_deleted_at = parse_time(meta.get("deletionTimestamp")) or now
+        elif (st.batch_job.get("metadata") or {}).get("resourceVersion") == meta.get("resourceVersion"):
+            return False
+        if not job.k8s_uid and meta.get("uid"):
+            refs.append((job, meta["uid"], ""))
+        st.batch_job = compact
+        st.observed_at = now
+        return True
 
     def pod_events(self, events: list[WatchEvent]) -> set[int]:
         by_job: dict[int, list[WatchEvent]] = {}
@@ -84,15 +104,21 @@ class JobObjectEvents:
             if job_id is not None:
                 by_job.setdefault(job_id, []).append(event)
         jobs = self.portal_jobs(by_job)
-        states = self.states(jobs, ("pods",))
+        states = self.states(jobs, ("pods", "batch_job", "job_deleted_at"))
         now = self.clock()
         changed = []
+        tops: set[int] = set()  # sessions whose Pod (their top-level object) changed
+        refs: list[tuple[Job, str, str]] = []
         for job_id, job_events in by_job.items():
             st = states.get(job_id)
             if st is None or job_id not in jobs:
                 continue
             pods = dict(st.pods or {})
-            dirty = False
+            # a development session's Pod is its job's top-level object too
+            own = [e for e in job_events if is_top_object(jobs[job_id], e.object)]
+            dirty = bool(own) and self._top_event(jobs[job_id], st, own[-1], now, refs)
+            if dirty:
+                tops.add(job_id)
             for event in job_events:
                 name = event.object["metadata"]["name"]
                 compact = compact_pod(event.object)
@@ -106,7 +132,9 @@ class JobObjectEvents:
             if dirty:
                 st.pods, st.observed_at = pods, now
                 changed.append(st)
-        self.save_states(changed, ["pods"])
+        job_sync.jobs_set_cluster_refs(refs)
+        self.save_states([s for s in changed if s.job_id not in tops], ["pods"])
+        self.save_states([s for s in changed if s.job_id in tops], ["pods", "batch_job", "job_deleted_at"])
         return {s.job_id for s in changed}
 
     def workload_events(self, events: list[WatchEvent]) -> set[int]:
@@ -117,14 +145,18 @@ class JobObjectEvents:
                 latest[owner] = event
         if not latest:
             return set()
-        names = {name for _, name in latest}
+        names = {c for _, name in latest for c in owner_candidates(name)}
         jobs = {
             (j.k8s_namespace, j.k8s_name): j
             for j in Job.objects.filter(cluster=self.cluster, k8s_name__in=names).only(
-                "pk", "k8s_namespace", "k8s_name", "k8s_uid", "workload_name"
+                "pk", "k8s_namespace", "k8s_name", "k8s_uid", "workload_name", "kind"
             )
         }
-        matched = {key: jobs[key] for key in latest if key in jobs}
+        matched: dict[tuple[str, str], Job] = {}
+        for ns, name in latest:
+            job = next((jobs[(ns, c)] for c in owner_candidates(name) if (ns, c) in jobs), None)
+            if job is not None:
+                matched[(ns, name)] = job
         states = self.states((j.pk for j in matched.values()), ("workload",))
         now = self.clock()
         changed = []
@@ -134,8 +166,8 @@ class JobObjectEvents:
             if st is None:
                 continue
             meta = event.object.get("metadata") or {}
-            owner_uid = next((o.get("uid") for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"), "")
-            if job.k8s_uid and owner_uid and owner_uid != job.k8s_uid:
+            uid = owner_uid(event.object)
+            if key[1] == job.k8s_name and job.k8s_uid and uid and uid != job.k8s_uid:
                 continue
             compact = compact_workload(event.object)
             if event.type == "DELETED":
@@ -172,8 +204,10 @@ class JobObjectEvents:
             return created is None or created <= grace
 
         holding = Q()
-        if "jobs" in seen_by_kind:
-            holding |= Q(job_deleted_at__isnull=True) & ~Q(batch_job={})
+        # the kinds whose top-level objects this relist covers (a session's is a Pod)
+        top_kinds = [kind for kind, key in TOP_SYNC_KEY_OF_KIND.items() if key in seen_by_kind]
+        if top_kinds:
+            holding |= Q(job_deleted_at__isnull=True) & ~Q(batch_job={}) & Q(job__kind__in=top_kinds)
         if "pods" in seen_by_kind:
             holding |= ~Q(pods={})
         if "workloads" in seen_by_kind:
@@ -183,19 +217,25 @@ class JobObjectEvents:
             KubeJobState.objects.filter(job__in=live_jobs)
             .filter(holding)
             .select_related("job")
-            .only(*(f.name for f in KubeJobState._meta.concrete_fields), "job__k8s_namespace", "job__k8s_name")
+            .only(
+                *(f.name for f in KubeJobState._meta.concrete_fields),
+                "job__k8s_namespace",
+                "job__k8s_name",
+                "job__kind",
+            )
         )
         changed: dict[tuple[str, ...], list[KubeJobState]] = defaultdict(list)
         for st in states.iterator(chunk_size=BATCH):
             job, fields = st.job, []
-            seen = seen_by_kind.get("jobs")
+            top_key = TOP_SYNC_KEY_OF_KIND.get(job.kind, "jobs")
+            seen = seen_by_kind.get(top_key)
             if (
                 seen is not None
                 and st.job_deleted_at is None
                 and st.batch_job
                 and (job.k8s_namespace, job.k8s_name) not in seen
                 and not st.batch_job.get("deleted")
-                and covered(st.batch_job.get("metadata") or {}, rvs.get("jobs", ""))
+                and covered(st.batch_job.get("metadata") or {}, rvs.get(top_key, ""))
             ):
                 st.batch_job = {**st.batch_job, "deleted": True}
                 st.job_deleted_at = st.observed_at
@@ -246,7 +286,7 @@ class JobObjectEvents:
                 continue
             if kind == "Pod" and obj.get("type") != "Warning":
                 continue
-            if kind in ("Job", "Workload", "Pod"):
+            if kind in TOP_KINDS or kind == "Workload":
                 wanted.append(
                     (
                         kind,
@@ -309,7 +349,7 @@ class JobObjectEvents:
         """Portal jobs behind Events' involved objects (a Job by name, a Workload by name, a Pod by its prefix)."""
         out: dict[tuple[str, str, str], Job] = {}
         base = Job.objects.filter(cluster=self.cluster).select_related("team")
-        job_names = {n for k, _, n in keys if k == "Job"}
+        job_names = {n for k, _, n in keys if k in TOP_KINDS and k != "Pod"}
         wl_names = {n for k, _, n in keys if k == "Workload"}
         pod_prefixes = set()
         for k, _, n in keys:
@@ -319,7 +359,7 @@ class JobObjectEvents:
         by_name = {(j.k8s_namespace, j.k8s_name): j for j in base.filter(k8s_name__in=job_names | pod_prefixes)}
         by_wl = {(j.k8s_namespace, j.workload_name): j for j in base.filter(workload_name__in=wl_names)}
         for kind, namespace, name in keys:
-            if kind == "Job":
+            if kind in TOP_KINDS and kind != "Pod":
                 job = by_name.get((namespace, name))
             elif kind == "Workload":
                 job = by_wl.get((namespace, name))

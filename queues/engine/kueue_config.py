@@ -1,8 +1,11 @@
-"""Kueue's manager Configuration (``config.kueue.x-k8s.io``) as a scenario carries it: the fair-sharing switch.
+"""Kueue's manager Configuration (``config.kueue.x-k8s.io``) as a scenario carries it: the fair-sharing switch,
+and the integrations it enables.
 
 Two shapes are read: the ``kueue-manager-config`` ConfigMap as ``kubectl get cm -o yaml`` prints it (the
 Configuration is the YAML string under ``data["controller_manager_config.yaml"]``), or a bare
-``Configuration`` object. Only ``fairSharing`` matters to the engine; other fields are ignored.
+``Configuration`` object. Only ``fairSharing`` matters to the engine; ``integrations.frameworks`` (the kinds of
+workload Kueue manages) and ``resources.deviceClassMappings`` (how it counts DRA devices) are read for the cluster
+check; other fields are ignored.
 
 * ``config.kueue.x-k8s.io/v1beta2`` (Kueue ≥ 0.15): fair sharing is on when ``fairSharing`` is set, and then
   ``preemptionStrategies`` is required.
@@ -36,6 +39,16 @@ def _supported() -> str:
 
 def configuration_from_config_map(raw: Mapping[str, Any], fail: Fail) -> FairSharing | None:
     """The fair-sharing setting of Kueue's manager ConfigMap; ``fail(path, problem)`` builds the error raised."""
+    config = config_map_configuration(raw, fail)
+
+    def inner(sub: str, problem: str) -> Exception:
+        return fail(f'data["{CONFIG_MAP_KEY}"].{sub}', problem)
+
+    return configuration(config, inner)
+
+
+def config_map_configuration(raw: Mapping[str, Any], fail: Fail) -> Mapping[str, Any]:
+    """The ``Configuration`` object Kueue's manager ConfigMap holds (as YAML text); errors name the field path."""
     data = raw.get("data")
     if not isinstance(data, Mapping) or CONFIG_MAP_KEY not in data:
         raise fail(
@@ -55,11 +68,26 @@ def configuration_from_config_map(raw: Mapping[str, Any], fail: Fail) -> FairSha
     kind = config.get("kind")
     if kind != "Configuration":
         raise fail(f"{path}.kind", f"expected Configuration, got {kind!r}")
+    return config
 
-    def inner(sub: str, problem: str) -> Exception:
-        return fail(f"{path}.{sub}", problem)
 
-    return configuration(config, inner)
+#: What Kueue enables when its Configuration lists no ``integrations.frameworks``.
+DEFAULT_FRAMEWORKS = ("batch/job",)
+
+
+def integration_frameworks(config: Mapping[str, Any], fail: Fail) -> tuple[str, ...]:
+    """The ``integrations.frameworks`` a ``Configuration`` enables (Kueue's default when it lists none)."""
+    integrations = config.get("integrations")
+    if integrations is None:
+        return DEFAULT_FRAMEWORKS
+    if not isinstance(integrations, Mapping):
+        raise fail("integrations", f"expected an object, got {type(integrations).__name__}")
+    frameworks = integrations.get("frameworks")
+    if frameworks is None:
+        return DEFAULT_FRAMEWORKS
+    if not isinstance(frameworks, list) or not all(isinstance(f, str) for f in frameworks):
+        raise fail("integrations.frameworks", "expected a list of framework names")
+    return tuple(frameworks)
 
 
 def configuration(config: Mapping[str, Any], fail: Fail) -> FairSharing | None:
@@ -107,3 +135,21 @@ def configuration(config: Mapping[str, Any], fail: Fail) -> FairSharing | None:
             f"unsupported combination [{', '.join(chosen)}] (supported: {_supported()})",
         )
     return FairSharing(chosen)  # type: ignore[arg-type]
+
+
+def device_class_mappings(config: Mapping[str, Any], fail: Fail) -> dict[str, tuple[str, ...]]:
+    """``resources.deviceClassMappings`` of a ``Configuration``: the resource name Kueue counts for the devices of
+    each DeviceClass it lists (resource name → DeviceClass names)."""
+    resources = config.get("resources") or {}
+    if not isinstance(resources, Mapping):
+        raise fail("resources", f"expected an object, got {type(resources).__name__}")
+    mappings = resources.get("deviceClassMappings") or []
+    if not isinstance(mappings, list):
+        raise fail("resources.deviceClassMappings", "expected a list")
+    out: dict[str, tuple[str, ...]] = {}
+    for i, mapping in enumerate(mappings):
+        names = mapping.get("deviceClassNames") if isinstance(mapping, Mapping) else None
+        if not isinstance(mapping, Mapping) or not isinstance(mapping.get("name"), str) or not isinstance(names, list):
+            raise fail(f"resources.deviceClassMappings[{i}]", "expected {name, deviceClassNames}")
+        out[mapping["name"]] = out.get(mapping["name"], ()) + tuple(str(n) for n in names)
+    return out

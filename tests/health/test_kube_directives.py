@@ -147,7 +147,7 @@ def test_device_taint_without_the_api_keeps_a_clear_error(emulator, cluster, api
 
 @override_settings(HEALTH_MANAGED_NODE_LABELS=MANAGED, HEALTH_NODE_ACTION="taint")
 def test_validation_job_manifest_is_pinned_to_the_ticket_node_and_tolerates_the_taint(emulator, cluster, nodes):  # noqa: F811
-    from clusters.kube_sync.jobs import _manifest
+    from clusters.kube_sync.jobs import job_manifest_now
     from tests.factories import ResourceClassFactory, ResourceFlavorFactory
     from tests.kube.schemas import validate
 
@@ -158,7 +158,7 @@ def test_validation_job_manifest_is_pinned_to_the_ticket_node_and_tolerates_the_
     assert card.node.flavor_id == flavor.pk
     ticket = tickets.ticket_open(device=card, reason="XID 79", actor=OPS)
     run = tickets.ticket_start_validation(ticket=ticket, actor=OPS)
-    manifest = _manifest(run.job)
+    manifest = job_manifest_now(run.job)
     pod = manifest["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"kubernetes.io/hostname": "gpu-a1"}
     # pinned to its node: no preference away from nodes with degraded devices (the flavor's terms stay)

@@ -13,7 +13,7 @@ from queues.services import JobSpec, job_submit
 from tests.factories import ResourceClassFactory, ResourceFlavorFactory, TeamFactory, UserFactory
 from tests.kube.cluster import FakeKueue, at, gpu_node
 from tests.kube.emulator import Emulator
-from tests.kube.schemas import crd_schemas, validate
+from tests.kube.schemas import crd_schemas, validate, workload_crd_schemas
 
 
 @pytest.fixture(autouse=True)
@@ -32,7 +32,7 @@ def _schemas_loaded():
     """Compile the validators once, before any emulator answers: a cold CRD schema takes seconds."""
     for kind in crd_schemas():
         validate({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": kind, "metadata": {"name": "warm"}, "spec": {}})
-    for api_version, kind in (("v1", "Namespace"), ("batch/v1", "Job")):
+    for api_version, kind in (("v1", "Namespace"), ("batch/v1", "Job"), *workload_crd_schemas()):
         validate({"apiVersion": api_version, "kind": kind, "metadata": {"name": "warm"}, "spec": {}})
 
 

@@ -12,8 +12,11 @@ It serves what the portal uses, the way the API server does:
 * create (409 ``AlreadyExists``), get, JSON merge patch, server-side apply (``application/apply-patch+yaml``)
   with field managers, ownership, conflicts (409 with ``FieldManagerConflict`` causes), ``force``, and removal of
   fields a manager stops applying; ``metadata.managedFields`` is rendered;
-* delete with ``propagationPolicy`` and ``preconditions.uid``; deleting a Job deletes its Pods (finalizers turn a
-  delete into a ``deletionTimestamp``).
+* delete with ``propagationPolicy`` and ``preconditions.uid``; Background and Foreground delete the object's
+  dependents (by owner reference, any kind, transitively: a Job's Pods, a JobSet's Jobs and theirs, a Workload);
+  ``Orphan`` leaves them (finalizers turn a delete into a ``deletionTimestamp``).
+* the workload kinds' custom resources (JobSet, PyTorchJob, RayJob, LeaderWorkerSet) and Deployments, served
+  like any other resource and validated against their CRDs (tests/fixtures/workload_crds).
 * a pod's log (``GET .../pods/<name>/log`` with ``container``, ``tailLines`` and ``timestamps``): the lines a test
   gave with :meth:`Emulator.set_pod_log`; 400 for a container that is not the pod's or has not started, 404 for no
   pod, as the API server answers.
@@ -703,16 +706,20 @@ class Emulator:
                 )
             policy = options.get("propagationPolicy") or "Background"
             self.deletes.append({"kind": resource.kind, "namespace": namespace, "name": name, "policy": policy})
-            uid = stored.obj["metadata"].get("uid")
-            if policy in ("Background", "Foreground") and resource.kind == "Job":
-                pods = self._res("Pod")
-                for pod_key, pod in list(self._store(pods).items()):
-                    owners = pod.obj["metadata"].get("ownerReferences") or []
-                    if any(o.get("uid") == uid for o in owners):
-                        self._delete_one(pods, pod_key)
+            if policy in ("Background", "Foreground"):
+                self._delete_dependents(stored.obj["metadata"].get("uid"))
             last = copy.deepcopy(stored.obj)
             self._delete_one(resource, key)
             return last
+
+    def _delete_dependents(self, uid: str) -> None:
+        """The garbage collector's part: every object owned by ``uid`` goes, and what those own, of any kind."""
+        for resource in list(self.resources.values()):
+            for key, dependent in list(self._store(resource).items()):
+                owners = dependent.obj["metadata"].get("ownerReferences") or []
+                if any(o.get("uid") == uid for o in owners):
+                    self._delete_dependents(dependent.obj["metadata"].get("uid"))
+                    self._delete_one(resource, key)
 
     def _delete_one(self, resource: Resource, key: Key) -> None:
         stored = self._store(resource)[key]

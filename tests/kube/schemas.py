@@ -24,12 +24,15 @@ from typing import Any
 
 import jsonschema
 import yaml
+from referencing import Registry, Resource
 
-from tests.fixtures import REFERENCE
+from tests.fixtures import REFERENCE, WORKLOAD_CRDS
 
 #: Kueue's CRDs, copied from the reference material (tests/fixtures/reference/SOURCE.md).
 CRD_DIR = REFERENCE / "kueue" / "crds"
 K8S_VERSION = "1.34.0"
+#: Where kubernetes-validate's definitions live: an abridged CRD's ``x-portal-abridged`` markers point into it.
+K8S_DEFINITIONS = "https://kubernetes.io/api/_definitions.json"
 
 
 def _has(obj: Any, key: str) -> bool:
@@ -92,6 +95,15 @@ CEL_RULES: dict[str, Callable[[Any], bool]] = {
     "'kubernetes.io/hostname'": lambda s: (
         not any(i.get("nodeLabel") == "kubernetes.io/hostname" for i in s)
         or s[-1].get("nodeLabel") == "kubernetes.io/hostname"
+    ),
+    # JobSet spec
+    "!(has(self.startupPolicy) && self.startupPolicy.startupPolicyOrder == 'InOrder' && "
+    "self.replicatedJobs.exists(x, has(x.dependsOn)))": lambda s: (
+        not (
+            _has(s, "startupPolicy")
+            and s["startupPolicy"].get("startupPolicyOrder") == "InOrder"
+            and any(_has(x, "dependsOn") for x in s.get("replicatedJobs") or [])
+        )
     ),
 }
 
@@ -221,7 +233,6 @@ def validate_kueue(obj: dict) -> list[str]:
 def _core_validator(kind: str, api_version: str) -> jsonschema.protocols.Validator:
     """kubernetes-validate's strict schema for a core kind, loaded once."""
     import kubernetes_validate.utils as kv
-    from referencing import Registry, Resource
 
     version = [v for v in kv.all_versions() if kv.major_minor(v) <= kv.major_minor(K8S_VERSION)][-1]
     schema_dir = f"v{version}-local-strict"
@@ -241,10 +252,74 @@ def validate_core(obj: dict) -> list[str]:
     ]
 
 
+def _rejoin(schema: Any) -> Any:
+    """A translated CRD schema with each ``x-portal-abridged`` marker replaced by a ``$ref`` to that core definition
+    (tests/fixtures/workload_crds/SOURCE.md)."""
+    if isinstance(schema, list):
+        return [_rejoin(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if "x-portal-abridged" in schema:
+        return {"$ref": f"{K8S_DEFINITIONS}#/$defs/{schema['x-portal-abridged']}"}
+    return {k: _rejoin(v) for k, v in schema.items()}
+
+
+@cache
+def workload_crd_schemas() -> dict[tuple[str, str], dict]:
+    """(apiVersion, kind) → the served version's schema, abridged parts re-joined, for every workload CRD."""
+    out = {}
+    for path in sorted(WORKLOAD_CRDS.glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+        for version in crd["spec"]["versions"]:
+            schema = _rejoin(_translate(version["schema"]["openAPIV3Schema"]))
+            schema["properties"]["metadata"] = {
+                "$ref": f"{K8S_DEFINITIONS}#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+            }
+            out[(f"{group}/{version['name']}", kind)] = schema
+    assert out, f"no CRD in {WORKLOAD_CRDS}"
+    return out
+
+
+@cache
+def _k8s_registry() -> Registry:
+    """kubernetes-validate's definitions (strict, Kubernetes 1.34) as a referencing registry."""
+    import kubernetes_validate.utils as kv
+
+    version = [v for v in kv.all_versions() if kv.major_minor(v) <= kv.major_minor(K8S_VERSION)][-1]
+    defs = kv.schema_contents(f"kubernetes-json-schema/v{version}-local-strict/_definitions.json", K8S_VERSION)
+    return Resource.from_contents(defs) @ Registry()
+
+
+@cache
+def _workload_validator(api_version: str, kind: str) -> jsonschema.protocols.Validator:
+    return jsonschema.validators.Draft202012Validator(
+        workload_crd_schemas()[(api_version, kind)], registry=_k8s_registry()
+    )
+
+
+def validate_workload_crd(obj: dict) -> list[str]:
+    """Problems of a JobSet / PyTorchJob / RayJob / LeaderWorkerSet against its (abridged, re-joined) CRD."""
+    key = (obj.get("apiVersion", ""), obj.get("kind", ""))
+    if key not in workload_crd_schemas():
+        return [f"no CRD serves {key[1]} {key[0]}"]
+    name = (obj.get("metadata") or {}).get("name")
+    errors = [
+        f"{key[1]} {name}: {'.'.join(map(str, e.absolute_path))}: {e.message}"
+        for e in _workload_validator(*key).iter_errors(obj)
+    ]
+    if not NAME.match(name or "") or len(name or "") > 253:
+        errors.append(f"{key[1]}: metadata.name {name!r} is not a DNS subdomain")
+    _walk(workload_crd_schemas()[key], obj, "", errors)
+    return errors
+
+
 def validate(obj: dict) -> list[str]:
     """Problems of any object the portal sends."""
     if str(obj.get("apiVersion", "")).startswith("kueue.x-k8s.io/"):
         return validate_kueue(obj)
+    if (obj.get("apiVersion", ""), obj.get("kind", "")) in workload_crd_schemas():
+        return validate_workload_crd(obj)
     return validate_core(obj)
 
 

@@ -33,10 +33,12 @@ from kernel.errors import DomainError
 from pools.health import tickets
 from pools.health.services import Actor, device_health_set
 from pools.models import Device, HealthState, Topology
+from pools.workload_kinds import WorkloadKind
 from queues.models import Cohort, Job, PriorityClass, TeamQuota
 from queues.services import JobSpec, job_submit
 from tests.deploy_check import deploy_check
 from tests.kube.cluster import at, kueue_config_map
+from tests.kube.kinds_cluster import submit_kind_job
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = REPO / "deploy" / "base"
@@ -430,17 +432,38 @@ def test_deploy_rbac_covers_every_request_the_portal_makes(
     kube_job_logs(Job.objects.get(pk=job.pk), api=api, tail_lines=5)
     kube_job_events(Job.objects.get(pk=job.pk), api=api)
     emulator.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-0", "namespace": "team-vision",
-                  "labels": {"batch.kubernetes.io/job-name": Job.objects.get(pk=job.pk).k8s_name}},
+                  "labels": {"gpu-pool-portal.io/job-id": str(job.pk)}},
                   "spec": {"containers": [{"name": "main", "image": "x"}]},
                   "status": {"containerStatuses": [{"name": "main", "state": {"running": {}}}]}})  # fmt: skip
     kube_job_logs(Job.objects.get(pk=job.pk), api=api, tail_lines=5)
     # cancel (delete the Job)
     kube_job_delete(job_id=job.pk, api=api)
     Job.objects.filter(pk=job.pk).delete()
+    # the other workload kinds: submit, a retry that finds its own object (get), cancel
+    # (they stay till after the sync, which lists and watches the kinds of live jobs)
+    others = [
+        submit_kind_job(portal, django_capture_on_commit_callbacks, kind, pods=1, gpus=2, name=f"k-{kind}")
+        for kind in WorkloadKind.values
+        if kind != WorkloadKind.BATCH
+    ]
+    for other in others:
+        Job.objects.filter(pk=other.pk).update(k8s_uid="")
+        kube_job_create(job_id=other.pk, api=api)
     # sync: a full list, then watches from the bookmarks (a slice event makes the sync read its node)
     kube_sync_run(cluster=cluster, api=api, full=True)
     emulator.put(SLICE)
     kube_sync_run(cluster=cluster, api=api, watch_seconds=1)
+    for other in others:
+        kube_job_delete(job_id=other.pk, api=api)
+    Job.objects.exclude(kind=WorkloadKind.BATCH).delete()
+    # on a cluster whose GPUs are DRA devices a job claims them through a ResourceClaimTemplate (create)
+    Device.objects.filter(resource_name="nvidia.com/gpu").update(source=Device.Source.DRA, dra_driver="gpu.nvidia.com")
+    with django_capture_on_commit_callbacks(execute=True):
+        claimed = job_submit(owner=portal.user, team=portal.team, spec=spec, now=at(0))
+    assert emulator.get_obj("ResourceClaimTemplate", f"{Job.objects.get(pk=claimed.pk).k8s_name}-main", "team-vision")
+    kube_job_delete(job_id=claimed.pk, api=api)
+    Job.objects.filter(pk=claimed.pk).delete()
+    Device.objects.filter(resource_name="nvidia.com/gpu").update(source=Device.Source.DEVICE_PLUGIN, dra_driver="")
     # the team's quota goes: re-applying the orphans deletes them
     TeamQuota.objects.all().delete()
     PriorityClass.objects.filter(name="urgent").delete()

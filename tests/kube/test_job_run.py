@@ -59,7 +59,7 @@ def test_logs_are_the_tail_of_each_pod_over_http(failed, cluster, emulator):
     assert log.lines[-1] == f"{ts(at(9))} CUDA error: an illegal memory access was encountered"
     assert log.lines[0].endswith("step 51")  # 61 lines written, the last 10 read
     [listing] = [r for r in emulator.requests if r["path"] == f"/api/v1/namespaces/{NS}/pods"]
-    assert listing["query"]["labelSelector"] == f"batch.kubernetes.io/job-name={failed.k8s_name}"
+    assert listing["query"]["labelSelector"] == f"gpu-pool-portal.io/job-id={failed.pk}"
     [read] = [r for r in emulator.requests if r["path"].endswith("/log")]
     assert read["query"] == {"container": "main", "tailLines": "10", "timestamps": "True"}  # the client's spelling
 

@@ -14,6 +14,7 @@ from clusters.kube_sync.drift import kube_drift_check
 from clusters.kube_sync.kueue_config import kueue_config_check
 from kernel.errors import DomainError
 from pools.models import Cluster
+from tests.factories import ResourceClassFactory, ResourceFlavorFactory
 from tests.kube.cluster import at, kueue_config_map
 
 pytestmark = pytest.mark.django_db
@@ -286,3 +287,54 @@ def test_kueue_config_not_checked_on_a_simulated_cluster(db, admin_client):
     simulated = Cluster.objects.create(name="sim")
     page = admin_client.get(reverse("admin:pools_cluster_change", args=[simulated.pk])).content.decode()
     assert "Not checked: the simulated cluster follows the switch itself." in page
+
+
+# --- the integrations the classes' workload kinds need ------------------------------------------------------------
+
+
+def test_kueue_config_lacking_an_integration_a_class_allows_needs_attention(portal, cluster, api, emulator):
+    portal.rc.allowed_kinds = ["batch", "jobset", "session", "inference-lws"]
+    portal.rc.save()
+    cluster = _check(cluster, api, emulator, V1BETA2_OFF, on=False)
+    assert cluster.kueue_config_state == "mismatch"
+    assert cluster.kueue_config_problem == (
+        "Kueue's configuration does not enable the integrations jobset.x-k8s.io/jobset (classes h100); "
+        "leaderworkerset.x-k8s.io/leaderworkerset (classes h100); pod (classes h100): jobs of those kinds would "
+        "never be admitted. Add jobset.x-k8s.io/jobset, leaderworkerset.x-k8s.io/leaderworkerset, pod to "
+        "integrations.frameworks."
+    )
+
+
+def test_kueue_config_with_the_integrations_the_classes_need_matches(portal, cluster, api, emulator):
+    portal.rc.allowed_kinds = ["batch", "jobset", "session", "inference-lws"]
+    portal.rc.save()
+    frameworks = '["batch/job", "jobset.x-k8s.io/jobset", "pod", "leaderworkerset.x-k8s.io/leaderworkerset"]'
+    configuration = V1BETA2_OFF.replace('["batch/job"]', frameworks)
+    cluster = _check(cluster, api, emulator, configuration, on=False)
+    assert (cluster.kueue_config_state, cluster.kueue_config_problem) == ("matches", "")
+
+
+def test_kueue_config_integrations_of_a_class_not_offered_on_the_cluster_are_not_asked(portal, cluster, api, emulator):
+    other = ResourceClassFactory(slug="a100", flavors=[ResourceFlavorFactory(name="a100")])
+    other.allowed_kinds = ["rayjob"]  # no team has quota for its flavor on this cluster
+    other.save()
+    cluster = _check(cluster, api, emulator, V1BETA2_OFF, on=False)
+    assert (cluster.kueue_config_state, cluster.kueue_config_problem) == ("matches", "")
+
+
+def test_kueue_config_without_integrations_enables_batch_jobs_only(portal, cluster, api, emulator):
+    portal.rc.allowed_kinds = ["batch", "rayjob"]
+    portal.rc.save()
+    cluster = _check(cluster, api, emulator, V1BETA1_DISABLED, on=False)  # no integrations: Kueue's default
+    assert "ray.io/rayjob (classes h100)" in cluster.kueue_config_problem
+
+
+def test_kueue_config_missing_integration_on_the_drift_page(portal, cluster, emulator, admin_client):
+    portal.rc.allowed_kinds = ["batch", "pytorchjob"]
+    portal.rc.save()
+    emulator.put(kueue_config_map(V1BETA2_OFF))
+    admin_client.post(reverse("admin:clusters_kubeconfigobject_check"))
+    page = admin_client.get(reverse(CHANGELIST)).content.decode()
+    assert f'<tr id="pools-kueue-config-{cluster.pk}" class="kube-attention">' in page
+    assert "does not enable the integrations kubeflow.org/pytorchjob (classes h100)" in page
+    assert "Kueue's own configuration: fair sharing and integrations" in page
