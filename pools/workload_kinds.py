@@ -34,6 +34,8 @@ class CompanionPodSet:
 
     name: str
     count: int = 1
+    #: most pods it may have (a Ray head, a PyTorch master, a launcher, one leader per group: one)
+    max_count: int = 1
     #: devices per pod when it does not run like a primary pod (a launcher or a Ray head: none)
     devices_per_pod: int = 0
     #: it runs what a primary pod runs and asks for as many devices (a PyTorch master, an LWS leader)

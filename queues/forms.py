@@ -17,8 +17,8 @@ from kernel.dates import date_range_problem
 from kernel.errors import ValidationFailed
 from pools.models import ResourceClass
 from queues import selectors as sel
+from queues.job_spec import MAX_NAME, JobSpec, job_spec_errors
 from queues.models import Job, PriorityClass, Team
-from queues.services import MAX_NAME, JobSpec, job_spec_errors
 from queues.spec_limits import MAX_CHECKPOINT_PATH, MAX_CHECKPOINT_SIGNAL, MAX_IMAGE
 
 _DURATION = re.compile(r"^(?:(?P<d>\d+)\s*d)?\s*(?:(?P<h>\d+)\s*h)?\s*(?:(?P<m>\d+)\s*m)?\s*(?:(?P<s>\d+)\s*s)?$")

@@ -362,8 +362,9 @@ class Job(models.Model):
 
     @property
     def total_devices(self) -> int:
-        """Devices the whole gang asks for."""
-        return self.devices_per_pod * self.pod_count
+        """Devices the whole gang asks for: every pod set's (the primary and its kind's companions)."""
+        companions = sum(int(c["count"]) * int(c["devices_per_pod"]) for c in self.companion_pod_sets or ())
+        return self.devices_per_pod * self.pod_count + companions
 
 
 class JobEvent(models.Model):

@@ -6,8 +6,8 @@ from rest_framework import serializers
 
 from pools.models import ResourceClass
 from queues import selectors as sel
+from queues.job_spec import MAX_NAME, JobSpec
 from queues.models import ApiToken, Job, PriorityClass
-from queues.services import MAX_NAME, JobSpec
 
 
 class JobSubmitSerializer(serializers.Serializer):

@@ -16,6 +16,7 @@ from .pod_placement import placement_ok
 from .preemption import preemption_targets
 from .quota import QuotaTree
 from .reasons_nodes import flavor_label, flavor_phrase, name_list, never_placed, placement_reason
+from .reasons_pod_sets import name_pod_sets
 from .records import (
     ADMITTED,
     EVICTING,
@@ -132,7 +133,7 @@ def explain_wl(engine: Engine, wl: WorkloadInfo, *, index: ReasonIndex | None = 
     assignment = assign(engine, wl, cq)
     never = _never(engine, wl, cq, assignment)
     if never is not None:
-        return Explanation(key, admissible=False, reason=never)
+        return Explanation(key, admissible=False, reason=name_pod_sets(engine, wl, cq, never))
     if index is None:
         index = reason_index(engine)
     victims = list(index.victims.get(key, ()))
@@ -179,10 +180,8 @@ def explain_wl(engine: Engine, wl: WorkloadInfo, *, index: ReasonIndex | None = 
             details={"clusterQueue": cq.name, "victims": names, "reasons": sorted({r for _, r in targets})},
         )
         return Explanation(key, admissible=False, reason=reason, preemption_targets=tuple(names))
-    quota = _quota(engine, wl, cq, assignment)
-    if quota is not None:
-        return Explanation(key, admissible=False, reason=quota)
-    return Explanation(key, admissible=False, reason=placement_reason(engine, wl, cq, assignment))
+    reason = _quota(engine, wl, cq, assignment) or placement_reason(engine, wl, cq, assignment)
+    return Explanation(key, admissible=False, reason=name_pod_sets(engine, wl, cq, reason))
 
 
 # ------------------------------------------------------------------------------------------ misconfigured
