@@ -374,7 +374,10 @@ def job_start(job: Job, *, now: datetime) -> None:
     if resumed:
         record_event(job, JobEvent.Kind.RESUMED, "Resumed; all pods running again.", at=now)
     else:
-        running = "The pod is running." if job.pod_count == 1 else f"All {job.pod_count} pods running."
+        pods = job.pod_count + sum(int(c["count"]) for c in job.companion_pod_sets or ())
+        running = "The pod is running." if pods == 1 else f"All {pods} pods running."
+        if job.companion_pod_sets:
+            running = f"All {pods} pods of its {len(job.companion_pod_sets) + 1} pod sets running."
         record_event(job, JobEvent.Kind.STARTED, running, at=now)
 
 
@@ -405,14 +408,17 @@ def job_finish(job: Job, *, state: str, now: datetime, message: str) -> None:
 
 @transaction.atomic
 def job_cancel(*, job: Job, user: AbstractBaseUser, now: datetime | None = None, notify_backend: bool = True) -> Job:
-    """Cancel a job on behalf of a team member or a platform admin; a finished job cannot be cancelled."""
+    """Cancel a job on behalf of a team member or a platform admin; a finished job cannot be cancelled.
+
+    Stopping a development session or an inference service (they run until stopped) is this same cancel."""
     now = now or timezone.now()
     job = Job.objects.select_for_update().get(pk=job.pk)
     if not selectors.is_platform_admin(user):
         _membership(user=user, team=job.team)
     if job.is_final:
         raise Conflict(f"the job already ended ({job.get_state_display().lower()})")
-    job_finish(job, state=Job.State.CANCELLED, now=now, message=f"Cancelled by {user.get_username()}.")
+    verb = "Stopped" if kind_spec(job.kind).runs_until_stopped else "Cancelled"
+    job_finish(job, state=Job.State.CANCELLED, now=now, message=f"{verb} by {user.get_username()}.")
     if notify_backend:
         transaction.on_commit(lambda: cluster_port().job_cancelled(job_id=job.pk))
     return job

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pools.models import Allocation
 from queues import services as job_services
 from queues.models import Job, JobEvent
+from queues.pod_sets import job_pod_sets
 from queues.ports import PodLog, RunEvent
 
 K = JobEvent.Kind
@@ -149,14 +150,21 @@ def _run_lines(job: Job, run: _Run, pod: int, allocations: list[Allocation], *, 
     return lines + _end_lines(job, run, pod)
 
 
+def pod_names(job: Job) -> list[str]:
+    """The job's pod names in pod-index order: ``<name>-<i>`` for one pod set, ``<name>-<pod set>-<i>`` for several."""
+    base = job.k8s_name or job.name
+    if not job.companion_pod_sets:
+        return [f"{base}-{i}" for i in range(job.pod_count)]
+    return [f"{base}-{ps.name}-{i}" for ps in job_pod_sets(job) for i in range(ps.count)]
+
+
 def simulated_job_logs(job: Job, *, tail_lines: int, now: datetime) -> list[PodLog]:
     """Each pod's log up to ``now`` (its last ``tail_lines`` lines), from the job's timeline and allocations."""
     events = list(job.events.order_by("at", "pk"))
     runs = _runs(events)
     allocations = list(Allocation.objects.filter(job=job).select_related("device__node").order_by("started_at", "pk"))
     logs = []
-    for pod in range(job.pod_count):
-        name = f"{job.k8s_name or job.name}-{pod}"
+    for pod, name in enumerate(pod_names(job)):
         if not runs:
             logs.append(PodLog(pod=name, lines=[], note="No container has started yet."))
             continue
