@@ -117,8 +117,8 @@ def _form_initial(request: HttpRequest) -> dict:
             sel.jobs_visible_to(request.user).select_related("resource_class", "priority_class"), pk=source
         )
         initial.update(job_initial(job))
-    for name in JobSubmitForm.base_fields:
-        if name in request.GET:
+    for name in request.GET:
+        if name in JobSubmitForm.base_fields or name.startswith("pod_set_"):
             initial[name] = request.GET[name]
     return initial
 
