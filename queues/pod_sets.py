@@ -73,6 +73,26 @@ def job_pod_sets(job: Job) -> tuple[PodSetShape, ...]:
     return (*companion_shapes(job), primary)
 
 
+@dataclass(frozen=True)
+class PodSetRow:
+    """A pod set as the job page and the API show it: its shape and where it was admitted (empty before)."""
+
+    shape: PodSetShape
+    flavors: tuple[str, ...]
+    nodes: tuple[str, ...]
+
+
+def job_pod_set_rows(job: Job) -> list[PodSetRow]:
+    """Each pod set of the job with the flavors and nodes its admission (``Job.assignment``) gave it."""
+    admitted = {ps.get("name"): ps for ps in (job.assignment or {}).get("podSets", [])}
+    rows = []
+    for shape in job_pod_sets(job):
+        given = admitted.get(shape.name, {})
+        flavors = tuple(sorted(set((given.get("flavors") or {}).values())))
+        rows.append(PodSetRow(shape=shape, flavors=flavors, nodes=tuple(given.get("nodes") or ())))
+    return rows
+
+
 #: What a submission may say about one companion pod set (the rest comes from the kind's defaults).
 COMPANION_FIELDS = ("count", "devices_per_pod", "cpu", "memory")
 

@@ -29,6 +29,7 @@ from queues import job_run as job_run_util
 from queues import selectors as sel
 from queues.forms import JobFilterForm, JobSubmitForm, job_initial
 from queues.models import Job, Team
+from queues.pod_sets import job_pod_set_rows
 from queues.ports import ClusterUnreachable, cluster_port, job_cost_port
 from queues.privacy import redactor_for
 
@@ -266,6 +267,7 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         in_job_team=job.team in context["teams"],
         diagnosis=redactor.fields(diagnosis.job_diagnosis(job, now=now)),
         timeline=sel.job_timeline(job, now=now, redactor=redactor),
+        pod_sets=job_pod_set_rows(job),
         # GPU-hours and cost as metered (billing, above queues, answers through its port; absent without it).
         cost=cost_port.job_cost(job_id=job.pk) if cost_port is not None and job.started_at else None,
         billing=cost_port is not None,
@@ -303,6 +305,11 @@ def job_run(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "queues/partials/job_run.html", context)
 
 
+def _past(verb: str) -> str:
+    """ "Cancel" → "Cancelled", "Stop" → "Stopped"."""
+    return "Stopped" if verb == "Stop" else "Cancelled"
+
+
 @require_http_methods(["GET", "POST"])
 @htmx_login_required
 def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
@@ -314,11 +321,11 @@ def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
         try:
             services.job_cancel(job=job, user=request.user)
         except Conflict as exc:
-            messages.error(request, f"Not cancelled: {exc.message}.")
+            messages.error(request, f"Not {_past(job.stop_verb).lower()}: {exc.message}.")
         except ValidationFailed as exc:
-            messages.error(request, f"Not cancelled: {exc.message}.")
+            messages.error(request, f"Not {_past(job.stop_verb).lower()}: {exc.message}.")
         else:
-            messages.success(request, f"Cancelled {job.name}.")
+            messages.success(request, f"{_past(job.stop_verb)} {job.name}.")
         return redirect("queues:job_detail", pk=job.pk)
     context = _base_context(request)
     context["job"] = job

@@ -107,6 +107,21 @@ def test_job_page_and_list_show_kind_and_pod_sets(alice, pool):
     html = alice.get(reverse("queues:job_detail", args=[job.pk])).content.decode()
     assert "Distributed training (PyTorchJob)" in html
     assert 'id="queues-job-pod-sets"' in html
-    assert "master" in html and "worker" in html
+    assert '<th scope="row">master</th>' in html
+    assert '<th scope="row">worker</th>' in html
     listing = alice.get(reverse("queues:jobs")).content.decode()
     assert "PyTorchJob" in listing
+
+
+def test_a_session_is_stopped_not_cancelled(alice, pool):
+    spec = JobSpec(name="nb", image="", resource_class=pool.rc, kind="session", devices_per_pod=1)
+    job = services.job_submit(owner=pool.user, team=pool.team, spec=spec)
+    html = alice.get(reverse("queues:job_detail", args=[job.pk])).content.decode()
+    assert "Stop development session…" in html
+    confirm = alice.get(reverse("queues:job_cancel", args=[job.pk])).content.decode()
+    assert "Stop nb?" in confirm
+    assert "Yes, stop the development session" in confirm
+    response = alice.post(reverse("queues:job_cancel", args=[job.pk]), follow=True)
+    assert "Stopped nb." in response.content.decode()
+    job.refresh_from_db()
+    assert job.state == Job.State.CANCELLED
