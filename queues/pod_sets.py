@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from kernel.quantity import format_quantity, parse_quantity
@@ -91,6 +92,18 @@ def job_pod_set_rows(job: Job) -> list[PodSetRow]:
         flavors = tuple(sorted(set((given.get("flavors") or {}).values())))
         rows.append(PodSetRow(shape=shape, flavors=flavors, nodes=tuple(given.get("nodes") or ())))
     return rows
+
+
+def pod_set_hours(job: Job, by_pod: Mapping[int, Decimal]) -> list[tuple[str, Decimal]]:
+    """Metered device-hours per pod set, from the hours per pod index (pods are numbered in pod-set order)."""
+    out = []
+    first = 0
+    for shape in job_pod_sets(job):
+        out.append(
+            (shape.name, sum((by_pod.get(i, Decimal(0)) for i in range(first, first + shape.count)), Decimal(0)))
+        )
+        first += shape.count
+    return out
 
 
 #: What a submission may say about one companion pod set (the rest comes from the kind's defaults).

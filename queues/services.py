@@ -355,6 +355,11 @@ def job_admit(
     nodes = sorted({n for ps in pod_sets for n in ps.get("nodes", [])})
     text = message or f"Admitted by ClusterQueue {cluster_queue}"
     where = f" on {', '.join(flavor_names)}" if flavor_names else ""
+    if len(pod_sets) > 1:  # each pod set of a gang may land on its own flavors: say which
+        where = ": " + ", ".join(
+            f"{ps.get('name')} on {', '.join(sorted(set(ps.get('flavors', {}).values()))) or 'no flavor'}"
+            for ps in pod_sets
+        )
     record_event(
         job,
         JobEvent.Kind.ADMITTED,
