@@ -404,7 +404,8 @@ def _earmarked(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, index: Re
 
 def _quota(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: FlavorAssignment) -> WaitReason | None:
     info = None
-    for psa in assignment.pod_sets:
+    index = 0
+    for index, psa in enumerate(assignment.pod_sets):  # noqa: B007 (the index of the pod set found is used below)
         if psa.mode == PS_FIT:
             continue
         for attempts in psa.group_attempts:
@@ -429,7 +430,8 @@ def _quota(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: F
     nominal = quota.nominal if quota is not None else 0
     limit = quota.borrowing_limit if quota is not None else None
     used = node.usage.get(fr, 0)
-    request = info["request"]
+    # what the job asks of this flavor: the pod sets counted so far, plus the later ones (a gang needs them all)
+    request = info["request"] + sum(ps.total.get(res, 0) for ps in wl.pod_sets[index + 1 :])
     available = max(0, info["available"])
     label = flavor_label(engine, flavor)
     details: dict[str, object] = {

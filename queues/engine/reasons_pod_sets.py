@@ -37,7 +37,7 @@ def pod_set_words(ps: PodSetInfo) -> str:
     """``workers (8 pods × 1 GPU)``, ``launcher (1 pod × 64 CPUs, 256Gi of memory)``: a pod set and its pod."""
     devices = [r for r in ps.per_pod if is_device_resource(r)]
     shown = devices or [r for r in ("cpu", "memory") if r in ps.per_pod] or list(ps.per_pod)
-    what = ", ".join(msg.noun(r, ps.per_pod[r]) for r in shown) or "no requests"
+    what = ", ".join(msg.noun(r, ps.per_pod[r]) for r in shown)
     return f"{ps.name} ({ps.count} pod{'' if ps.count == 1 else 's'} × {what})"
 
 
@@ -54,10 +54,13 @@ def fits_alone(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, index: in
 
 def name_pod_sets(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, reason: WaitReason) -> WaitReason:
     """``reason`` with the pod sets that fit alone and those that do not named first (several pod sets only)."""
-    if len(wl.pod_sets) < 2 or reason.code not in POD_SET_CODES:
+    # a pod set that asks for nothing the queue or the nodes count (a launcher whose CPUs are not managed) always
+    # fits: naming it would only be noise
+    asking = [(i, ps) for i, ps in enumerate(wl.pod_sets) if ps.per_pod]
+    if len(asking) < 2 or reason.code not in POD_SET_CODES:
         return reason
     fit, blocked = [], []
-    for index, ps in enumerate(wl.pod_sets):
+    for index, ps in asking:
         (fit if fits_alone(engine, wl, cq, index) else blocked).append(ps)
     if blocked and fit:
         head = (
