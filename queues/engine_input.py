@@ -299,9 +299,9 @@ def job_engine_pod_sets(job: Job, *, declared: set[str], facts: ClassFacts | Non
     """
     facts = facts or class_facts(job.resource_class)
     topology = _topology_request(job, topology_aware=facts.topology_aware)
-    anywhere = m.TopologyRequest(unconstrained=True) if facts.topology_aware else None
     pod_sets = []
-    for shape in companion_shapes(job):
+    anywhere = m.TopologyRequest(unconstrained=True) if facts.topology_aware else None
+    for shape in companion_shapes(job) if job.companion_pod_sets else ():
         requests = {facts.resource_name: shape.devices_per_pod} if shape.devices_per_pod else {}
         if "cpu" in declared:
             requests["cpu"] = _quantity(shape.cpu, "cpu")

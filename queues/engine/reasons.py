@@ -84,6 +84,8 @@ class ReasonIndex:
     heads: dict[str, WorkloadInfo]
     #: ClusterQueue -> the pending preemptors earmarking capacity in its cohort tree, in queue order (lazily)
     earmarks: dict[str, list[WorkloadInfo]] = field(default_factory=dict)
+    #: (ClusterQueue, shape, pod set) -> whether that pod set fits alone (``reasons_pod_sets.fits_alone``, lazily)
+    pod_set_fits: dict[tuple, bool] = field(default_factory=dict)
 
 
 def reason_index(engine: Engine) -> ReasonIndex:
@@ -133,7 +135,8 @@ def explain_wl(engine: Engine, wl: WorkloadInfo, *, index: ReasonIndex | None = 
     assignment = assign(engine, wl, cq)
     never = _never(engine, wl, cq, assignment)
     if never is not None:
-        return Explanation(key, admissible=False, reason=name_pod_sets(engine, wl, cq, never))
+        memo = index.pod_set_fits if index is not None else None
+        return Explanation(key, admissible=False, reason=name_pod_sets(engine, wl, cq, never, memo))
     if index is None:
         index = reason_index(engine)
     victims = list(index.victims.get(key, ()))
@@ -181,7 +184,7 @@ def explain_wl(engine: Engine, wl: WorkloadInfo, *, index: ReasonIndex | None = 
         )
         return Explanation(key, admissible=False, reason=reason, preemption_targets=tuple(names))
     reason = _quota(engine, wl, cq, assignment) or placement_reason(engine, wl, cq, assignment)
-    return Explanation(key, admissible=False, reason=name_pod_sets(engine, wl, cq, reason))
+    return Explanation(key, admissible=False, reason=name_pod_sets(engine, wl, cq, reason, index.pod_set_fits))
 
 
 # ------------------------------------------------------------------------------------------ misconfigured

@@ -41,8 +41,22 @@ def pod_set_words(ps: PodSetInfo) -> str:
     return f"{ps.name} ({ps.count} pod{'' if ps.count == 1 else 's'} × {what})"
 
 
-def fits_alone(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, index: int) -> bool:
-    """Whether pod set ``index`` of ``wl`` would be admitted now without the others (quota and nodes)."""
+def fits_alone(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, index: int, memo: dict | None = None) -> bool:
+    """Whether pod set ``index`` of ``wl`` would be admitted now without the others (quota and nodes).
+
+    ``memo``: answers by (queue, shape, pod set) for one unchanged engine (a ``ReasonIndex``'s): many pending
+    jobs share a shape, and the answer depends on nothing else.
+    """
+    if memo is None or not wl.shape:  # a workload not queued has no shape to share the answer with
+        return _fits_alone(engine, wl, cq, index)
+    key = (cq.name, wl.shape, index)
+    if key not in memo:
+        memo[key] = _fits_alone(engine, wl, cq, index)
+    return memo[key]
+
+
+def _fits_alone(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, index: int) -> bool:
+    """``fits_alone`` computed: one flavor assignment (and placement) of the pod set alone."""
     solo = copy.copy(wl)
     solo.pod_sets = [wl.pod_sets[index]]
     solo.shape = ("pod-set", wl.shape, index)  # the flavor-check cache is keyed by shape
@@ -52,8 +66,12 @@ def fits_alone(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, index: in
     return all(p.placement is None or p.placement.ok for p in assignment.pod_sets)
 
 
-def name_pod_sets(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, reason: WaitReason) -> WaitReason:
-    """``reason`` with the pod sets that fit alone and those that do not named first (several pod sets only)."""
+def name_pod_sets(
+    engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, reason: WaitReason, memo: dict | None = None
+) -> WaitReason:
+    """``reason`` with the pod sets that fit alone and those that do not named first (several pod sets only).
+
+    ``memo``: see :func:`fits_alone`."""
     # a pod set that asks for nothing the queue or the nodes count (a launcher whose CPUs are not managed) always
     # fits: naming it would only be noise
     asking = [(i, ps) for i, ps in enumerate(wl.pod_sets) if ps.per_pod]
@@ -61,7 +79,7 @@ def name_pod_sets(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, reason
         return reason
     fit, blocked = [], []
     for index, ps in asking:
-        (fit if fits_alone(engine, wl, cq, index) else blocked).append(ps)
+        (fit if fits_alone(engine, wl, cq, index, memo) else blocked).append(ps)
     if blocked and fit:
         head = (
             f"{_pod_sets(fit)} {'fits' if len(fit) == 1 else 'fit'} alone; "

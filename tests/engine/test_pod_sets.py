@@ -9,7 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from queues.engine import PodSet, ResourceFlavor, settle
+from queues.engine.reasons import explain_wl, reason_index
 from queues.engine.scenario import load_scenario, run_scenario
+from queues.engine.scheduler import Engine
 
 from .builders import GPU, cq, node, state, wl
 
@@ -91,3 +93,19 @@ def test_pod_sets_scenario_shows_flavor_per_pod_set_and_names_the_launcher():
     reason = by_name["ml/mpi-train"]["reason"]
     assert reason["code"] == "quota_exhausted"
     assert "pod set launcher (1 pod × 160 CPUs, 64Gi of memory) does not." in reason["message"]
+
+
+def test_explaining_many_jobs_of_one_shape_tries_each_pod_set_alone_once():
+    """Two pending jobs of the same shape: the same sentences as explained one by one, and the "fits alone" answer
+    of each pod set is worked out once for the pass (per queue, shape and pod set)."""
+    first = pytorchjob(8, 2, 2)
+    second = wl("a/k", created=2, pod_sets=first.pod_sets)
+    s = state([QUEUE], [*busy(6, 6), first, second], flavors=[A100], nodes=NODES)
+    engine = Engine(s, 0)
+    pending = [engine.workloads["a/j"], engine.workloads["a/k"]]
+    index = reason_index(engine)
+    together = {w.key: explain_wl(engine, w, index=index).reason for w in pending}
+    alone = {w.key: explain_wl(engine, w).reason for w in pending}
+    assert together == alone
+    assert together["a/k"].message.startswith("Pod set worker (2 pods × 2 GPUs) fits alone; pod set master")
+    assert len(index.pod_set_fits) == 2
