@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from gpupool.api import flatten_errors, refusal
 from gpupool.main import cli
-from gpupool.show import diagnosis, span
+from gpupool.show import diagnosis, job_text, span
 from gpupool.spec import SpecError, command_line, environment, parse_duration, pod_set, submission, with_flags
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
@@ -134,3 +134,24 @@ def test_pod_set_flags_read_as_the_api_pod_sets(tmp_path):
     body = submission(path, {"pod_sets": [pod_set("head=1,cpu=16")]})
     assert body["kind"] == "rayjob"
     assert body["pod_sets"] == [{"name": "head", "count": 1, "cpu": "16"}, {"name": "other", "count": 1}]
+
+
+def test_status_names_the_kind_and_each_pod_set():
+    job = {
+        "id": 7,
+        "name": "tune",
+        "state": "running",
+        "kind": "rayjob",
+        "resource_class": "h100",
+        "devices_per_pod": 2,
+        "pod_count": 2,
+        "image": "registry.example.org/ml/ray:2",
+        "pod_sets": [
+            {"name": "head", "count": 1, "devices_per_pod": 0, "cpu": "4", "memory": "16Gi", "flavors": []},
+            {"name": "workers", "count": 2, "devices_per_pod": 2, "cpu": "16", "memory": "128Gi", "flavors": ["h100"]},
+        ],
+    }
+    text = job_text(job, now=NOW)
+    assert "  kind rayjob" in text
+    assert "  pod set head: 1 pod(s) × 0 devices, 4 CPU, 16Gi memory" in text
+    assert "  pod set workers: 2 pod(s) × 2 devices, 16 CPU, 128Gi memory on h100" in text
