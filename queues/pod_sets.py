@@ -74,6 +74,14 @@ def job_pod_sets(job: Job) -> tuple[PodSetShape, ...]:
     return (*companion_shapes(job), primary)
 
 
+def pod_names(job: Job) -> list[str]:
+    """The job's pod names in pod-index order: ``<name>-<i>`` for one pod set, ``<name>-<pod set>-<i>`` for several."""
+    base = job.k8s_name or job.name
+    if not job.companion_pod_sets:
+        return [f"{base}-{i}" for i in range(job.pod_count)]
+    return [f"{base}-{ps.name}-{i}" for ps in job_pod_sets(job) for i in range(ps.count)]
+
+
 @dataclass(frozen=True)
 class PodSetRow:
     """A pod set as the job page and the API show it: its shape and where it was admitted (empty before)."""

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pools.models import Allocation
 from queues import services as job_services
 from queues.models import Job, JobEvent
-from queues.pod_sets import job_pod_sets
+from queues.pod_sets import pod_names
 from queues.ports import PodLog, RunEvent
 
 K = JobEvent.Kind
@@ -148,14 +148,6 @@ def _run_lines(job: Job, run: _Run, pod: int, allocations: list[Allocation], *, 
         timed.append((event.at, f"{stamp(event.at)} {text}"))
     lines += [text for _, text in sorted(timed, key=lambda t: t[0])]
     return lines + _end_lines(job, run, pod)
-
-
-def pod_names(job: Job) -> list[str]:
-    """The job's pod names in pod-index order: ``<name>-<i>`` for one pod set, ``<name>-<pod set>-<i>`` for several."""
-    base = job.k8s_name or job.name
-    if not job.companion_pod_sets:
-        return [f"{base}-{i}" for i in range(job.pod_count)]
-    return [f"{base}-{ps.name}-{i}" for ps in job_pod_sets(job) for i in range(ps.count)]
 
 
 def simulated_job_logs(job: Job, *, tail_lines: int, now: datetime) -> list[PodLog]:

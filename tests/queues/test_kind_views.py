@@ -116,8 +116,10 @@ def test_job_page_and_list_show_kind_and_pod_sets(alice, pool):
 def test_a_session_is_stopped_not_cancelled(alice, pool):
     spec = JobSpec(name="nb", image="", resource_class=pool.rc, kind="session", devices_per_pod=1)
     job = services.job_submit(owner=pool.user, team=pool.team, spec=spec)
+    Job.objects.filter(pk=job.pk).update(state=Job.State.RUNNING)
     html = alice.get(reverse("queues:job_detail", args=[job.pk])).content.decode()
     assert "Stop development session…" in html
+    assert f"kubectl port-forward -n {job.k8s_namespace} pod/{job.k8s_name}-0 8888:8888" in html
     confirm = alice.get(reverse("queues:job_cancel", args=[job.pk])).content.decode()
     assert "Stop nb?" in confirm
     assert "Yes, stop the development session" in confirm

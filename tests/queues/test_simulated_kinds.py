@@ -9,10 +9,11 @@ import pytest
 from django.utils import timezone
 
 from clusters.backends.simulated import simulated_cluster_tick_run
-from clusters.backends.simulated_run import pod_names, simulated_job_logs
+from clusters.backends.simulated_run import simulated_job_logs
 from pools.models import Allocation
 from queues import services
 from queues.models import Job, JobEvent
+from queues.pod_sets import pod_names
 from queues.services import JobSpec
 from tests.factories import (
     ClusterFactory,
