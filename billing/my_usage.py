@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import date
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, Max, Q
+from django.db.models import Count, Max, Q, Sum
 
 from billing import selectors
 from billing.models import UsageRecord
@@ -84,10 +84,17 @@ class BillingJobCost:
         marks = UsageRecord.objects.filter(job_id=job_id).aggregate(
             until=Max("end"), open=Count("pk", filter=Q(open=True))
         )
+        by_pod = (
+            UsageRecord.objects.filter(job_id=job_id)
+            .values("allocation__pod_index")
+            .annotate(us=Sum("duration_us"))
+            .order_by()
+        )
         return JobCost(
             device_hours=usage.device_hours,
             borrowed_hours=hours(usage.borrowed_us),
             cost=dict(usage.cost),
             metered_until=marks["until"],
             still_open=bool(marks["open"]),
+            device_hours_by_pod={row["allocation__pod_index"]: hours(row["us"] or 0) for row in by_pod},
         )

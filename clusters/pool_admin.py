@@ -129,6 +129,7 @@ def class_spec_from(rc: ResourceClass, flavors: list[ResourceFlavor]) -> ClassSp
         min_cuda_version=rc.min_cuda_version,
         active=rc.active,
         display_order=rc.display_order,
+        allowed_kinds=rc.allowed_kinds if isinstance(rc.allowed_kinds, list) else [],
         idle_window_seconds=rc.idle_window_seconds,
     )
 
@@ -168,7 +169,16 @@ class ResourceClassAdmin(PolicyAdmin):
     """Resource classes, validated by the same service the API uses; audited."""
 
     inlines = [ResourceClassFlavorInline]
-    list_display = ("name", "slug", "resource_name", "sharing", "allowed_counts", "topology_mode", "active")
+    list_display = (
+        "name",
+        "slug",
+        "resource_name",
+        "sharing",
+        "allowed_counts",
+        "allowed_kinds",
+        "topology_mode",
+        "active",
+    )
     list_filter = ("active", "sharing", "resource_name")
     search_fields = ("name", "slug", "description")
     prepopulated_fields = {"slug": ("name",)}

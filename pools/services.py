@@ -15,10 +15,14 @@ from pools import state_version
 from pools.inventory.versions import version_tuple
 from pools.models import Device, ResourceClass, ResourceClassFlavor, ResourceFlavor
 from pools.selectors import SHARING_KIND
+from pools.workload_kinds import KINDS, default_allowed_kinds
 
 RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-\d+g\.\d+gb$")
 HOSTNAME_LEVEL = "kubernetes.io/hostname"
+#: Shortest and longest idle window a class may set (shorter would stop a session between two cells).
+MIN_IDLE_WINDOW_SECONDS = 300
+MAX_IDLE_WINDOW_SECONDS = 7 * 24 * 3600
 
 
 @dataclass
@@ -40,12 +44,8 @@ class ClassSpec:
     min_cuda_version: str = ""
     active: bool = True
     display_order: int = 100
-    #: how long a job's GPUs may stay idle before it is warned and then released (queues.idle); None: never
+    allowed_kinds: Sequence[str] = field(default_factory=default_allowed_kinds)
     idle_window_seconds: int | None = None
-
-
-#: The shortest idle window a class may have: DCGM is scraped every 30-60 s, and a window needs samples to judge.
-MIN_IDLE_WINDOW_SECONDS = 300
 
 
 @dataclass
@@ -78,15 +78,7 @@ def resource_class_check(spec: ClassSpec, *, instance: ResourceClass | None = No
             check.error(field_name, f"{value!r} is not a version such as 550.54.15 or 12.4")
     _check_topology(spec, check)
     _check_flavors(spec, check)
-    window = spec.idle_window_seconds
-    if window is not None and (
-        isinstance(window, bool) or not isinstance(window, int) or window < MIN_IDLE_WINDOW_SECONDS
-    ):
-        check.error(
-            "idle_window_seconds",
-            f"give at least {MIN_IDLE_WINDOW_SECONDS} seconds (DCGM needs samples over the window), or leave it empty "
-            f"for never; got {window!r}",
-        )
+    _check_kinds(spec, check)
     others = ResourceClass.objects.filter(active=True)
     if instance is not None and instance.pk:
         others = others.exclude(pk=instance.pk)
@@ -132,6 +124,30 @@ def _check_counts(spec: ClassSpec, check: ClassCheck) -> None:
         check.error("allowed_counts", f"a count is listed twice: {counts}")
     if spec.sharing == ResourceClass.Sharing.TIME_SHARED and any(c > 1 for c in counts if isinstance(c, int)):
         check.error("allowed_counts", "a time-shared class gives one replica per pod (device plugins reject more)")
+
+
+def _check_kinds(spec: ClassSpec, check: ClassCheck) -> None:
+    """Allowed kinds are known and distinct, at least one; the idle window is within its bounds."""
+    kinds = list(spec.allowed_kinds) if isinstance(spec.allowed_kinds, list | tuple) else None
+    if not kinds:
+        check.error("allowed_kinds", f'give at least one workload kind, e.g. ["batch"] (kinds: {", ".join(KINDS)})')
+    else:
+        unknown = [k for k in kinds if k not in KINDS]
+        if unknown:
+            check.error("allowed_kinds", f"unknown workload kind(s) {unknown} (kinds: {', '.join(KINDS)})")
+        elif len(set(kinds)) != len(kinds):
+            check.error("allowed_kinds", f"a kind is listed twice: {kinds}")
+    window = spec.idle_window_seconds
+    if window is not None and (
+        isinstance(window, bool)
+        or not isinstance(window, int)
+        or not MIN_IDLE_WINDOW_SECONDS <= window <= MAX_IDLE_WINDOW_SECONDS
+    ):
+        check.error(
+            "idle_window_seconds",
+            f"must be empty (never) or between {MIN_IDLE_WINDOW_SECONDS} s and "
+            f"{MAX_IDLE_WINDOW_SECONDS // 86400} days, got {window!r}",
+        )
 
 
 def _check_topology(spec: ClassSpec, check: ClassCheck) -> None:
@@ -215,11 +231,12 @@ def resource_class_save(*, spec: ClassSpec, instance: ResourceClass | None = Non
         "min_cuda_version",
         "active",
         "display_order",
+        "idle_window_seconds",
     ):
         setattr(rc, attr, getattr(spec, attr))
     rc.allowed_counts = sorted(spec.allowed_counts)
-    rc.idle_window_seconds = spec.idle_window_seconds
-    rc.full_clean(exclude=["allowed_counts"])
+    rc.allowed_kinds = [str(k) for k in KINDS if k in spec.allowed_kinds]  # one order everywhere: the kinds' own
+    rc.full_clean(exclude=["allowed_counts", "allowed_kinds"])
     rc.save()
     resource_class_set_flavors(resource_class=rc, flavors=spec.flavors)
     return rc, check.warnings

@@ -34,6 +34,8 @@ class CompanionPodSet:
 
     name: str
     count: int = 1
+    #: most pods it may have (a Ray head, a PyTorch master, a launcher, one leader per group: one)
+    max_count: int = 1
     #: devices per pod when it does not run like a primary pod (a launcher or a Ray head: none)
     devices_per_pod: int = 0
     #: it runs what a primary pod runs and asks for as many devices (a PyTorch master, an LWS leader)
@@ -58,6 +60,8 @@ class KindSpec:
     kueue_framework: str = "batch/job"
     #: the image a submission without one gets (empty: the submitter must give one)
     default_image: str = ""
+    #: what it is, its pod sets and how it ends, in the researcher's words (the submit form's help)
+    summary: str = ""
 
     @property
     def label(self) -> str:
@@ -66,24 +70,40 @@ class KindSpec:
 
 
 KINDS: dict[str, KindSpec] = {
-    WorkloadKind.BATCH: KindSpec(kind=WorkloadKind.BATCH, primary_pod_set="main"),
+    WorkloadKind.BATCH: KindSpec(
+        kind=WorkloadKind.BATCH,
+        primary_pod_set="main",
+        summary="One gang of pods that runs to completion (a Kubernetes Job).",
+    ),
     WorkloadKind.JOBSET: KindSpec(
         kind=WorkloadKind.JOBSET,
         primary_pod_set="workers",
         companions=(CompanionPodSet(name="launcher"),),
         kueue_framework="jobset.x-k8s.io/jobset",
+        summary=(
+            "A launcher (no devices by default) and workers, admitted together as one JobSet; ends when the "
+            "workers finish."
+        ),
     ),
     WorkloadKind.PYTORCHJOB: KindSpec(
         kind=WorkloadKind.PYTORCHJOB,
         primary_pod_set="worker",
         companions=(CompanionPodSet(name="master", devices_like_primary=True),),
         kueue_framework="kubeflow.org/pytorchjob",
+        summary=(
+            "A PyTorch master and workers, each with the same devices (a Kubeflow PyTorchJob); ends when the "
+            "workers finish."
+        ),
     ),
     WorkloadKind.RAYJOB: KindSpec(
         kind=WorkloadKind.RAYJOB,
         primary_pod_set="workers",
         companions=(CompanionPodSet(name="head"),),
         kueue_framework="ray.io/rayjob",
+        summary=(
+            "A Ray head (no devices by default) and GPU workers (a KubeRay RayJob); ends when the Ray job's "
+            "entrypoint finishes."
+        ),
     ),
     WorkloadKind.SESSION: KindSpec(
         kind=WorkloadKind.SESSION,
@@ -91,12 +111,17 @@ KINDS: dict[str, KindSpec] = {
         runs_until_stopped=True,
         kueue_framework="pod",
         default_image="quay.io/jupyter/pytorch-notebook:cuda12-latest",
+        summary=(
+            "A JupyterLab pod that runs until you stop it (or it stays idle past the class's idle window); the "
+            "job page shows how to reach it."
+        ),
     ),
     WorkloadKind.INFERENCE: KindSpec(
         kind=WorkloadKind.INFERENCE,
         primary_pod_set="replicas",
         runs_until_stopped=True,
         kueue_framework="deployment",
+        summary="Model-server replicas (a Deployment) that hold their devices until you stop the service.",
     ),
     WorkloadKind.INFERENCE_LWS: KindSpec(
         kind=WorkloadKind.INFERENCE_LWS,
@@ -104,6 +129,10 @@ KINDS: dict[str, KindSpec] = {
         companions=(CompanionPodSet(name="leader", devices_like_primary=True),),
         runs_until_stopped=True,
         kueue_framework="leaderworkerset.x-k8s.io/leaderworkerset",
+        summary=(
+            "Multi-node serving: a leader and workers with the same devices (a LeaderWorkerSet), until you stop "
+            "the service."
+        ),
     ),
 }
 """Every kind's spec, by kind."""

@@ -91,6 +91,7 @@ QUOTAS = {
 CLASSES = [
     {
         "slug": "h100-nvlink-8x",
+        "allowed_kinds": ["batch", "jobset", "pytorchjob", "rayjob", "inference-lws"],
         "name": "8× H100, one NVLink domain",
         "description": "Large training: multi-node gangs of 8-GPU pods kept inside one NVLink domain (one rack).",
         "resource_name": "nvidia.com/gpu",
@@ -105,6 +106,7 @@ CLASSES = [
     },
     {
         "slug": "h100",
+        "allowed_kinds": ["batch", "jobset", "pytorchjob", "rayjob"],
         "name": "H100 80GB, 1–8 GPUs",
         "description": "Training and fine-tuning on one node: full H100 cards.",
         "resource_name": "nvidia.com/gpu",
@@ -117,6 +119,7 @@ CLASSES = [
     },
     {
         "slug": "a100-3g-40gb",
+        "allowed_kinds": ["batch", "session", "inference"],
         "name": "A100 half card (MIG 3g.40gb)",
         "description": "Fine-tuning and evaluation that needs 40 GB of GPU memory, not a whole card.",
         "resource_name": "nvidia.com/mig-3g.40gb",
@@ -129,6 +132,7 @@ CLASSES = [
     },
     {
         "slug": "a100-1g-10gb",
+        "allowed_kinds": ["batch", "session"],
         "name": "A100 slice (MIG 1g.10gb)",
         "description": "Notebooks, debugging and small experiments on an isolated 10 GB slice.",
         "resource_name": "nvidia.com/mig-1g.10gb",
@@ -142,6 +146,7 @@ CLASSES = [
     },
     {
         "slug": "a100-2g-20gb",
+        "allowed_kinds": ["batch", "inference"],
         "name": "A100 slice (MIG 2g.20gb)",
         "description": "Inference services and mid-size experiments on a 20 GB slice.",
         "resource_name": "nvidia.com/mig-2g.20gb",
@@ -154,6 +159,7 @@ CLASSES = [
     },
     {
         "slug": "l4-shared",
+        "allowed_kinds": ["batch", "session", "inference"],
         "name": "L4, time-shared",
         "description": "Development and light inference; the card is shared with up to 3 other pods.",
         "resource_name": "nvidia.com/gpu.shared",
@@ -167,6 +173,7 @@ CLASSES = [
     },
     {
         "slug": "mi300x",
+        "allowed_kinds": ["batch", "pytorchjob", "rayjob", "inference"],
         "name": "AMD MI300X 192GB, 1–8 GPUs",
         "description": "Large-memory training and inference on ROCm: 192 GB per GPU.",
         "resource_name": "amd.com/gpu",
@@ -305,6 +312,7 @@ class Submission:
     fails: bool = False
     cancel_after: int | None = None
     checkpoint: bool = False
+    kind: str = "batch"
 
 
 def _history(start: datetime, end: datetime, rng: random.Random) -> list[Submission]:
@@ -354,10 +362,12 @@ def _submit(sub: Submission, *, now: datetime, notify: bool) -> Job:
     team = Team.objects.get(slug=sub.team)
     user = get_user_model().objects.get(username=sub.user)
     rc = ResourceClass.objects.get(slug=sub.cls)
+    session = sub.kind == "session"  # the notebook image and its own command
     spec = job_services.JobSpec(
         name=sub.name,
-        image=f"registry.example.org/{sub.team}/train:{1 + len(sub.name) % 4}.{len(sub.name) % 7}",
-        command=["python", "train.py", "--config", f"configs/{sub.name.rsplit('-', 1)[0]}.yaml"],
+        kind=sub.kind,
+        image="" if session else f"registry.example.org/{sub.team}/train:{1 + len(sub.name) % 4}.{len(sub.name) % 7}",
+        command=[] if session else ["python", "train.py", "--config", f"configs/{sub.name.rsplit('-', 1)[0]}.yaml"],
         resource_class=rc,
         topology_mode=rc.topology_mode,
         topology_level=rc.topology_level,
@@ -378,6 +388,8 @@ def _next_completion(cluster: Cluster) -> datetime | None:
     """When the next running job ends (its simulated runtime or its maximum), if any is running."""
     soonest = None
     for job in Job.objects.filter(cluster=cluster, state=Job.State.RUNNING):
+        if job.kind_spec.runs_until_stopped:
+            continue  # a session or a service has no natural end
         remaining = job_services.default_runtime(job) - timedelta(seconds=job.run_seconds_banked)
         if job.max_runtime_seconds:
             remaining = min(remaining, timedelta(seconds=job.max_runtime_seconds - job.run_seconds_banked))
@@ -437,21 +449,24 @@ def _replay(
     return ticks
 
 
-#: The last hour's submissions, chosen to show each kind of wait in the live demo.
+#: The last hour's submissions, chosen to show each kind of wait and each workload kind in the live demo.
 LIVE = [
-    # (minutes ago, team, user, class, name, devices, pods, runtime, priority)
-    (50, "nlp", "bob", "h100-nvlink-8x", "llama-70b-pretrain", 8, 3, 6 * 3600, "training"),
-    (45, "vision", "alice", "h100", "vit-huge", 8, 1, 5 * 3600, "training"),
-    (40, "vision", "carol", "h100", "detr-finetune", 8, 1, 4 * 3600, "training"),
-    (35, "speech", "dave", "h100", "whisper-large", 8, 1, 3 * 3600, "training"),
-    (30, "vision", "alice", "h100-nvlink-8x", "vit-22b", 8, 2, 8 * 3600, "training"),
-    (25, "nlp", "erin", "mi300x", "mixtral-sft", 8, 1, 5 * 3600, "training"),
-    (24, "nlp", "bob", "mi300x", "mixtral-dpo", 8, 1, 3 * 3600, "training"),
-    (20, "nlp", "bob", "mi300x", "mixtral-eval", 8, 1, 2 * 3600, "preemptible"),
-    (15, "speech", "dave", "a100-1g-10gb", "asr-notebook", 1, 1, 2 * 3600, "training"),
-    (12, "vision", "frank", "l4-shared", "demo-inference", 1, 1, 4 * 3600, "training"),
-    (10, "speech", "dave", "h100", "tts-multispeaker", 4, 1, 2 * 3600, "training"),
-    (5, "vision", "alice", "h100", "sam-distill", 4, 1, 3 * 3600, "urgent"),
+    # (minutes ago, team, user, class, name, devices, pods, runtime, priority, kind)
+    (50, "nlp", "bob", "h100-nvlink-8x", "llama-70b-pretrain", 8, 3, 6 * 3600, "training", "jobset"),
+    (48, "nlp", "erin", "h100", "ray-hpo", 1, 2, 3 * 3600, "training", "rayjob"),
+    (45, "vision", "alice", "h100", "vit-huge", 8, 1, 5 * 3600, "training", "batch"),
+    (40, "vision", "carol", "h100", "detr-finetune", 8, 1, 4 * 3600, "training", "batch"),
+    (35, "speech", "dave", "h100", "whisper-large", 8, 1, 3 * 3600, "training", "batch"),
+    (30, "vision", "alice", "h100-nvlink-8x", "vit-22b", 8, 2, 8 * 3600, "training", "batch"),
+    (25, "nlp", "erin", "mi300x", "mixtral-sft", 8, 1, 5 * 3600, "training", "batch"),
+    (24, "nlp", "bob", "mi300x", "mixtral-dpo", 8, 1, 3 * 3600, "training", "batch"),
+    (22, "nlp", "bob", "mi300x", "mixtral-ddp", 1, 2, 2 * 3600, "training", "pytorchjob"),
+    (20, "nlp", "bob", "mi300x", "mixtral-eval", 8, 1, 2 * 3600, "preemptible", "batch"),
+    (18, "nlp", "erin", "h100-nvlink-8x", "llama-405b-serve", 8, 1, 8 * 3600, "training", "inference-lws"),
+    (15, "speech", "dave", "a100-1g-10gb", "asr-notebook", 1, 1, 2 * 3600, "training", "session"),
+    (12, "vision", "frank", "l4-shared", "demo-inference", 1, 1, 4 * 3600, "training", "inference"),
+    (10, "speech", "dave", "h100", "tts-multispeaker", 4, 1, 2 * 3600, "training", "batch"),
+    (5, "vision", "alice", "h100", "sam-distill", 4, 1, 3 * 3600, "urgent", "batch"),
 ]
 
 
@@ -469,8 +484,9 @@ def _live(cluster: Cluster, now: datetime, progress: Progress = _no_progress) ->
             runtime=runtime,
             priority=priority,
             checkpoint=True,
+            kind=kind,
         )
-        for ago, team, user, cls, name, devices, pods, runtime, priority in LIVE
+        for ago, team, user, cls, name, devices, pods, runtime, priority, kind in LIVE
     ]
     return _replay(cluster, subs, end=now, progress=progress, step="replaying the last hour's burst")
 

@@ -277,14 +277,16 @@ class JobEventInline(admin.TabularInline):
 class JobAdmin(admin.ModelAdmin):
     """Jobs; state changes go through the services, so the lifecycle fields are read-only here."""
 
-    list_display = ("name", "team", "owner", "resource_class", "state", "wait_reason", "submitted_at")
-    list_filter = ("state", "wait_reason", "cluster", "team", "resource_class")
+    list_display = ("name", "team", "owner", "resource_class", "kind", "state", "wait_reason", "submitted_at")
+    list_filter = ("state", "wait_reason", "kind", "cluster", "team", "resource_class")
     list_select_related = ("team", "owner", "resource_class")
     search_fields = ("name", "k8s_name", "owner__username")
     date_hierarchy = "submitted_at"
     show_full_result_count = False
     raw_id_fields = ("owner",)
     readonly_fields = (
+        "kind",
+        "companion_pod_sets",  # resolved and checked at submission (queues.pod_sets)
         "state",
         "wait_reason",
         "wait_message",

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 
 from pools.models import Cluster, ResourceClass
+from pools.workload_kinds import kind_spec
 from queues import engine
 from queues import selectors as sel
 from queues.engine import model as m
@@ -123,6 +124,10 @@ class EngineContext:
         return dataclasses.replace(self.state, workloads=tuple(w for w in self.state.workloads if w.key != key))
 
 
+#: The expected runtime of a job that runs until stopped (a session, a service): far past any ETA's horizon.
+UNTIL_STOPPED_SECONDS = 365 * 24 * 3600.0
+
+
 def is_simulated(cluster: Cluster) -> bool:
     """Whether the portal's own engine decides for this cluster."""
     return cluster.backend == Cluster.Backend.SIMULATED
@@ -133,7 +138,10 @@ def expected_runtime(job: Job, *, cluster: Cluster, history: dict[int, float]) -
 
     Simulated: its simulated runtime (else the default). Kubernetes: the median runtime of the class's
     recent successful jobs, capped by the job's maximum runtime; the maximum alone when there is no history.
+    A session or a service runs until stopped: it is expected to hold its devices past any estimate's horizon.
     """
+    if kind_spec(job.kind).runs_until_stopped:
+        return UNTIL_STOPPED_SECONDS
     if is_simulated(cluster):
         seconds = default_runtime(job).total_seconds()
     else:

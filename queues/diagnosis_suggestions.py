@@ -114,6 +114,8 @@ def _variants(job: Job, *, team: Team) -> Iterator[tuple[str, str, dict[str, obj
     for other in classes:
         if other.pk == rc.pk or not _same_kind(rc, other) or dpp not in (other.allowed_counts or []):
             continue
+        if job.kind not in (other.allowed_kinds or []):
+            continue
         other_levels = sel.allowed_topology_levels(other, hardware[other.pk])
         mode, level = job.topology_mode, job.topology_level
         if level and level not in other_levels:

@@ -7,6 +7,7 @@ declares them (the portal's Kueue configuration treats undeclared resources as u
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -28,8 +29,10 @@ from pools.models import (
     ResourceFlavor,
     Topology,
 )
+from pools.workload_kinds import kind_spec
 from queues.engine import model as m
 from queues.models import Cohort, Job, PriorityClass, QuotaLine, Team, TeamQuota
+from queues.pod_sets import companion_shapes
 
 #: Job states that hold quota in the engine's eyes (a preempting job holds it until its pods are gone).
 HOLDING_STATES = (Job.State.ADMITTED, Job.State.RUNNING, Job.State.PREEMPTING)
@@ -285,24 +288,55 @@ def class_facts(rc: ResourceClass) -> ClassFacts:
     )
 
 
-def job_pod_set(job: Job, *, declared: set[str], facts: ClassFacts | None = None) -> m.PodSet:
-    """A job's single pod set: per-pod requests for the class's device resource (and cpu/memory if declared).
+def job_engine_pod_sets(job: Job, *, declared: set[str], facts: ClassFacts | None = None) -> tuple[m.PodSet, ...]:
+    """A job's pod sets as the engine's, in Kueue's order (``queues.pod_sets``: companions, then the primary).
 
-    ``facts``: the class's (``class_facts``), when the caller builds many jobs of few classes.
+    Per-pod requests: the class's device resource (a pod set without devices asks for none), plus cpu/memory if
+    the team's ClusterQueue declares them. Every pod set keeps to the class's flavors (its node affinity); the
+    job's topology rule applies to the pod sets with devices (the others may go anywhere in a topology-aware
+    flavor). ``facts``: the class's (``class_facts``), when the caller builds many jobs of few classes. Reads no
+    relation of the job but its class (none when ``facts`` is given).
     """
     facts = facts or class_facts(job.resource_class)
+    topology = _topology_request(job, topology_aware=facts.topology_aware)
+    pod_sets = []
+    anywhere = m.TopologyRequest(unconstrained=True) if facts.topology_aware else None
+    for shape in companion_shapes(job) if job.companion_pod_sets else ():
+        requests = {facts.resource_name: shape.devices_per_pod} if shape.devices_per_pod else {}
+        if "cpu" in declared:
+            requests["cpu"] = _quantity(shape.cpu, "cpu")
+        if "memory" in declared:
+            requests["memory"] = _quantity(shape.memory, "memory")
+        pod_sets.append(
+            m.PodSet(
+                name=shape.name,
+                count=shape.count,
+                requests=requests,
+                node_affinity=facts.node_affinity,
+                topology=topology if shape.devices_per_pod else anywhere,
+            )
+        )
     requests = {facts.resource_name: job.devices_per_pod}
     if "cpu" in declared:
         requests["cpu"] = facts.cpu_per_device * job.devices_per_pod
     if "memory" in declared:
         requests["memory"] = facts.memory_per_device * job.devices_per_pod
-    return m.PodSet(
-        name="main",
-        count=job.pod_count,
-        requests=requests,
-        node_affinity=facts.node_affinity,
-        topology=_topology_request(job, topology_aware=facts.topology_aware),
+    pod_sets.append(
+        m.PodSet(
+            name=kind_spec(job.kind).primary_pod_set,
+            count=job.pod_count,
+            requests=requests,
+            node_affinity=facts.node_affinity,
+            topology=topology,
+        )
     )
+    return tuple(pod_sets)
+
+
+@functools.lru_cache(maxsize=1024)
+def _quantity(text: str, resource: str) -> int:
+    """A stored companion request (canonical, validated at submission) in the engine's units; few values recur."""
+    return parse_quantity(text, resource)
 
 
 def job_topology_request(job: Job) -> m.TopologyRequest | None:
@@ -357,7 +391,7 @@ def job_workload(
     ``facts`` / ``priority_class``: the class's facts and the priority class's name, when the caller has them
     (else read through the job's relations).
     """
-    pod_set = job_pod_set(job, declared=declared, facts=facts)
+    pod_sets = job_engine_pod_sets(job, declared=declared, facts=facts)
     if priority_class is None and job.priority_class_id:
         priority_class = job.priority_class.name
     admission = None
@@ -367,7 +401,7 @@ def job_workload(
             cluster_queue=job.assignment.get("clusterQueue", ""),
             pod_sets=tuple(
                 m.PodSetAdmission(
-                    name=ps.get("name", "main"),
+                    name=ps.get("name", pod_sets[-1].name),
                     count=ps.get("count", job.pod_count),
                     flavors=dict(ps.get("flavors", {})),
                     nodes=tuple(ps.get("nodes", [])),
@@ -383,7 +417,7 @@ def job_workload(
         namespace=job.team.namespace,
         name=workload_name(job),
         queue_name=job.team.local_queue_name,
-        pod_sets=(pod_set,),
+        pod_sets=pod_sets,
         priority=job.priority,
         priority_class=priority_class,
         created_at=ts(job.submitted_at),
@@ -423,8 +457,10 @@ ENGINE_JOB_FIELDS = (
     "name",
     "k8s_name",
     "state",
+    "kind",
     "devices_per_pod",
     "pod_count",
+    "companion_pod_sets",
     "topology_mode",
     "topology_level",
     "assignment",

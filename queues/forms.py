@@ -16,9 +16,10 @@ from django.utils import timezone
 from kernel.dates import date_range_problem
 from kernel.errors import ValidationFailed
 from pools.models import ResourceClass
+from pools.workload_kinds import KINDS, WorkloadKind, kind_spec
 from queues import selectors as sel
+from queues.job_spec import MAX_NAME, JobSpec, job_spec_errors
 from queues.models import Job, PriorityClass, Team
-from queues.services import MAX_NAME, JobSpec, job_spec_errors
 from queues.spec_limits import MAX_CHECKPOINT_PATH, MAX_CHECKPOINT_SIGNAL, MAX_IMAGE
 
 _DURATION = re.compile(r"^(?:(?P<d>\d+)\s*d)?\s*(?:(?P<h>\d+)\s*h)?\s*(?:(?P<m>\d+)\s*m)?\s*(?:(?P<s>\d+)\s*s)?$")
@@ -107,6 +108,10 @@ SERVICE_FIELDS = {
     "sim_runtime_seconds": "sim_runtime",
 }
 
+#: Form field of one request of a companion pod set: ``pod_set_<name>_<devices|cpu|memory>``.
+POD_SET_FIELD = "pod_set_{name}_{what}"
+POD_SET_PARTS = {"devices": "devices_per_pod", "cpu": "cpu", "memory": "memory"}
+
 
 class JobSubmitForm(forms.Form):
     """A submission; ``spec()`` turns it into the JobSpec ``job_submit`` takes."""
@@ -114,13 +119,14 @@ class JobSubmitForm(forms.Form):
     name = forms.CharField(
         max_length=MAX_NAME, help_text=f"Lower-case letters, digits and '-', at most {MAX_NAME} characters."
     )
-    image = forms.CharField(max_length=MAX_IMAGE, help_text="e.g. registry.example.org/team/train:1.4")
+    image = forms.CharField(max_length=MAX_IMAGE, required=False, help_text="e.g. registry.example.org/team/train:1.4")
     command = ShellWordsField(required=False, help_text="The container's command, e.g. python train.py")
     args = ShellWordsField(required=False, help_text="Arguments, e.g. --epochs 10 --lr 3e-4")
     env = EnvField(required=False, label="Environment", help_text="One KEY=VALUE per line.")
     resource_class = forms.ModelChoiceField(
         queryset=ResourceClass.objects.none(), to_field_name="slug", label="Class", empty_label=None
     )
+    kind = forms.ChoiceField(choices=WorkloadKind.choices, required=False, label="Kind")
     devices_per_pod = forms.IntegerField(min_value=1, initial=1, label="Devices per pod", widget=forms.Select)
     pod_count = forms.IntegerField(
         min_value=1, initial=1, label="Pods", help_text="A gang: all pods start together or none does."
@@ -164,6 +170,8 @@ class JobSubmitForm(forms.Form):
             del self.fields["sim_runtime"]
         self.selected_class = self._selected_class()
         self._set_class_choices()
+        self.selected_kind = self._selected_kind()
+        self._set_kind_fields(simulated=simulated)
 
     def _selected_class(self) -> ResourceClass | None:
         """The class the form shows counts and levels for: the submitted one, else the initial, else the first."""
@@ -191,12 +199,100 @@ class JobSubmitForm(forms.Form):
             # The class keeps its pods together; the service refuses anything else, so offer nothing else.
             self.fields["topology_mode"].choices = [("required", "Required")]
 
+    def _selected_kind(self) -> str:
+        """The kind the form shows fields for: the submitted or initial one if the class allows it, else the
+        class's first allowed kind (batch where allowed)."""
+        allowed = [k for k in KINDS if k in ((self.selected_class.allowed_kinds or []) if self.selected_class else [])]
+        raw = self.data.get("kind") if self.is_bound else None
+        raw = raw or self.initial.get("kind")
+        if raw in allowed or (self.is_bound and raw):
+            return raw  # a bound kind the class does not allow stays, so that the service's error names it
+        return allowed[0] if allowed else WorkloadKind.BATCH.value
+
+    def _set_kind_fields(self, *, simulated: bool) -> None:
+        """The kind's choices (the class's allowed kinds), its defaults, and a field per companion request."""
+        rc = self.selected_class
+        allowed = [k for k in KINDS if rc is not None and k in (rc.allowed_kinds or [])]
+        self.fields["kind"].choices = [(k, kind_spec(k).label) for k in allowed] or [
+            (WorkloadKind.BATCH.value, WorkloadKind.BATCH.label)
+        ]
+        self.fields["kind"].initial = self.selected_kind
+        if self.selected_kind not in KINDS:
+            self.companion_fields = []
+            return
+        spec = kind_spec(self.selected_kind)
+        if spec.kind != WorkloadKind.BATCH:
+            self.fields["pod_count"].label = f"Pods ({spec.primary_pod_set})"
+            self.fields["devices_per_pod"].label = f"Devices per pod ({spec.primary_pod_set})"
+        if spec.default_image:
+            self.fields["image"].help_text = f"Empty: {spec.default_image}"
+        if spec.runs_until_stopped:
+            # a session or a service runs until it is stopped: no maximum runtime, no simulated end
+            for name in ("max_runtime", "sim_runtime"):
+                self.fields.pop(name, None)
+        self.companion_fields = []
+        counts = sorted(rc.allowed_counts or []) if rc else []
+        for companion in spec.companions:
+            names = []
+            for what, label, field in (
+                (
+                    "devices",
+                    "devices per pod",
+                    forms.TypedChoiceField(
+                        coerce=int,
+                        empty_value=None,
+                        required=False,
+                        choices=[("", "like the workers" if companion.devices_like_primary else "none")]
+                        + [(c, str(c)) for c in [0, *counts]],
+                    ),
+                ),
+                ("cpu", "CPU per pod", forms.CharField(required=False, max_length=20)),
+                ("memory", "memory per pod", forms.CharField(required=False, max_length=20)),
+            ):
+                name = POD_SET_FIELD.format(name=companion.name, what=what)
+                field.label = f"{companion.name.capitalize()}: {label}"
+                if what != "devices":
+                    default = getattr(companion, what)
+                    field.help_text = (
+                        "Empty: the class's per-device request"
+                        if companion.devices_like_primary
+                        else f"Empty: {default}, e.g. 500m or 64Gi"
+                    )
+                self.fields[name] = field
+                names.append(name)
+            self.companion_fields.append(names)
+
+    def clean(self):
+        """An image is needed unless the kind has a default one (a session's notebook image)."""
+        d = super().clean()
+        kind = d.get("kind") or self.selected_kind
+        if not d.get("image") and "image" not in self.errors and not (kind in KINDS and kind_spec(kind).default_image):
+            self.add_error("image", "This field is required.")
+        return d
+
+    def companions(self) -> dict[str, dict[str, object]]:
+        """The companion pod sets' overrides the form was given (empty values keep the kind's defaults)."""
+        d = self.cleaned_data
+        out: dict[str, dict[str, object]] = {}
+        kind = self.selected_kind
+        for companion in kind_spec(kind).companions if kind in KINDS else ():
+            given = {}
+            for what, key in POD_SET_PARTS.items():
+                value = d.get(POD_SET_FIELD.format(name=companion.name, what=what))
+                if value not in (None, ""):
+                    given[key] = value.strip() if isinstance(value, str) else value
+            if given:
+                out[companion.name] = given
+        return out
+
     def spec(self) -> JobSpec:
         """The cleaned form as a JobSpec (call after ``is_valid()``)."""
         d = self.cleaned_data
         return JobSpec(
             name=d["name"],
             image=d["image"],
+            kind=d.get("kind") or self.selected_kind,
+            companions=self.companions(),
             resource_class=d["resource_class"],
             devices_per_pod=d["devices_per_pod"],
             pod_count=d["pod_count"],
@@ -206,7 +302,7 @@ class JobSubmitForm(forms.Form):
             topology_mode=d["topology_mode"],
             topology_level=d["topology_level"],
             priority_class=d["priority_class"],
-            max_runtime_seconds=d["max_runtime"],
+            max_runtime_seconds=d.get("max_runtime"),
             checkpoint_path=d["checkpoint_path"],
             checkpoint_signal=d["checkpoint_signal"],
             checkpoint_command=d["checkpoint_command"],
@@ -228,6 +324,8 @@ class JobSubmitForm(forms.Form):
         spec = JobSpec(
             name=d.get("name") or str(self.data.get("name", "")),
             image=d.get("image") or str(self.data.get("image", "")),
+            kind=d.get("kind") or self.selected_kind,
+            companions=self.companions(),
             resource_class=rc,
             devices_per_pod=d.get("devices_per_pod") or min(rc.allowed_counts or [1]),
             pod_count=d.get("pod_count") or 1,
@@ -267,6 +365,12 @@ def job_initial(job: Job) -> dict:
         "args": list(job.args or []),
         "env": dict(job.env or {}),
         "resource_class": job.resource_class.slug,
+        "kind": job.kind,
+        **{
+            POD_SET_FIELD.format(name=c["name"], what=what): c[key]
+            for c in job.companion_pod_sets or ()
+            for what, key in POD_SET_PARTS.items()
+        },
         "devices_per_pod": job.devices_per_pod,
         "pod_count": job.pod_count,
         "topology_mode": job.topology_mode,

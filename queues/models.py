@@ -9,7 +9,7 @@ from django.db.models import Q
 
 from kernel.history import PolicyHistory
 from pools.models import Cluster, ResourceClass, ResourceFlavor, dns_label
-from pools.workload_kinds import WorkloadKind
+from pools.workload_kinds import KindSpec, WorkloadKind, kind_spec
 from queues.engine.wait_codes import WAIT_CODE_LABELS
 from queues.spec_limits import (
     MAX_CHECKPOINT_PATH,
@@ -361,9 +361,20 @@ class Job(models.Model):
         return self.state in self.FINAL_STATES
 
     @property
+    def kind_spec(self) -> KindSpec:
+        """What the job's kind is made of (its pod sets, whether it runs until stopped)."""
+        return kind_spec(self.kind)
+
+    @property
+    def stop_verb(self) -> str:
+        """How ending it early is said: a session or a service is stopped, a job is cancelled."""
+        return "Stop" if self.kind_spec.runs_until_stopped else "Cancel"
+
+    @property
     def total_devices(self) -> int:
-        """Devices the whole gang asks for."""
-        return self.devices_per_pod * self.pod_count
+        """Devices the whole gang asks for: every pod set's (the primary and its kind's companions)."""
+        companions = sum(int(c["count"]) * int(c["devices_per_pod"]) for c in self.companion_pod_sets or ())
+        return self.devices_per_pod * self.pod_count + companions
 
 
 class JobEvent(models.Model):

@@ -7,7 +7,7 @@ own transaction commits, so a slow or unreachable cluster never holds a request.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Protocol
@@ -94,6 +94,8 @@ class JobCost:
     metered_until: datetime | None
     #: Whether some allocation is still open (the figures grow at each metering run).
     still_open: bool
+    #: Device-hours per pod index (``Allocation.pod_index``: pods in ``queues.pod_sets`` order), for the pod sets.
+    device_hours_by_pod: dict[int, Decimal] = field(default_factory=dict)
 
 
 class JobCostPort(Protocol):

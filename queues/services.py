@@ -8,10 +8,9 @@ Allocations are opened and closed only here, so no ending of a job can leave a d
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -22,125 +21,13 @@ from django.utils import timezone
 from kernel.errors import Conflict, ValidationFailed
 from kernel.labels import plural
 from pools import state_version
-from pools.models import USABLE_HEALTH, Allocation, Cluster, Device, ResourceClass, ResourceFlavor
+from pools.models import USABLE_HEALTH, Allocation, Cluster, Device, ResourceFlavor
+from pools.workload_kinds import WorkloadKind, kind_spec
 from queues import selectors
+from queues.job_spec import JobSpec, job_spec_errors, spec_image
 from queues.models import Job, JobEvent, Membership, PriorityClass, Team, WaitReason
+from queues.pod_sets import companions_resolve, job_pod_sets, pod_sets_phrase
 from queues.ports import cluster_port, job_event_listener
-from queues.spec_limits import MAX_IMAGE, spec_limit_errors
-
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-# An OCI image reference: [registry[:port]/]path[:tag][@sha256:digest], lower-case path components.
-IMAGE_REF = re.compile(
-    r"^(?:(?P<registry>[a-zA-Z0-9.-]+(?::\d+)?)/)?"
-    r"(?P<path>[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
-    r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[a-f0-9]{64}))?$"
-)
-ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-MAX_NAME = 50  # leaves room for the "-<id>" suffix inside Kubernetes' 63-character names
-
-
-@dataclass
-class JobSpec:
-    """What a researcher submits."""
-
-    name: str
-    image: str
-    resource_class: ResourceClass
-    devices_per_pod: int = 1
-    pod_count: int = 1
-    command: Sequence[str] = ()
-    args: Sequence[str] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
-    topology_mode: str = ""
-    topology_level: str = ""
-    priority_class: PriorityClass | None = None
-    max_runtime_seconds: int | None = None
-    checkpoint_path: str = ""
-    checkpoint_signal: str = ""
-    checkpoint_command: Sequence[str] = ()
-    checkpoint_interval_seconds: int | None = None
-    sim_runtime_seconds: int | None = None
-    sim_fails: bool = False
-
-
-def job_spec_errors(spec: JobSpec, *, team: Team, cluster: Cluster | None = None) -> dict[str, list[str]]:
-    """Every problem with a submission, keyed by field, each naming the limit it breaks.
-
-    "Can never run" is judged on the hardware of ``cluster`` (default: the cluster the team's jobs go to).
-    """
-    errors: dict[str, list[str]] = {}
-
-    def err(field_name: str, message: str) -> None:
-        errors.setdefault(field_name, []).append(message)
-
-    # fullmatch: "$" alone would accept a trailing newline ("train\n")
-    if not DNS_LABEL.fullmatch(spec.name or "") or len(spec.name) > MAX_NAME:
-        err(
-            "name",
-            f"{spec.name!r} is not a valid name: use lower-case letters, digits and '-', start and end with a "
-            f"letter or digit, at most {MAX_NAME} characters (a DNS-1123 label)",
-        )
-    if not IMAGE_REF.fullmatch(spec.image or "") or len(spec.image) > MAX_IMAGE:
-        err("image", f"{spec.image!r} is not an image reference such as registry.example.com/team/train:1.4")
-    rc = spec.resource_class
-    if not rc.active:
-        err("resource_class", f"class {rc.name} is not offered any more")
-    allowed = rc.allowed_counts or []
-    if spec.devices_per_pod not in allowed:
-        err(
-            "devices_per_pod",
-            f"{rc.name} allows {', '.join(map(str, allowed))} devices per pod, not {spec.devices_per_pod}",
-        )
-    spec_limit_errors(spec, err)
-    if spec.topology_mode not in ("", "required", "preferred"):
-        err("topology_mode", "must be empty, required or preferred")
-    if bool(spec.topology_mode) != bool(spec.topology_level):
-        err("topology_level", "give both a topology mode and a level, or neither")
-    for key in spec.env:
-        if not isinstance(key, str) or not ENV_NAME.fullmatch(key):
-            err("env", f"{key!r} is not a valid environment variable name")
-    if (spec.checkpoint_signal or spec.checkpoint_command) and not spec.checkpoint_path:
-        err("checkpoint_path", "say where checkpoints are written when a checkpoint signal or command is set")
-    if spec.checkpoint_signal and not re.fullmatch(r"SIG[A-Z0-9]+", spec.checkpoint_signal):
-        err("checkpoint_signal", f"{spec.checkpoint_signal!r} is not a signal name such as SIGUSR1")
-    priority = spec.priority_class or PriorityClass.objects.filter(is_default=True).first()
-    allowed_priorities = selectors.priority_classes_for(team)
-    if priority is not None and not allowed_priorities.filter(pk=priority.pk).exists():
-        names = ", ".join(allowed_priorities.values_list("name", flat=True))
-        what = "priority" if spec.priority_class else "the default priority"
-        err("priority_class", f"team {team.slug} may not use {what} {priority.name} (allowed: {names})")
-    # What the hardware behind the class can ever give (any health: a repair is temporary, a node size is not).
-    hw = selectors.class_hardware(rc, cluster=cluster or selectors.team_cluster(team))
-    levels = selectors.allowed_topology_levels(rc, hw)
-    if spec.topology_level and spec.topology_level not in levels:
-        names = ", ".join(selectors.level_label(lv) for lv in levels) or "none"
-        err("topology_level", f"{spec.topology_level} is not a topology level {rc.name} offers (levels: {names})")
-    elif rc.topology_mode == "required" and rc.topology_level and spec.topology_mode != "required":
-        err("topology_mode", f"{rc.name} requires its pods within one {selectors.level_label(rc.topology_level)}")
-    if hw.total_units and "devices_per_pod" not in errors and "pod_count" not in errors:
-        per_pod, total = spec.devices_per_pod, spec.devices_per_pod * spec.pod_count
-        unit = rc.resource_name
-        if per_pod > hw.largest_node:
-            err(
-                "devices_per_pod",
-                f"can never run: asks {selectors.unit_noun(unit, per_pod)} per pod, "
-                f"the largest node has {hw.largest_node}",
-            )
-        elif total > hw.total_units:
-            err(
-                "pod_count",
-                f"can never run: asks {selectors.unit_noun(unit, total)} in all, {rc.name} has {hw.total_units}",
-            )
-        elif spec.topology_mode == "required" and spec.topology_level in hw.largest_domain:
-            largest = hw.largest_domain[spec.topology_level]
-            where = selectors.level_label(spec.topology_level)
-            if total > largest:
-                err(
-                    "topology_level",
-                    f"can never run: asks {selectors.unit_noun(unit, total)} in one {where}, "
-                    f"the largest {where} has {largest}",
-                )
-    return errors
 
 
 def _membership(*, user: AbstractBaseUser, team: Team) -> Membership:
@@ -191,6 +78,11 @@ def team_priority_override_set(*, team: Team, priority_class: PriorityClass | No
     state_version.bump()  # update() sends no signal; the typical job of the catalogue changes priority
 
 
+def _invalid(field_name: str, message: str) -> None:
+    """A problem found while building a job the caller did not validate first."""
+    raise ValidationFailed({field_name: [message]})
+
+
 def job_build(
     *,
     owner: AbstractBaseUser,
@@ -206,12 +98,21 @@ def job_build(
     priority class is ``job_priority_class``'s answer, unless the caller passes that answer (asked once for many).
     """
     priority_class = priority_class or job_priority_class(team=team, requested=spec.priority_class)
+    companions = companions_resolve(
+        kind=spec.kind,
+        rc=spec.resource_class,
+        devices_per_pod=spec.devices_per_pod,
+        overrides=spec.companions or {},
+        err=_invalid,
+    )
     return Job(
         team=team,
         owner=owner,
         cluster=cluster,
         name=spec.name,
-        image=spec.image,
+        kind=spec.kind,
+        companion_pod_sets=companions,
+        image=spec_image(spec),
         command=list(spec.command),
         args=list(spec.args),
         env=dict(spec.env),
@@ -267,18 +168,34 @@ def job_submit(
     job.k8s_name = f"{job.name}-{job.pk}"
     job.save(update_fields=["k8s_namespace", "k8s_name"])
     total = job.total_devices
+    unit = spec.resource_class.resource_name
+    if job.companion_pod_sets:
+        shapes = job_pod_sets(job)
+        what = f"{kind_spec(job.kind).label.lower()}, {pod_sets_phrase(shapes, unit)}"
+        details = {"kind": job.kind, "podSets": [_shape_details(ps) for ps in shapes]}
+    else:
+        label = "" if job.kind == WorkloadKind.BATCH else f"{kind_spec(job.kind).label.lower()}, "
+        what = (
+            f"{label}{plural(job.pod_count, 'pod')} with {selectors.unit_noun(unit, job.devices_per_pod)}"
+            f"{' each' if job.pod_count > 1 else ''}"
+        )
+        details = {"kind": job.kind}
     record_event(
         job,
         JobEvent.Kind.SUBMITTED,
-        f"Submitted by {owner.get_username()}: {plural(job.pod_count, 'pod')} with "
-        f"{selectors.unit_noun(spec.resource_class.resource_name, job.devices_per_pod)}"
-        f"{' each' if job.pod_count > 1 else ''} of {spec.resource_class.name}"
-        f" = {selectors.unit_noun(spec.resource_class.resource_name, total)}.",
+        f"Submitted by {owner.get_username()}: {what} of {spec.resource_class.name}"
+        f" = {selectors.unit_noun(unit, total)}.",
         at=now,
+        details=details,
     )
     if notify_backend:
         transaction.on_commit(lambda: cluster_port().job_submitted(job_id=job.pk))
     return job
+
+
+def _shape_details(ps) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """A pod set as a timeline event's details hold it."""
+    return {"name": ps.name, "count": ps.count, "devicesPerPod": ps.devices_per_pod, "cpu": ps.cpu, "memory": ps.memory}
 
 
 WAIT_FIELDS = ["wait_reason", "wait_message", "kueue_message", "wait_details", "wait_since"]
@@ -438,6 +355,11 @@ def job_admit(
     nodes = sorted({n for ps in pod_sets for n in ps.get("nodes", [])})
     text = message or f"Admitted by ClusterQueue {cluster_queue}"
     where = f" on {', '.join(flavor_names)}" if flavor_names else ""
+    if len(pod_sets) > 1:  # each pod set of a gang may land on its own flavors: say which
+        where = ": " + ", ".join(
+            f"{ps.get('name')} on {', '.join(sorted(set(ps.get('flavors', {}).values()))) or 'no flavor'}"
+            for ps in pod_sets
+        )
     record_event(
         job,
         JobEvent.Kind.ADMITTED,
@@ -457,7 +379,10 @@ def job_start(job: Job, *, now: datetime) -> None:
     if resumed:
         record_event(job, JobEvent.Kind.RESUMED, "Resumed; all pods running again.", at=now)
     else:
-        running = "The pod is running." if job.pod_count == 1 else f"All {job.pod_count} pods running."
+        pods = job.pod_count + sum(int(c["count"]) for c in job.companion_pod_sets or ())
+        running = "The pod is running." if pods == 1 else f"All {pods} pods running."
+        if job.companion_pod_sets:
+            running = f"All {pods} pods of its {len(job.companion_pod_sets) + 1} pod sets running."
         record_event(job, JobEvent.Kind.STARTED, running, at=now)
 
 
@@ -488,14 +413,17 @@ def job_finish(job: Job, *, state: str, now: datetime, message: str) -> None:
 
 @transaction.atomic
 def job_cancel(*, job: Job, user: AbstractBaseUser, now: datetime | None = None, notify_backend: bool = True) -> Job:
-    """Cancel a job on behalf of a team member or a platform admin; a finished job cannot be cancelled."""
+    """Cancel a job on behalf of a team member or a platform admin; a finished job cannot be cancelled.
+
+    Stopping a development session or an inference service (they run until stopped) is this same cancel."""
     now = now or timezone.now()
     job = Job.objects.select_for_update().get(pk=job.pk)
     if not selectors.is_platform_admin(user):
         _membership(user=user, team=job.team)
     if job.is_final:
         raise Conflict(f"the job already ended ({job.get_state_display().lower()})")
-    job_finish(job, state=Job.State.CANCELLED, now=now, message=f"Cancelled by {user.get_username()}.")
+    verb = "Stopped" if kind_spec(job.kind).runs_until_stopped else "Cancelled"
+    job_finish(job, state=Job.State.CANCELLED, now=now, message=f"{verb} by {user.get_username()}.")
     if notify_backend:
         transaction.on_commit(lambda: cluster_port().job_cancelled(job_id=job.pk))
     return job

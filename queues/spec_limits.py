@@ -22,6 +22,9 @@ MAX_TOPOLOGY_LEVEL = 253
 MAX_PODS = 512
 #: Devices one pod may ask for: no node has more units of one resource (kernel.quantity).
 MAX_DEVICES_PER_POD = MAX_NODE_DEVICE_UNITS
+#: CPU and memory one pod of a companion pod set (a launcher, a Ray head) may ask for: beyond any node made.
+MAX_POD_CPU = "1024"
+MAX_POD_MEMORY = "16Ti"
 MAX_ENV_VARS = 200
 MAX_ENV_NAME = 256
 MAX_ENV_VALUE = 32 * 1024

@@ -30,6 +30,7 @@ from queues import job_run as job_run_util
 from queues import selectors as sel
 from queues.forms import JobFilterForm, JobSubmitForm, job_initial
 from queues.models import Job, Team
+from queues.pod_sets import job_pod_set_rows, pod_names, pod_set_hours
 from queues.ports import ClusterUnreachable, cluster_port, job_cost_port
 from queues.privacy import redactor_for
 
@@ -118,8 +119,8 @@ def _form_initial(request: HttpRequest) -> dict:
             sel.jobs_visible_to(request.user).select_related("resource_class", "priority_class"), pk=source
         )
         initial.update(job_initial(job))
-    for name in JobSubmitForm.base_fields:
-        if name in request.GET:
+    for name in request.GET:
+        if name in JobSubmitForm.base_fields or name.startswith("pod_set_"):
             initial[name] = request.GET[name]
     return initial
 
@@ -267,8 +268,11 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         in_job_team=job.team in context["teams"],
         diagnosis=redactor.fields(diagnosis.job_diagnosis(job, now=now)),
         timeline=sel.job_timeline(job, now=now, redactor=redactor),
+        pod_sets=job_pod_set_rows(job),
+        first_pod=pod_names(job)[0],
         # GPU-hours and cost as metered (billing, above queues, answers through its port; absent without it).
-        cost=cost_port.job_cost(job_id=job.pk) if cost_port is not None and job.started_at else None,
+        cost=(cost := cost_port.job_cost(job_id=job.pk) if cost_port is not None and job.started_at else None),
+        cost_by_pod_set=pod_set_hours(job, cost.device_hours_by_pod) if cost and job.companion_pod_sets else [],
         billing=cost_port is not None,
         idle=idle.job_idle_notice(job, user=request.user),
         rendered_at=now,
@@ -324,6 +328,11 @@ def job_idle_snooze(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("queues:job_detail", pk=job.pk)
 
 
+def _past(verb: str) -> str:
+    """ "Cancel" → "Cancelled", "Stop" → "Stopped"."""
+    return "Stopped" if verb == "Stop" else "Cancelled"
+
+
 @require_http_methods(["GET", "POST"])
 @htmx_login_required
 def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
@@ -335,11 +344,11 @@ def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
         try:
             services.job_cancel(job=job, user=request.user)
         except Conflict as exc:
-            messages.error(request, f"Not cancelled: {exc.message}.")
+            messages.error(request, f"Not {_past(job.stop_verb).lower()}: {exc.message}.")
         except ValidationFailed as exc:
-            messages.error(request, f"Not cancelled: {exc.message}.")
+            messages.error(request, f"Not {_past(job.stop_verb).lower()}: {exc.message}.")
         else:
-            messages.success(request, f"Cancelled {job.name}.")
+            messages.success(request, f"{_past(job.stop_verb)} {job.name}.")
         return redirect("queues:job_detail", pk=job.pk)
     context = _base_context(request)
     context["job"] = job

@@ -2,7 +2,9 @@
 
 Each tick (a Celery beat task in the running portal) moves jobs through their lifecycle:
 admitted → running on the next tick; running → succeeded after its simulated runtime (less what
-checkpoints banked), timed-out at its maximum runtime, requeued when its node disappears; preempting →
+checkpoints banked), timed-out at its maximum runtime, requeued when its node disappears (a development session
+or an inference service has no natural end: it runs until stopped; a job of several pod sets submitted to
+fail fails as a whole); preempting →
 evicted at once without a checkpoint policy, or after the simulated checkpoint time with one. Then the
 engine drains queues set to HoldAndDrain (their running jobs start being evicted, as preempted ones are),
 and its scheduling cycles admit, preempt, and explain every pending job.
@@ -24,11 +26,13 @@ from clusters.backends.simulated_run import simulated_job_events, simulated_job_
 from kernel.errors import DomainError
 from pools.models import Allocation, Cluster
 from pools.selectors import SHARING_KIND
+from pools.workload_kinds import kind_spec
 from queues import job_sync
 from queues import services as job_services
 from queues.engine import settle
 from queues.engine_input import HOLDING_STATES, cluster_engine_input, ts
 from queues.models import Job
+from queues.pod_sets import job_pod_sets
 from queues.ports import PodLog, RunEvent
 
 log = logging.getLogger(__name__)
@@ -120,6 +124,8 @@ def _advance(job: Job, *, now: datetime, lost_nodes: set[int], report: TickRepor
         job_services.job_start(job, now=now)
         report.started.append(job.pk)
     elif job.state == Job.State.RUNNING:
+        if kind_spec(job.kind).runs_until_stopped:
+            return  # a session or a service has no natural end: it runs until stopped (cancelled) or evicted
         ran = now - job.state_changed_at
         total = timedelta(seconds=job.run_seconds_banked) + ran
         if job.max_runtime_seconds and total >= timedelta(seconds=job.max_runtime_seconds):
@@ -134,9 +140,7 @@ def _advance(job: Job, *, now: datetime, lost_nodes: set[int], report: TickRepor
         elif ran >= _runtime(job):
             end = job.state_changed_at + _runtime(job)
             if job.sim_fails:
-                job_services.job_finish(
-                    job, state=Job.State.FAILED, now=end, message="Pod 0 exited with code 1 (simulated failure)."
-                )
+                job_services.job_finish(job, state=Job.State.FAILED, now=end, message=_failure_message(job))
             else:
                 job_services.job_finish(
                     job, state=Job.State.SUCCEEDED, now=end, message="All pods completed successfully."
@@ -163,6 +167,19 @@ def _advance(job: Job, *, now: datetime, lost_nodes: set[int], report: TickRepor
             checkpointed=checkpointed,
         )
         report.requeued.append(job.pk)
+
+
+def _failure_message(job: Job) -> str:
+    """How a job submitted to fail ends: one pod fails; a job of several pod sets fails as a whole, once."""
+    if not job.companion_pod_sets:
+        return "Pod 0 exited with code 1 (simulated failure)."
+    shapes = job_pod_sets(job)
+    primary = shapes[-1]
+    return (
+        f"Pod 0 of pod set {primary.name} exited with code 1 (simulated failure) beyond its backoff limit: the "
+        f"{kind_spec(job.kind).label} failed as a whole and the pods of all {len(shapes)} pod sets "
+        f"({', '.join(ps.name for ps in shapes)}) were stopped."
+    )
 
 
 def _run_time_so_far(job: Job, *, now: datetime, fallback: datetime) -> float:
@@ -282,20 +299,30 @@ def _apply_queue_stops(inp, evictions, *, now: datetime, report: TickReport) -> 
 
 
 def _pick_devices(job: Job, decision, nodes_by_name) -> list[list] | None:
-    """Concrete free devices for each pod of an admitted job, on the nodes the engine chose."""
+    """Concrete free devices for each pod of an admitted job, on the nodes the engine chose.
+
+    One list per pod, pod sets in order (a pod set without devices, such as a Ray head, holds none), so a pod's
+    index is its place in ``job_pod_sets``.
+    """
     rc = job.resource_class
-    nodes = [n for ps in decision.pod_sets for n in ps.nodes]
-    if len(nodes) != job.pod_count:
+    shapes = job_pod_sets(job)
+    by_name = {ps.name: ps.nodes for ps in decision.pod_sets}
+    # a pod set that asks for nothing the engine places (no devices, cpu undeclared) may come back without nodes
+    if any(len(by_name.get(s.name, ())) != s.count for s in shapes if s.devices_per_pod):
         return None
-    node_ids = {nodes_by_name[n].pk for n in nodes if n in nodes_by_name}
+    node_ids = {nodes_by_name[n].pk for nodes in by_name.values() for n in nodes if n in nodes_by_name}
     free = job_services.usable_free_devices(
         node_ids=node_ids, resource_name=rc.resource_name, kind=SHARING_KIND[rc.sharing]
     )
     picked = []
-    for name in nodes:
-        pool = free.get(nodes_by_name[name].pk, []) if name in nodes_by_name else []
-        if len(pool) < job.devices_per_pod:
-            return None
-        picked.append(pool[: job.devices_per_pod])
-        del pool[: job.devices_per_pod]
+    for shape in shapes:
+        if not shape.devices_per_pod:
+            picked += [[] for _ in range(shape.count)]
+            continue
+        for name in by_name[shape.name]:
+            pool = free.get(nodes_by_name[name].pk, []) if name in nodes_by_name else []
+            if len(pool) < shape.devices_per_pod:
+                return None
+            picked.append(pool[: shape.devices_per_pod])
+            del pool[: shape.devices_per_pod]
     return picked

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pools.models import Allocation
 from queues import services as job_services
 from queues.models import Job, JobEvent
+from queues.pod_sets import pod_names
 from queues.ports import PodLog, RunEvent
 
 K = JobEvent.Kind
@@ -155,8 +156,7 @@ def simulated_job_logs(job: Job, *, tail_lines: int, now: datetime) -> list[PodL
     runs = _runs(events)
     allocations = list(Allocation.objects.filter(job=job).select_related("device__node").order_by("started_at", "pk"))
     logs = []
-    for pod in range(job.pod_count):
-        name = f"{job.k8s_name or job.name}-{pod}"
+    for pod, name in enumerate(pod_names(job)):
         if not runs:
             logs.append(PodLog(pod=name, lines=[], note="No container has started yet."))
             continue

@@ -2,12 +2,39 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from pools.models import ResourceClass
+from pools.workload_kinds import WorkloadKind
 from queues import selectors as sel
+from queues.job_spec import MAX_NAME, JobSpec
 from queues.models import ApiToken, Job, PriorityClass
-from queues.services import MAX_NAME, JobSpec
+from queues.pod_sets import job_pod_set_rows
+
+
+class PodSetInSerializer(serializers.Serializer):
+    """Overrides of one companion pod set of the kind (a launcher, a Ray head…); what is left out keeps the kind's
+    default. The primary pod set is set with ``pod_count`` and ``devices_per_pod``."""
+
+    name = serializers.CharField(max_length=63, help_text="The pod set, e.g. head, launcher, master, leader.")
+    count = serializers.IntegerField(required=False, help_text="Pods of this pod set (most kinds allow one).")
+    devices_per_pod = serializers.IntegerField(required=False, help_text="0, or a count the class allows.")
+    cpu = serializers.CharField(required=False, max_length=20, help_text="CPU per pod, e.g. 8 or 500m.")
+    memory = serializers.CharField(required=False, max_length=20, help_text="Memory per pod, e.g. 64Gi.")
+
+
+class PodSetSerializer(serializers.Serializer):
+    """One pod set of a job, in Kueue's order (companions, then the primary), with where it was admitted."""
+
+    name = serializers.CharField()
+    primary = serializers.BooleanField(help_text="Whether it is the pod set of pod_count x devices_per_pod.")
+    count = serializers.IntegerField()
+    devices_per_pod = serializers.IntegerField()
+    cpu = serializers.CharField(help_text="CPU per pod (Kubernetes quantity).")
+    memory = serializers.CharField(help_text="Memory per pod (Kubernetes quantity).")
+    flavors = serializers.ListField(child=serializers.CharField(), help_text="Flavors it was admitted on.")
+    nodes = serializers.ListField(child=serializers.CharField(), help_text="Node of each pod, once admitted.")
 
 
 class JobSubmitSerializer(serializers.Serializer):
@@ -15,7 +42,15 @@ class JobSubmitSerializer(serializers.Serializer):
 
     team = serializers.SlugField(required=False, help_text="Team slug; defaults to the token's team.")
     name = serializers.CharField(max_length=MAX_NAME)
-    image = serializers.CharField(max_length=500)
+    image = serializers.CharField(
+        max_length=500, required=False, allow_blank=True, default="", help_text="Empty: the kind's default, if any."
+    )
+    kind = serializers.ChoiceField(
+        choices=WorkloadKind.choices, default=WorkloadKind.BATCH.value, help_text="One the class allows."
+    )
+    pod_sets = PodSetInSerializer(
+        many=True, required=False, default=list, help_text="Overrides of the kind's companion pod sets."
+    )
     command = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False, default=list)
     args = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False, default=list)
     env = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False, default=dict)
@@ -36,11 +71,21 @@ class JobSubmitSerializer(serializers.Serializer):
         required=False, allow_null=True, default=None, help_text="Simulated clusters only: how long the job runs."
     )
 
+    def validate_pod_sets(self, value: list[dict]) -> list[dict]:
+        """Each pod set once."""
+        names = [ps["name"] for ps in value]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise serializers.ValidationError(f"pod set(s) {', '.join(twice)} listed twice")
+        return value
+
     def spec(self) -> JobSpec:
         """The validated data as a JobSpec."""
         d = dict(self.validated_data)
         d.pop("team", None)
-        return JobSpec(**d)
+        pod_sets = d.pop("pod_sets", [])
+        companions = {ps["name"]: {k: v for k, v in ps.items() if k != "name"} for ps in pod_sets}
+        return JobSpec(**d, companions=companions)
 
 
 class WaitReasonFieldSerializer(serializers.Serializer):
@@ -70,6 +115,7 @@ class JobListSerializer(serializers.ModelSerializer):
             "owner",
             "state",
             "resource_class",
+            "kind",
             "devices_per_pod",
             "pod_count",
             "priority",
@@ -91,6 +137,7 @@ class JobSerializer(JobListSerializer):
     priority_class = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     assigned_flavor = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     wait = serializers.SerializerMethodField()
+    pod_sets = serializers.SerializerMethodField()
 
     class Meta(JobListSerializer.Meta):
         fields = [
@@ -117,6 +164,24 @@ class JobSerializer(JobListSerializer):
             "k8s_namespace",
             "k8s_name",
             "wait",
+            "pod_sets",
+        ]
+
+    @extend_schema_field(PodSetSerializer(many=True))
+    def get_pod_sets(self, job: Job) -> list[dict]:
+        """Every pod set (companions, then the primary) and the flavors and nodes it was admitted on."""
+        return [
+            {
+                "name": row.shape.name,
+                "primary": row.shape.primary,
+                "count": row.shape.count,
+                "devices_per_pod": row.shape.devices_per_pod,
+                "cpu": row.shape.cpu,
+                "memory": row.shape.memory,
+                "flavors": list(row.flavors),
+                "nodes": list(row.nodes),
+            }
+            for row in job_pod_set_rows(job)
         ]
 
     def get_wait(self, job: Job) -> dict | None:

@@ -16,6 +16,7 @@ from .pod_placement import placement_ok
 from .preemption import preemption_targets
 from .quota import QuotaTree
 from .reasons_nodes import flavor_label, flavor_phrase, name_list, never_placed, placement_reason
+from .reasons_pod_sets import name_pod_sets
 from .records import (
     ADMITTED,
     EVICTING,
@@ -83,6 +84,8 @@ class ReasonIndex:
     heads: dict[str, WorkloadInfo]
     #: ClusterQueue -> the pending preemptors earmarking capacity in its cohort tree, in queue order (lazily)
     earmarks: dict[str, list[WorkloadInfo]] = field(default_factory=dict)
+    #: (ClusterQueue, shape, pod set) -> whether that pod set fits alone (``reasons_pod_sets.fits_alone``, lazily)
+    pod_set_fits: dict[tuple, bool] = field(default_factory=dict)
 
 
 def reason_index(engine: Engine) -> ReasonIndex:
@@ -184,7 +187,8 @@ def explain_wl(engine: Engine, wl: WorkloadInfo, *, index: ReasonIndex | None = 
     assignment = assign(engine, wl, cq)
     never = _never(engine, wl, cq, assignment)
     if never is not None:
-        return Explanation(key, admissible=False, reason=never)
+        memo = index.pod_set_fits if index is not None else None
+        return Explanation(key, admissible=False, reason=name_pod_sets(engine, wl, cq, never, memo))
     if index is None:
         index = reason_index(engine)
     victims = list(index.victims.get(key, ()))
@@ -231,10 +235,8 @@ def explain_wl(engine: Engine, wl: WorkloadInfo, *, index: ReasonIndex | None = 
             details={"clusterQueue": cq.name, "victims": names, "reasons": sorted({r for _, r in targets})},
         )
         return Explanation(key, admissible=False, reason=reason, preemption_targets=tuple(names))
-    quota = _quota(engine, wl, cq, assignment)
-    if quota is not None:
-        return Explanation(key, admissible=False, reason=quota)
-    return Explanation(key, admissible=False, reason=placement_reason(engine, wl, cq, assignment))
+    reason = _quota(engine, wl, cq, assignment) or placement_reason(engine, wl, cq, assignment)
+    return Explanation(key, admissible=False, reason=name_pod_sets(engine, wl, cq, reason, index.pod_set_fits))
 
 
 # ------------------------------------------------------------------------------------------ misconfigured
@@ -457,7 +459,8 @@ def _earmarked(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, index: Re
 
 def _quota(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: FlavorAssignment) -> WaitReason | None:
     info = None
-    for psa in assignment.pod_sets:
+    index = 0
+    for index, psa in enumerate(assignment.pod_sets):  # noqa: B007 (the index of the pod set found is used below)
         if psa.mode == PS_FIT:
             continue
         for attempts in psa.group_attempts:
@@ -482,7 +485,8 @@ def _quota(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: F
     nominal = quota.nominal if quota is not None else 0
     limit = quota.borrowing_limit if quota is not None else None
     used = node.usage.get(fr, 0)
-    request = info["request"]
+    # what the job asks of this flavor: the pod sets counted so far, plus the later ones (a gang needs them all)
+    request = info["request"] + sum(ps.total.get(res, 0) for ps in wl.pod_sets[index + 1 :])
     available = max(0, info["available"])
     label = flavor_label(engine, flavor)
     details: dict[str, object] = {

@@ -214,6 +214,9 @@ def placement_reason(
         "totalNodes": actual.total_nodes,
         "excluded": dict(actual.exclusions),
     }
+    if actual.ok and len(wl.pod_sets) > 1:
+        # This pod set fits the free nodes by itself: the job's earlier pod sets, placed first, took the room.
+        return _together_reason(wl, main, label, flavor, free, kueue_message, kueue_reason, details)
     if engine.pool.place(req, healthy=True).ok:
         text = _health_text(engine.pool.eligible_nodes(req, healthy=True), main, label, free, need, details)
         return WaitReason(
@@ -245,6 +248,38 @@ def placement_reason(
         kueue_reason=kueue_reason,
         details=details,
     )
+
+
+def _together_reason(
+    wl: WorkloadInfo,
+    main: str,
+    label: str,
+    flavor: str,
+    free: int,
+    kueue_message: str,
+    kueue_reason: str,
+    details: dict[str, object],
+) -> WaitReason:
+    """The pod sets of a gang do not fit the free nodes together (each may alone): class_exhausted when the free
+    units are fewer than all pod sets need, topology_fragmented when they are enough but spread wrongly."""
+    need = sum(ps.per_pod.get(main, 0) * ps.count for ps in wl.pod_sets)
+    parts = " + ".join(
+        f"{ps.name} {ps.count} × {msg.qty(main, ps.per_pod.get(main, 0))}" for ps in wl.pod_sets if ps.per_pod.get(main)
+    )
+    details = {**details, "needed": need, "free": free}
+    if free >= need:
+        code = "topology_fragmented"
+        text = (
+            f"{msg.noun(main, free, label)} are free on the nodes of flavor {flavor}, enough for the {need} this job "
+            f"needs in all ({parts}), but not on nodes where every pod of every pod set fits."
+        )
+    else:
+        code = "class_exhausted"
+        text = (
+            f"The {label} nodes of flavor {flavor} have {msg.qty(main, free)} free; this job needs "
+            f"{msg.qty(main, need)} in all ({parts})."
+        )
+    return WaitReason(code=code, message=text, kueue_message=kueue_message, kueue_reason=kueue_reason, details=details)
 
 
 def _placement_kueue_reason(assignment: FlavorAssignment) -> str:

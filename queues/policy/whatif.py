@@ -34,7 +34,14 @@ from pools.models import Cluster
 from queues.engine import model as m
 from queues.engine.scheduler import Engine
 from queues.engine.simulation import Replay
-from queues.engine_input import WindowNode, cluster_engine_input, job_pod_set, ts, window_engine_nodes, workload_name
+from queues.engine_input import (
+    WindowNode,
+    cluster_engine_input,
+    job_engine_pod_sets,
+    ts,
+    window_engine_nodes,
+    workload_name,
+)
 from queues.models import Job, TeamQuota
 
 DEFAULT_DAYS = 14
@@ -335,7 +342,7 @@ def replay_policy(
             namespace=job.team.namespace,
             name=workload_name(job),
             queue_name=job.team.local_queue_name,
-            pod_sets=(job_pod_set(job, declared=declared.get(job.team.namespace, set())),),
+            pod_sets=job_engine_pod_sets(job, declared=declared.get(job.team.namespace, set())),
             priority=job.priority,
             priority_class=job.priority_class.name if job.priority_class_id else None,
             created_at=rec.submit_at,

@@ -9,6 +9,7 @@ from django import template
 from django.utils import timezone
 
 from kernel.labels import duration_words
+from pools.workload_kinds import KINDS, kind_spec
 from queues import selectors as sel
 from queues.engine import wait_codes
 
@@ -141,3 +142,15 @@ def amounts(money: dict | None) -> str:
     """Money per currency (``{"EUR": Decimal("3.5")}`` → "3.50 EUR"); "0.00" when none."""
     parts = [f"{Decimal(v):,.2f} {c}" for c, v in sorted((money or {}).items()) if v]
     return " · ".join(parts) or "0.00"
+
+
+@register.filter
+def kind_help(kind: str) -> str:
+    """What a workload kind is and how it ends, for the submit form."""
+    return kind_spec(kind).summary if kind in KINDS else ""
+
+
+@register.filter
+def form_field(form, name: str):  # type: ignore[no-untyped-def]
+    """The bound field ``name`` of ``form`` (fields added per kind have names templates cannot spell)."""
+    return form[name]

@@ -10,8 +10,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from billing import my_usage, services
+from queues import services as job_services
 from queues.ports import job_cost_port
 from tests.billing.conftest import H, run_job
+from tests.factories import JobFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -130,3 +132,37 @@ def test_job_page_before_metering_says_so(client, world):
     client.force_login(world.alice)
     html = client.get(reverse("queues:job_detail", args=[job.pk])).content.decode()
     assert 'data-cost="pending"' in html
+
+
+def test_a_job_of_several_pod_sets_is_metered_for_every_device_and_per_pod_set(client, world):
+    """A PyTorchJob: a master with 2 GPUs (pod 0) and 2 workers with 1 GPU each (pods 1, 2), held 2 hours: 8
+    GPU-hours in all, 4 for the master and 4 for the workers."""
+    t = day_at_eight(2)
+    gpus = world.free(4)
+    job = JobFactory(
+        team=world.team, owner=world.alice, cluster=world.cluster, resource_class=world.rc, kind="pytorchjob",
+        devices_per_pod=1, pod_count=2, submitted_at=t - timedelta(minutes=5),
+        companion_pod_sets=[{"name": "master", "count": 1, "devices_per_pod": 2, "cpu": "16", "memory": "64Gi"}],
+    )  # fmt: skip
+    assert job.total_devices == 4
+    flavors = {"nvidia.com/gpu": world.flavor.name}
+    job_services.job_admit(
+        job,
+        now=t,
+        cluster_queue=world.team.slug,
+        pod_sets=[
+            {"name": "master", "count": 1, "flavors": flavors, "nodes": ["gpu-a"]},
+            {"name": "worker", "count": 2, "flavors": flavors, "nodes": ["gpu-a", "gpu-a"]},
+        ],
+        borrowing=False,
+        devices=[gpus[:2], gpus[2:3], gpus[3:]],
+    )
+    job_services.job_start(job, now=t)
+    services.metering_sync(now=t + 2 * H)
+    cost = job_cost_port().job_cost(job_id=job.pk)
+    assert cost.device_hours == Decimal("8")
+    assert cost.device_hours_by_pod == {0: Decimal("4"), 1: Decimal("2"), 2: Decimal("2")}
+    client.force_login(world.alice)
+    html = client.get(reverse("queues:job_detail", args=[job.pk])).content.decode()
+    assert 'data-cost="pod-sets">master 4.00 h · worker 4.00 h</dd>' in html
+    assert "master on " in job.events.get(kind="admitted").message

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from gpupool.api import flatten_errors, refusal
 from gpupool.main import cli
-from gpupool.show import diagnosis, span
-from gpupool.spec import SpecError, command_line, environment, parse_duration, submission, with_flags
+from gpupool.show import diagnosis, job_text, span
+from gpupool.spec import SpecError, command_line, environment, parse_duration, pod_set, submission, with_flags
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 
@@ -115,3 +115,43 @@ def test_an_unreachable_portal_is_said_so():
     result = CliRunner().invoke(cli, ["--url", f"http://127.0.0.1:{port}", "--token", "gpp_x", "list"])
     assert result.exit_code == 1
     assert result.stderr.startswith(f"gpupool: cannot reach the portal at http://127.0.0.1:{port}/: ")
+
+
+def test_pod_set_flags_read_as_the_api_pod_sets(tmp_path):
+    assert pod_set("head=1:0,cpu=16,memory=64Gi") == {
+        "name": "head",
+        "count": 1,
+        "devices_per_pod": 0,
+        "cpu": "16",
+        "memory": "64Gi",
+    }
+    assert pod_set("launcher=,cpu=8") == {"name": "launcher", "cpu": "8"}
+    for bad in ("head", "head=x", "head=1,gpus=2", "=1"):
+        with pytest.raises(SpecError, match="NAME=COUNT"):
+            pod_set(bad)
+    path = tmp_path / "job.yaml"
+    path.write_text("kind: rayjob\npod_sets:\n- {name: head, cpu: '4'}\n- {name: other, count: 1}\n")
+    body = submission(path, {"pod_sets": [pod_set("head=1,cpu=16")]})
+    assert body["kind"] == "rayjob"
+    assert body["pod_sets"] == [{"name": "head", "count": 1, "cpu": "16"}, {"name": "other", "count": 1}]
+
+
+def test_status_names_the_kind_and_each_pod_set():
+    job = {
+        "id": 7,
+        "name": "tune",
+        "state": "running",
+        "kind": "rayjob",
+        "resource_class": "h100",
+        "devices_per_pod": 2,
+        "pod_count": 2,
+        "image": "registry.example.org/ml/ray:2",
+        "pod_sets": [
+            {"name": "head", "count": 1, "devices_per_pod": 0, "cpu": "4", "memory": "16Gi", "flavors": []},
+            {"name": "workers", "count": 2, "devices_per_pod": 2, "cpu": "16", "memory": "128Gi", "flavors": ["h100"]},
+        ],
+    }
+    text = job_text(job, now=NOW)
+    assert "  kind rayjob" in text
+    assert "  pod set head: 1 pod(s) × 0 devices, 4 CPU, 16Gi memory" in text
+    assert "  pod set workers: 2 pod(s) × 2 devices, 16 CPU, 128Gi memory on h100" in text

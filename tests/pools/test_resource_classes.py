@@ -127,3 +127,27 @@ def test_resource_class_save_keeps_the_idle_window(h100):
     assert rc.idle_window_seconds == 1800
     rc, _ = resource_class_save(spec=spec(flavors=[h100]), instance=rc)
     assert rc.idle_window_seconds is None  # empty: never
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "text"),
+    [
+        ({"allowed_kinds": []}, "allowed_kinds", "at least one workload kind"),
+        ({"allowed_kinds": ["batch", "notebook"]}, "allowed_kinds", "unknown workload kind(s) ['notebook']"),
+        ({"allowed_kinds": ["session", "session"]}, "allowed_kinds", "listed twice"),
+        ({"idle_window_seconds": 10}, "idle_window_seconds", "between 300 s and 7 days, got 10"),
+        ({"idle_window_seconds": 8 * 86400}, "idle_window_seconds", "between 300 s and 7 days"),
+    ],
+)
+def test_resource_class_check_refuses_bad_kinds_and_idle_window(h100, overrides, field, text):
+    check = resource_class_check(spec(flavors=[h100], **overrides))
+    assert any(text in m for m in check.errors[field]), check.errors
+
+
+def test_resource_class_save_stores_kinds_in_their_order_and_the_idle_window(h100):
+    rc, _ = resource_class_save(
+        spec=spec(flavors=[h100], allowed_kinds=["session", "batch", "rayjob"], idle_window_seconds=1800)
+    )
+    rc.refresh_from_db()
+    assert rc.allowed_kinds == ["batch", "rayjob", "session"]
+    assert rc.idle_window_seconds == 1800

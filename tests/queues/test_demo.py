@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pools.models import Allocation, Device, Node
+from pools.models import Allocation, Device, Node, ResourceClass
+from pools.workload_kinds import WorkloadKind
 from portal.demo import demo_seed
 from queues.models import Job, JobEvent
 
@@ -22,6 +23,13 @@ def test_demo_seed_is_idempotent_and_realistic():
     assert physical >= 80
     states = set(Job.objects.values_list("state", flat=True))
     assert {"succeeded", "running", "pending"} <= states
+    # Every workload kind is in the catalogue's classes and among the jobs; sessions and services keep running.
+    kinds = set(Job.objects.values_list("kind", flat=True))
+    assert kinds == set(WorkloadKind.values)
+    allowed = {k for rc in ResourceClass.objects.all() for k in rc.allowed_kinds}
+    assert allowed == set(WorkloadKind.values)
+    assert Job.objects.filter(kind__in=["session", "inference"], state="running").count() == 2
+    assert not Job.objects.filter(kind__in=["jobset", "pytorchjob", "rayjob"], companion_pod_sets=[]).exists()
     # Every pending job says why it waits; every finished job released its devices.
     assert not Job.objects.filter(state="pending", wait_reason="").exists()
     assert not Allocation.objects.filter(ended_at__isnull=True, job__state__in=Job.FINAL_STATES).exists()

@@ -268,3 +268,15 @@ def test_feasibility_of_a_demoted_team_uses_the_demotion_priority():
     assert not result.verdict.preemption_targets
     submitted = services.job_submit(owner=pool.user, team=pool.team, spec=asked, notify_backend=False)
     assert submitted.priority == job.priority
+
+
+def test_eta_behind_a_running_session_gives_no_estimate_it_runs_until_stopped():
+    """The same pool as above, but the blocker is a development session: it holds its 4 GPUs until stopped, so
+    no replay frees room within the horizon (its simulated runtime does not apply)."""
+    pool = research_pool(racks={"rack-a": [4]})
+    blocker = occupy(pool, node=pool.nodes[0], count=4, team=pool.other_team, runtime=1800)
+    Job.objects.filter(pk=blocker.pk).update(kind="session")
+    result = diagnosis.spec_feasibility(owner=pool.user, team=pool.team, spec=spec(pool, devices_per_pod=4))
+    assert result.verdict.code == WaitReason.CLASS_EXHAUSTED
+    assert result.eta.p50 is None
+    assert result.eta.method.startswith("No estimate: the running jobs' expected ends do not free room")

@@ -6,7 +6,7 @@ import pytest
 
 from queues.api.serializers import JobSubmitSerializer
 from queues.forms import JobSubmitForm
-from queues.services import MAX_NAME
+from queues.job_spec import MAX_NAME
 
 pytestmark = pytest.mark.django_db
 

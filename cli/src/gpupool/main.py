@@ -16,7 +16,7 @@ import click
 
 from gpupool import __version__, show
 from gpupool.api import ApiError, Client
-from gpupool.spec import SpecError, submission, with_flags
+from gpupool.spec import SpecError, pod_set, submission, with_flags
 
 TOPOLOGY = ["required", "preferred"]
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
@@ -88,8 +88,16 @@ def cli(ctx: click.Context, url: str | None, token: str | None) -> None:
 @click.option("--name", help="Job name: lower-case letters, digits and '-'.")
 @click.option("--image", help="Container image.")
 @click.option("--class", "resource_class", help="Resource class slug (see `gpupool classes`).")
-@click.option("--gpus", "devices_per_pod", type=int, help="Devices per pod.")
-@click.option("--pods", "pod_count", type=int, help="Pods that start together (a gang).")
+@click.option("--kind", help="Workload kind: batch, jobset, pytorchjob, rayjob, session, inference, inference-lws.")
+@click.option("--gpus", "devices_per_pod", type=int, help="Devices per pod (of the workers, replicas…).")
+@click.option("--pods", "pod_count", type=int, help="Pods that start together (a gang; the workers, replicas…).")
+@click.option(
+    "--pod-set",
+    "pod_sets",
+    multiple=True,
+    metavar="NAME=COUNT[:DEVICES][,cpu=Q][,memory=Q]",
+    help="A companion pod set's shape, e.g. head=1:0,cpu=16 (repeatable).",
+)
 @click.option("--priority", "priority_class", help="Priority class name.")
 @click.option("--topology", "topology_mode", type=click.Choice(TOPOLOGY), help="Keep the pods together.")
 @click.option("--topology-level", help="The topology level (label) to keep them within.")
@@ -112,10 +120,13 @@ def submit(state: State, file: str | None, check: bool, as_json: bool, command: 
     gpupool submit -f job.yaml
     gpupool submit --name resnet --image registry.example.org/train:1.2 --class h100 --gpus 4 \\
         --max-runtime 8h -- python train.py --epochs 10
+    gpupool submit --name tune --kind rayjob --image registry.example.org/ray:2 --class h100 --gpus 2 \\
+        --pods 4 --pod-set head=1:0,cpu=16,memory=64Gi -- python tune.py
     """
     flags["command"] = list(command) or None
     flags["env"] = list(flags["env"]) or None
     try:
+        flags["pod_sets"] = [pod_set(text) for text in flags["pod_sets"]] or None
         body = submission(file, flags)
         client = state.client
         answer = client.feasibility(body) if check else client.submit(body)

@@ -140,6 +140,15 @@ def job_text(job: dict, *, now: datetime) -> str:
         + (f", priority {job['priority_class']}" if job.get("priority_class") else ""),
         f"  image {job.get('image')}",
     ]
+    if job.get("kind") and job["kind"] != "batch":
+        lines.insert(2, f"  kind {job['kind']}")
+    pod_sets = job.get("pod_sets") or []
+    for ps in pod_sets if len(pod_sets) > 1 else []:
+        where = f" on {', '.join(ps['flavors'])}" if ps.get("flavors") else ""
+        lines.append(
+            f"  pod set {ps['name']}: {ps['count']} pod(s) × {ps['devices_per_pod']} devices, "
+            f"{ps['cpu']} CPU, {ps['memory']} memory{where}"
+        )
     if job.get("command") or job.get("args"):
         lines.append("  command " + " ".join([*(job.get("command") or []), *(job.get("args") or [])]))
     for label, key in (("submitted", "submitted_at"), ("admitted", "admitted_at"), ("started", "started_at")):

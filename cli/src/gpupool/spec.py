@@ -21,6 +21,8 @@ FIELDS = (
     "team",
     "name",
     "image",
+    "kind",
+    "pod_sets",
     "command",
     "args",
     "env",
@@ -56,6 +58,7 @@ FLAGS = {
     "max_runtime_seconds": "--max-runtime",
     "checkpoint_interval_seconds": "--checkpoint-interval",
     "sim_runtime_seconds": "--sim-runtime",
+    "pod_sets": "--pod-set",
 }
 
 _DURATION = re.compile(r"^(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
@@ -106,6 +109,29 @@ def environment(value: Any, *, key: str = "env") -> dict[str, str]:
             out[name] = val
         return out
     raise SpecError(f"{key}: give a mapping or a list of KEY=VALUE, not {value!r}")
+
+
+def pod_set(text: str) -> dict[str, Any]:
+    """``--pod-set NAME=COUNT[:DEVICES][,cpu=Q][,memory=Q]`` as the API's pod set: ``head=1:0,cpu=16,memory=64Gi``."""
+    name, sep, rest = text.partition("=")
+    head, *extras = rest.split(",")
+    count, _, devices = head.partition(":")
+    out: dict[str, Any] = {"name": name.strip()}
+    try:
+        if count.strip():
+            out["count"] = int(count)
+        if devices.strip():
+            out["devices_per_pod"] = int(devices)
+    except ValueError:
+        raise SpecError(f"--pod-set: {text!r} is not NAME=COUNT[:DEVICES][,cpu=Q][,memory=Q]") from None
+    for extra in extras:
+        key, eq, value = extra.partition("=")
+        if not sep or not eq or key.strip() not in ("cpu", "memory") or not value.strip():
+            raise SpecError(f"--pod-set: {text!r} is not NAME=COUNT[:DEVICES][,cpu=Q][,memory=Q]")
+        out[key.strip()] = value.strip()
+    if not sep or not out["name"]:
+        raise SpecError(f"--pod-set: {text!r} is not NAME=COUNT[:DEVICES][,cpu=Q][,memory=Q]")
+    return out
 
 
 def with_flags(fields: dict[str, list[str]]) -> dict[str, list[str]]:
@@ -159,5 +185,8 @@ def submission(file: str | Path | None, flags: dict[str, Any]) -> dict[str, Any]
     given = normalise({k: v for k, v in flags.items() if v is not None and v != () and v != []}, where="flags")
     if "env" in given:  # variables add to the file's (a flag wins over the same name)
         given["env"] = {**body.get("env", {}), **given["env"]}
+    if "pod_sets" in given:  # pod sets add to the file's (a flag wins over the same pod set)
+        named = {ps["name"]: ps for ps in body.get("pod_sets") or [] if isinstance(ps, dict) and "name" in ps}
+        given["pod_sets"] = list({**named, **{ps["name"]: ps for ps in given["pod_sets"]}}.values())
     body.update(given)
     return body
