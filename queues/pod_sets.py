@@ -15,7 +15,7 @@ from typing import Any
 
 from kernel.quantity import format_quantity, parse_quantity
 from pools.models import ResourceClass
-from pools.workload_kinds import CompanionPodSet, kind_spec
+from pools.workload_kinds import CompanionPodSet, WorkloadKind, kind_spec
 from queues.models import Job
 from queues.selectors import unit_noun
 from queues.spec_limits import MAX_POD_CPU, MAX_POD_MEMORY
@@ -74,9 +74,18 @@ def job_pod_sets(job: Job) -> tuple[PodSetShape, ...]:
     return (*companion_shapes(job), primary)
 
 
+#: The port a development session serves its notebook on (the Pod's container port and the port-forward's).
+SESSION_PORT = 8888
+
+
 def pod_names(job: Job) -> list[str]:
-    """The job's pod names in pod-index order: ``<name>-<i>`` for one pod set, ``<name>-<pod set>-<i>`` for several."""
+    """The job's pod names in pod-index order: ``<name>-<i>`` for one pod set, ``<name>-<pod set>-<i>`` for several.
+
+    A development session is one plain Pod named as the job (what the cluster gets, and the simulator shows).
+    """
     base = job.k8s_name or job.name
+    if job.kind == WorkloadKind.SESSION:
+        return [base]
     if not job.companion_pod_sets:
         return [f"{base}-{i}" for i in range(job.pod_count)]
     return [f"{base}-{ps.name}-{i}" for ps in job_pod_sets(job) for i in range(ps.count)]
@@ -202,3 +211,17 @@ def pod_sets_phrase(shapes: Sequence[PodSetShape], unit: str) -> str:
         else:
             parts.append(f"{ps.name}: {pods} ({ps.cpu} CPU, {ps.memory} memory)")
     return " + ".join(parts)
+
+
+def session_access(job: Job, *, ingress_domain: str = "") -> dict[str, str]:
+    """How a researcher reaches a session: the ``kubectl port-forward`` command, and its URL (local, or the
+    ingress host when the cluster's sessions are served under ``ingress_domain``)."""
+    namespace = job.k8s_namespace or job.team.namespace
+    pod = pod_names(job)[0]
+    access = {
+        "port_forward": f"kubectl -n {namespace} port-forward pod/{pod} {SESSION_PORT}:{SESSION_PORT}",
+        "url": f"http://localhost:{SESSION_PORT}/",
+    }
+    if ingress_domain:
+        access["url"] = f"https://{pod}.{ingress_domain}/"
+    return access

@@ -25,12 +25,13 @@ from kernel.errors import Conflict, ValidationFailed
 from kernel.htmx import STOP_POLLING, htmx_login_required, wants_fragment
 from kernel.labels import duration_words
 from pools.models import Cluster
+from pools.workload_kinds import WorkloadKind
 from queues import diagnosis, idle, services
 from queues import job_run as job_run_util
 from queues import selectors as sel
 from queues.forms import JobFilterForm, JobSubmitForm, job_initial
 from queues.models import Job, Team
-from queues.pod_sets import job_pod_set_rows, pod_names, pod_set_hours
+from queues.pod_sets import job_pod_set_rows, pod_set_hours, session_access
 from queues.ports import ClusterUnreachable, cluster_port, job_cost_port
 from queues.privacy import redactor_for
 
@@ -269,7 +270,9 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         diagnosis=redactor.fields(diagnosis.job_diagnosis(job, now=now)),
         timeline=sel.job_timeline(job, now=now, redactor=redactor),
         pod_sets=job_pod_set_rows(job),
-        first_pod=pod_names(job)[0],
+        session=session_access(job, ingress_domain=settings.KUBE_SESSION_INGRESS_DOMAIN)
+        if job.kind == WorkloadKind.SESSION
+        else None,
         # GPU-hours and cost as metered (billing, above queues, answers through its port; absent without it).
         cost=(cost := cost_port.job_cost(job_id=job.pk) if cost_port is not None and job.started_at else None),
         cost_by_pod_set=pod_set_hours(job, cost.device_hours_by_pod) if cost and job.companion_pod_sets else [],

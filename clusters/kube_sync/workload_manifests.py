@@ -31,10 +31,8 @@ from clusters.kube_sync.labels import ACCESS_ANNOTATION, JOB_ID_LABEL
 from clusters.kube_sync.pod_templates import ManifestSettings, job_metadata, pod_template
 from pools.workload_kinds import WorkloadKind
 from queues.models import Job
-from queues.pod_sets import PodSetShape, job_pod_sets
+from queues.pod_sets import SESSION_PORT, PodSetShape, job_pod_sets, session_access
 
-#: The port a development session's image serves (JupyterLab's default).
-SESSION_PORT = 8888
 #: The resource of each kind's top-level object.
 KIND_RESOURCES: dict[str, Resource] = {
     WorkloadKind.BATCH: JOBS,
@@ -141,19 +139,6 @@ def rayjob_manifest(job: Job, settings: ManifestSettings) -> dict[str, Any]:
     if settings.ttl_seconds:
         spec["ttlSecondsAfterFinished"] = settings.ttl_seconds
     return _object(RAY_JOBS, job, spec)
-
-
-def session_access(job: Job, *, ingress_domain: str = "") -> dict[str, str]:
-    """How a researcher reaches a session: the ``kubectl port-forward`` command, and its URL (local, or the
-    ingress host when the cluster's sessions are served under ``ingress_domain``)."""
-    namespace = job.k8s_namespace or job.team.namespace
-    access = {
-        "port_forward": f"kubectl -n {namespace} port-forward pod/{job.k8s_name} {SESSION_PORT}:{SESSION_PORT}",
-        "url": f"http://localhost:{SESSION_PORT}/",
-    }
-    if ingress_domain:
-        access["url"] = f"https://{job.k8s_name}.{ingress_domain}/"
-    return access
 
 
 def session_manifest(job: Job, settings: ManifestSettings) -> dict[str, Any]:

@@ -10,12 +10,11 @@ import pytest
 from clusters.kube_sync.job_run import kube_job_logs
 from clusters.kube_sync.jobs import job_manifest_now
 from clusters.kube_sync.sync import ClusterSync
-from clusters.kube_sync.workload_manifests import SESSION_PORT
 from clusters.models import KubeJobState
 from pools.models import Cluster
 from pools.workload_kinds import WorkloadKind, kind_spec
 from queues.models import Job
-from queues.pod_sets import job_pod_sets
+from queues.pod_sets import SESSION_PORT, job_pod_sets
 from queues.services import job_cancel
 from tests.kube.cluster import at
 from tests.kube.kinds_cluster import KindCluster, pod_sets_of, submit_kind_job

@@ -60,8 +60,8 @@ def test_resource_class_save_creates_class_with_ordered_flavors(h100):
         ({"topology_mode": "required"}, "topology_level", "both the topology mode"),
         ({"min_driver_version": "new"}, "min_driver_version", "not a version"),
         ({"flavors": None}, "flavors", "at least one flavor"),
-        ({"idle_window_seconds": 60}, "idle_window_seconds", "at least 300 seconds"),
-        ({"idle_window_seconds": 0}, "idle_window_seconds", "at least 300 seconds"),
+        ({"idle_window_seconds": 60}, "idle_window_seconds", "between 300 s and 7 days"),
+        ({"idle_window_seconds": 0}, "idle_window_seconds", "between 300 s and 7 days"),
     ],
 )
 def test_resource_class_check_names_field_and_limit(h100, overrides, field, text):

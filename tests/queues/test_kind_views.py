@@ -119,7 +119,7 @@ def test_a_session_is_stopped_not_cancelled(alice, pool):
     Job.objects.filter(pk=job.pk).update(state=Job.State.RUNNING)
     html = alice.get(reverse("queues:job_detail", args=[job.pk])).content.decode()
     assert "Stop development session…" in html
-    assert f"kubectl port-forward -n {job.k8s_namespace} pod/{job.k8s_name}-0 8888:8888" in html
+    assert f"kubectl -n {job.k8s_namespace} port-forward pod/{job.k8s_name} 8888:8888" in html
     confirm = alice.get(reverse("queues:job_cancel", args=[job.pk])).content.decode()
     assert "Stop nb?" in confirm
     assert "Yes, stop the development session" in confirm
