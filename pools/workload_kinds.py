@@ -58,6 +58,8 @@ class KindSpec:
     runs_until_stopped: bool = False
     #: Kueue's ``integrations.frameworks`` entry that admits this kind
     kueue_framework: str = "batch/job"
+    #: the Kubernetes kind of the object the job runs as (a Kubernetes event's involved object)
+    object_kind: str = "Job"
     #: the image a submission without one gets (empty: the submitter must give one)
     default_image: str = ""
     #: what it is, its pod sets and how it ends, in the researcher's words (the submit form's help)
@@ -77,6 +79,7 @@ KINDS: dict[str, KindSpec] = {
     ),
     WorkloadKind.JOBSET: KindSpec(
         kind=WorkloadKind.JOBSET,
+        object_kind="JobSet",
         primary_pod_set="workers",
         companions=(CompanionPodSet(name="launcher"),),
         kueue_framework="jobset.x-k8s.io/jobset",
@@ -87,6 +90,7 @@ KINDS: dict[str, KindSpec] = {
     ),
     WorkloadKind.PYTORCHJOB: KindSpec(
         kind=WorkloadKind.PYTORCHJOB,
+        object_kind="PyTorchJob",
         primary_pod_set="worker",
         companions=(CompanionPodSet(name="master", devices_like_primary=True),),
         kueue_framework="kubeflow.org/pytorchjob",
@@ -97,6 +101,7 @@ KINDS: dict[str, KindSpec] = {
     ),
     WorkloadKind.RAYJOB: KindSpec(
         kind=WorkloadKind.RAYJOB,
+        object_kind="RayJob",
         primary_pod_set="workers",
         companions=(CompanionPodSet(name="head"),),
         kueue_framework="ray.io/rayjob",
@@ -107,6 +112,7 @@ KINDS: dict[str, KindSpec] = {
     ),
     WorkloadKind.SESSION: KindSpec(
         kind=WorkloadKind.SESSION,
+        object_kind="Pod",
         primary_pod_set="session",
         runs_until_stopped=True,
         kueue_framework="pod",
@@ -118,6 +124,7 @@ KINDS: dict[str, KindSpec] = {
     ),
     WorkloadKind.INFERENCE: KindSpec(
         kind=WorkloadKind.INFERENCE,
+        object_kind="Deployment",
         primary_pod_set="replicas",
         runs_until_stopped=True,
         kueue_framework="deployment",
@@ -125,6 +132,7 @@ KINDS: dict[str, KindSpec] = {
     ),
     WorkloadKind.INFERENCE_LWS: KindSpec(
         kind=WorkloadKind.INFERENCE_LWS,
+        object_kind="LeaderWorkerSet",
         primary_pod_set="workers",
         companions=(CompanionPodSet(name="leader", devices_like_primary=True),),
         runs_until_stopped=True,

@@ -188,11 +188,14 @@ EVENT_OF = {
 def simulated_job_events(job: Job) -> list[RunEvent]:
     """The events a cluster would have recorded for the job, from its timeline (oldest first)."""
     name = job.k8s_name or job.name
+    first_pod = pod_names(job)[0]
     out = []
     for event in job.events.order_by("at", "pk"):
         if event.kind not in EVENT_OF:
             continue
         kind, reason, obj = EVENT_OF[event.kind]
-        involved = f"{obj}/{name}" if obj != "Pod" else f"Pod/{name}-0"
+        if obj == "Job":  # the job's own object: a JobSet, a RayJob, a Deployment... as its kind runs
+            obj = job.kind_spec.object_kind
+        involved = f"Pod/{first_pod}" if obj == "Pod" else f"{obj}/{name}"
         out.append(RunEvent(at=event.at, type=kind, reason=reason, involved=involved, message=event.message))
     return out

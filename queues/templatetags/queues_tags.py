@@ -36,6 +36,13 @@ def state_badge(state: str) -> str:
 
 
 @register.filter
+def assigned_nodes(assignment: dict) -> list[str]:
+    """The distinct nodes of an admission's pod sets (``Job.assignment``), in order of first use."""
+    nodes = (node for ps in (assignment or {}).get("podSets", []) for node in ps.get("nodes", []))
+    return list(dict.fromkeys(nodes))
+
+
+@register.filter
 def never_fits(code: str) -> bool:
     """Whether a wait code means the job can never start as it is (one set: queues.engine.wait_codes.NEVER_FITS)."""
     return wait_codes.never_fits(code)
