@@ -98,7 +98,11 @@ def run_cycle(
         if e.nominated:
             waiting[tree] -= 1
         if not e.nominated:
-            reserved = _unreclaimable_reservation(cq, assignment) if not e.targets and waiting.get(tree, 0) > 0 else {}
+            reserved = (
+                _unreclaimable_reservation(cq, assignment)
+                if not e.quick and not e.targets and waiting.get(tree, 0) > 0
+                else {}
+            )
             if reserved:
                 # Kueue's reserveCapacityForUnreclaimablePreempt: hold the capacity for the rest of the cycle.
                 QuotaTree.add_usage(cq.node, reserved)
@@ -153,17 +157,22 @@ def _nominate(
     # Without preemption a head that fails ``may_fit`` is inadmissible (an exact shortcut). It still needs its full
     # assignment when that could reserve capacity (``_unreclaimable_reservation``) that another head of its cohort
     # tree might otherwise take: one that passes, or whose queue preempts (only those can be admitted).
-    quick = {
-        id(wl): not may_fit(engine, cq, wl.group)
-        for cq, wl in heads
-        if engine.fair is None and not cq.preempts and wl.group is not None
-    }
+    quick = {id(wl): not may_fit(engine, cq, wl.group) for cq, wl in heads if not cq.preempts and wl.group is not None}
     live: set[int] = {id(cq.node.root()) for cq, wl in heads if not quick.get(id(wl), False)}
+    fair = engine.fair is not None
     for cq, wl in heads:
         wl.note = None
-        if quick.get(id(wl), False) and not (id(cq.node.root()) in live and _may_reserve(cq, wl)):
-            _inadmissible(engine, wl, cq, outcome)
-            continue
+        if quick.get(id(wl), False):
+            if fair:
+                if id(cq.node.root()) not in live:
+                    # Fair sharing's order reads every head's usage and borrowing (not its placement): it stays in
+                    # the tournament with its quota assignment and is found inadmissible in its turn. With no head
+                    # of its tree that may be admitted, its reservation could hold nothing up.
+                    entries.append(CycleEntry(wl, cq, assign(engine, wl, cq, place=False), [], False, quick=True))
+                    continue
+            elif not (id(cq.node.root()) in live and _may_reserve(cq, wl)):
+                _inadmissible(engine, wl, cq, outcome)
+                continue
         assignment = _assign(engine, wl, cq)
         targets: list[tuple[WorkloadInfo, str]] = []
         mode = assignment.mode

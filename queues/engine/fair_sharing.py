@@ -36,9 +36,9 @@ LTE_FINAL = "LessThanOrEqualToFinalShare"
 LT_INITIAL = "LessThanInitialShare"
 
 
-def _children(node: QuotaNode) -> tuple[list[QuotaNode], list[QuotaNode]]:
+def _children(node: QuotaNode) -> tuple[tuple[QuotaNode, ...], tuple[QuotaNode, ...]]:
     """(child Cohorts, child ClusterQueues) by name: Kueue iterates them in map order, the engine by name."""
-    return sorted(node.child_cohorts, key=lambda n: n.name), sorted(node.child_cqs, key=lambda n: n.name)
+    return node.children_by_name
 
 
 # ---------------------------------------------------------------------------------------------- admission
@@ -63,14 +63,14 @@ def tournament(
     winners: dict[int, CycleEntry] = {}
     # Per tree: the shares of its entries and the tree's usage version they hold for (the processed entry
     # may not have changed any quota: an inadmissible head, or one that no longer fits).
-    shares: dict[int, tuple[int, dict[tuple[str, str], Share]]] = {}
+    shares: dict[int, tuple[int, dict[tuple[str, str], tuple[bool, Share]]]] = {}
     while by_tree:
         for tree, remaining in by_tree.items():
             if tree not in winners:
                 root = roots[tree]
                 cached = shares.get(tree)
                 if cached is None or cached[0] != root.usage_version:
-                    computed = _shares(remaining)  # changes usage and undoes it: read the version after
+                    computed = _shares(remaining)  # a look-ahead: leaves the version as it was
                     cached = shares[tree] = (root.usage_version, computed)
                 winners[tree] = _winner(root, remaining, fifo_key, cached[1])
         tree = min(winners, key=lambda t: classic_key(winners[t]))
@@ -82,20 +82,22 @@ def tournament(
         yield best
 
 
-def _shares(remaining: Mapping[str, CycleEntry]) -> dict[tuple[str, str], Share]:
-    """Per (Cohort, workload): the share of the Cohort's child on the workload's path, were it admitted."""
-    shares: dict[tuple[str, str], Share] = {}
+def _shares(remaining: Mapping[str, CycleEntry]) -> dict[tuple[str, str], tuple[bool, Share]]:
+    """Per (Cohort, workload): whether the Cohort's child on the workload's path would borrow on the flavors the
+    workload asks for, and its share, were the workload admitted."""
+    shares: dict[tuple[str, str], tuple[bool, Share]] = {}
     for e in remaining.values():
         node = e.cq.node
         if node.parent is None:
             continue
         usage = e.assignment.usage
-        QuotaTree.add_usage(node, usage)
+        key = e.wl.key
+        saved = QuotaTree.add_trial(node, usage)
         value = share(node)
         for ancestor in node.path_to_root():
-            shares[(ancestor.name, e.wl.key)] = value
+            shares[(ancestor.name, key)] = (value.borrowing_on(usage), value)
             value = share(ancestor)
-        QuotaTree.remove_usage(node, usage)
+        QuotaTree.remove_trial(node, usage, saved)
     return shares
 
 
@@ -103,15 +105,15 @@ def _winner(
     root: QuotaNode,
     remaining: Mapping[str, CycleEntry],
     fifo_key: Callable[[CycleEntry], tuple],
-    shares: Mapping[tuple[str, str], Share],
+    shares: Mapping[tuple[str, str], tuple[bool, Share]],
 ) -> CycleEntry:
     """The tournament winner of one tree (a queue without a cohort is its own tree)."""
     if root.is_cq:
         return remaining[root.name]
 
     def less(a: CycleEntry, b: CycleEntry, cohort: str) -> bool:
-        sa, sb = shares[(cohort, a.wl.key)], shares[(cohort, b.wl.key)]
-        borrow_a, borrow_b = sa.borrowing_on(a.assignment.usage), sb.borrowing_on(b.assignment.usage)
+        borrow_a, sa = shares[(cohort, a.wl.key)]
+        borrow_b, sb = shares[(cohort, b.wl.key)]
         if borrow_a != borrow_b:
             return not borrow_a
         order = compare(sa, sb)

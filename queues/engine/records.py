@@ -299,6 +299,9 @@ class CycleEntry:
     assignment: FlavorAssignment
     targets: list[tuple[WorkloadInfo, str]]
     nominated: bool
+    #: A head known inadmissible without its full assignment (``assignment`` has its flavors, usage and
+    #: borrowing only, all that fair sharing's order reads): it holds no capacity back.
+    quick: bool = False
 
 
 @dataclass(slots=True)
