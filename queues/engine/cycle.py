@@ -237,13 +237,13 @@ def _assign(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> FlavorAss
     """
     group = wl.group
     if cq.preempts or group is None:
-        return assign(engine, wl, cq)
+        return assign(engine, wl, cq, defer_nodes=True)
     root = cq.node.root()
     pool = engine.pool
     memo = group.assign_memo
     if memo is not None and memo[0] == root.usage_version and memo[1] in (None, pool.version, -pool.nodes_version - 1):
         return memo[2]
-    result = assign(engine, wl, cq)
+    result = assign(engine, wl, cq, defer_nodes=True)
     if result.mode == PS_FIT:
         group.assign_memo = None
     else:
@@ -259,7 +259,11 @@ def _fits_now(engine: Engine, e: CycleEntry, victims: list[WorkloadInfo], change
     """Re-check a nominated entry after what the cycle did so far: nodes per pod set, None if it no longer fits."""
     if not changed and not victims:
         # Nothing moved since nomination: its fit and node placement still hold.
-        return [list(p.nodes) for p in e.assignment.pod_sets] if engine.pool.enabled else []
+        if not engine.pool.enabled:
+            return []
+        if e.assignment.nodes_deferred:
+            return placement_ok(engine, e.wl, e.cq, e.assignment)
+        return [list(p.nodes) for p in e.assignment.pod_sets]
     remove_many(engine, victims)
     nodes: list[list[str]] | None = []
     fits = quota_fits(e.cq, e.assignment.usage, True)

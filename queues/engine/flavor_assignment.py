@@ -203,8 +203,13 @@ def _find_flavor(
     return best, best_modes, reasons, (best_mode[1] if best_mode[0] != NOFIT else 0), attempts
 
 
-def assign(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, *, place: bool = True) -> FlavorAssignment:
-    """Kueue's flavor assignment for every pod set (then node placement when nodes are known)."""
+def assign(
+    engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, *, place: bool = True, defer_nodes: bool = False
+) -> FlavorAssignment:
+    """Kueue's flavor assignment for every pod set (then node placement when nodes are known).
+
+    ``defer_nodes``: see ``pod_placement.placement_stage``'s ``defer`` (the cycle's nomination).
+    """
     result = FlavorAssignment(pod_sets=[], usage={})
     covers_pods = "pods" in cq.rg_of
     for ps in wl.pod_sets:
@@ -257,5 +262,5 @@ def assign(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, *, place: boo
     if result.mode == PS_NOFIT:
         return result
     if place and engine.pool.enabled:
-        placement_stage(engine, wl, cq, result)
+        placement_stage(engine, wl, cq, result, defer=defer_nodes)
     return result

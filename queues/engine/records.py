@@ -93,6 +93,9 @@ class FlavorAssignment:
     borrow: int = 0
     #: Which node state the placement step read: "" none, "empty" only the node set, "usage" current usage.
     placement_read: str = ""
+    #: The pods fit the nodes as they are, but where was not worked out (``pod_placement.placement_stage``
+    #: with ``defer``): the pod sets' ``nodes`` are empty until placed.
+    nodes_deferred: bool = False
 
     @property
     def mode(self) -> int:
