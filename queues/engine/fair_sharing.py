@@ -70,7 +70,7 @@ def tournament(
                 root = roots[tree]
                 cached = shares.get(tree)
                 if cached is None or cached[0] != root.usage_version:
-                    computed = _shares(remaining)  # a look-ahead: leaves the version as it was
+                    computed = _shares(remaining)
                     cached = shares[tree] = (root.usage_version, computed)
                 winners[tree] = _winner(root, remaining, fifo_key, cached[1])
         tree = min(winners, key=lambda t: classic_key(winners[t]))
@@ -84,7 +84,7 @@ def tournament(
 
 def _shares(remaining: Mapping[str, CycleEntry]) -> dict[tuple[str, str], tuple[bool, Share]]:
     """Per (Cohort, workload): whether the Cohort's child on the workload's path would borrow on the flavors the
-    workload asks for, and its share, were the workload admitted."""
+    workload asks for, and its share, were the workload admitted (worked out without touching the usage)."""
     shares: dict[tuple[str, str], tuple[bool, Share]] = {}
     for e in remaining.values():
         node = e.cq.node
@@ -92,13 +92,30 @@ def _shares(remaining: Mapping[str, CycleEntry]) -> dict[tuple[str, str], tuple[
             continue
         usage = e.assignment.usage
         key = e.wl.key
-        saved = QuotaTree.add_trial(node, usage)
-        value = share(node)
+        extra = _lifted(node, usage)
+        value = share(node, extra.get(id(node)))
         for ancestor in node.path_to_root():
             shares[(ancestor.name, key)] = (value.borrowing_on(usage), value)
-            value = share(ancestor)
-        QuotaTree.remove_trial(node, usage, saved)
+            if ancestor.parent is not None:
+                value = share(ancestor, extra.get(id(ancestor)))
     return shares
+
+
+def _lifted(node: QuotaNode, usage: Mapping[FlavorResource, int]) -> dict[int, dict[FlavorResource, int]]:
+    """What ``QuotaTree.add_usage(node, usage)`` would add to the usage of ``node`` and each ancestor (by id)."""
+    out: dict[int, dict[FlavorResource, int]] = {}
+    for fr, val in usage.items():
+        cur: QuotaNode | None = node
+        while cur is not None and val > 0:
+            used = cur.usage.get(fr, 0)
+            local = max(0, cur.guaranteed.get(fr, 0) - used)
+            added = out.setdefault(id(cur), {})
+            added[fr] = added.get(fr, 0) + val
+            if val <= local:
+                break
+            val -= local
+            cur = cur.parent
+    return out
 
 
 def _winner(

@@ -14,13 +14,8 @@ Usage is updated incrementally (O(depth)) on every admission and release.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from itertools import count
 
 from .model import ClusterQueue, Cohort, FlavorResource, ResourceGroup
-
-#: Usage versions of the states that exist only during a look-ahead (``QuotaTree.add_trial``): negative, never
-#: reused, so nothing cached then is ever taken for another state.
-_TRIAL_VERSIONS = count(-1, -1)
 
 
 class QuotaNode:
@@ -247,25 +242,6 @@ class QuotaTree:
                     break
                 val = min(val, stored_in_parent)
                 cur = cur.parent
-
-    @staticmethod
-    def add_trial(node: QuotaNode, usage: Mapping[FlavorResource, int]) -> int:
-        """``add_usage`` for a look-ahead that ``remove_trial`` undoes; returns the tree's version to give back.
-
-        The state in between gets a version of its own; once undone, the usage and the version are what they
-        were, so what was cached for that state still holds (a look-ahead is not a change).
-        """
-        root = node.root()
-        saved = root.usage_version
-        QuotaTree.add_usage(node, usage)
-        root.usage_version = next(_TRIAL_VERSIONS)
-        return saved
-
-    @staticmethod
-    def remove_trial(node: QuotaNode, usage: Mapping[FlavorResource, int], saved: int) -> None:
-        """Undo ``add_trial`` (``saved``: what it returned); the released totals count it, as ``remove_usage``."""
-        QuotaTree.remove_usage(node, usage)
-        node.root().usage_version = saved
 
     # ------------------------------------------------------------------ queries
 
