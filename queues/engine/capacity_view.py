@@ -70,12 +70,14 @@ class CapacityView:
         fit = UNBOUNDED
         blocking = ""
         frees = []
+        columns = self.columns
+        empty = self.empty
         for j, (res, need) in enumerate(self.wanted):
-            total = self.columns[j][i]
+            total = columns[j][i]
             if total is None:
                 frees.append(0)
                 continue
-            free = total if self.empty else total - used.get(res, 0)
+            free = total if empty else total - used.get(res, 0)
             if free < 0:
                 free = 0
             frees.append(free)
@@ -186,16 +188,22 @@ class CapacityView:
             return
         levels = self.levels
         dom = leaf
-        while dom.parent is not None:
-            parent = dom.parent
-            old = (dom.cap, dom.key, dom)
+        parent = dom.parent
+        while parent is not None:
+            key = dom.key
+            old = (dom.cap, key, dom)
             dom.cap += delta
-            new = (dom.cap, dom.key, dom)
-            _move(parent.children_deg if dom.degraded else parent.children_pref, old, new)
+            new = (dom.cap, key, dom)
+            entries = parent.children_deg if dom.degraded else parent.children_pref
+            del entries[bisect_left(entries, old)]
+            insort(entries, new)
             level = levels.get(dom.depth)
             if level is not None:
-                _move(level[1] if dom.degraded else level[0], old, new)
+                entries = level[1] if dom.degraded else level[0]
+                del entries[bisect_left(entries, old)]
+                insort(entries, new)
             dom = parent
+            parent = dom.parent
         dom.cap += delta
 
     # ------------------------------------------------------------------ queries
@@ -270,12 +278,6 @@ class CapacityView:
             out.extend(self.fill(entry[2], entry[0]))
             remaining -= entry[0]
         return out
-
-
-def _move(entries: SortedEntries, old: tuple, new: tuple) -> None:
-    """Replace ``old`` by ``new`` in a sorted list of entries."""
-    del entries[bisect_left(entries, old)]
-    insort(entries, new)
 
 
 def _biggest_first(sl: SortedEntries) -> Iterator[tuple]:
