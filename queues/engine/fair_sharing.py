@@ -61,18 +61,10 @@ def tournament(
         by_tree.setdefault(id(root), {})[e.cq.name] = e
         roots[id(root)] = root
     winners: dict[int, CycleEntry] = {}
-    # Per tree: the shares of its entries and the tree's usage version they hold for (the processed entry
-    # may not have changed any quota: an inadmissible head, or one that no longer fits).
-    shares: dict[int, tuple[int, dict[tuple[str, str], tuple[bool, Share]]]] = {}
     while by_tree:
         for tree, remaining in by_tree.items():
             if tree not in winners:
-                root = roots[tree]
-                cached = shares.get(tree)
-                if cached is None or cached[0] != root.usage_version:
-                    computed = _shares(remaining)
-                    cached = shares[tree] = (root.usage_version, computed)
-                winners[tree] = _winner(root, remaining, fifo_key, cached[1])
+                winners[tree] = _winner(roots[tree], remaining, fifo_key)
         tree = min(winners, key=lambda t: classic_key(winners[t]))
         best = winners.pop(tree)
         remaining = by_tree[tree]
@@ -82,23 +74,28 @@ def tournament(
         yield best
 
 
-def _shares(remaining: Mapping[str, CycleEntry]) -> dict[tuple[str, str], tuple[bool, Share]]:
-    """Per (Cohort, workload): whether the Cohort's child on the workload's path would borrow on the flavors the
-    workload asks for, and its share, were the workload admitted (worked out without touching the usage)."""
-    shares: dict[tuple[str, str], tuple[bool, Share]] = {}
-    for e in remaining.values():
-        node = e.cq.node
-        if node.parent is None:
-            continue
-        usage = e.assignment.usage
-        key = e.wl.key
-        extra = _lifted(node, usage)
-        value = share(node, extra.get(id(node)))
-        for ancestor in node.path_to_root():
-            shares[(ancestor.name, key)] = (value.borrowing_on(usage), value)
-            if ancestor.parent is not None:
-                value = share(ancestor, extra.get(id(ancestor)))
-    return shares
+def _entry_shares(e: CycleEntry) -> dict[str, tuple[bool, Share]]:
+    """Per Cohort on the entry's path: whether its child on the path would borrow on the flavors the workload asks
+    for, and that child's share, were the workload admitted (worked out without touching the usage).
+
+    These read the usage of the nodes on the path below the root only, so they are kept on the workload until
+    one of those nodes' usage (``QuotaNode.changes``) or the assignment's usage changes.
+    """
+    node = e.cq.node
+    usage = e.assignment.usage
+    signature = tuple(n.changes for n in node.chain[1:])
+    memo = e.wl.share_memo
+    if memo is not None and memo[0] is node and memo[1] == signature and memo[2] == usage:
+        return memo[3]
+    out: dict[str, tuple[bool, Share]] = {}
+    extra = _lifted(node, usage)
+    value = share(node, extra.get(id(node)))
+    for ancestor in node.path_to_root():
+        out[ancestor.name] = (value.borrowing_on(usage), value)
+        if ancestor.parent is not None:
+            value = share(ancestor, extra.get(id(ancestor)))
+    e.wl.share_memo = (node, signature, dict(usage), out)
+    return out
 
 
 def _lifted(node: QuotaNode, usage: Mapping[FlavorResource, int]) -> dict[int, dict[FlavorResource, int]]:
@@ -119,18 +116,16 @@ def _lifted(node: QuotaNode, usage: Mapping[FlavorResource, int]) -> dict[int, d
 
 
 def _winner(
-    root: QuotaNode,
-    remaining: Mapping[str, CycleEntry],
-    fifo_key: Callable[[CycleEntry], tuple],
-    shares: Mapping[tuple[str, str], tuple[bool, Share]],
+    root: QuotaNode, remaining: Mapping[str, CycleEntry], fifo_key: Callable[[CycleEntry], tuple]
 ) -> CycleEntry:
     """The tournament winner of one tree (a queue without a cohort is its own tree)."""
     if root.is_cq:
         return remaining[root.name]
+    shares = {name: _entry_shares(e) for name, e in remaining.items()}
 
     def less(a: CycleEntry, b: CycleEntry, cohort: str) -> bool:
-        borrow_a, sa = shares[(cohort, a.wl.key)]
-        borrow_b, sb = shares[(cohort, b.wl.key)]
+        borrow_a, sa = shares[a.cq.name][cohort]
+        borrow_b, sb = shares[b.cq.name][cohort]
         if borrow_a != borrow_b:
             return not borrow_a
         order = compare(sa, sb)

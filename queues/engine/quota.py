@@ -25,6 +25,7 @@ class QuotaNode:
         "available_cache",
         "borrowing_limit",
         "chain",
+        "changes",
         "child_cohorts",
         "child_cqs",
         "children_by_name",
@@ -58,6 +59,8 @@ class QuotaNode:
         self.subtree: dict[FlavorResource, int] = {}
         self.guaranteed: dict[FlavorResource, int] = {}
         self.usage: dict[FlavorResource, int] = {}
+        #: Bumped by every change of this node's own ``usage`` (a ClusterQueue's, or a Cohort's share of it).
+        self.changes = 0
         self.height = 0
         self.chain: tuple[QuotaNode, ...] = ()
         self.potential: dict[FlavorResource, int] = {}
@@ -219,6 +222,7 @@ class QuotaTree:
                 used = cur.usage.get(fr, 0)
                 local = max(0, cur.guaranteed.get(fr, 0) - used)
                 cur.usage[fr] = used + val
+                cur.changes += 1
                 if val <= local:
                     break
                 val -= local
@@ -238,6 +242,7 @@ class QuotaTree:
                 used = cur.usage.get(fr, 0)
                 stored_in_parent = used - cur.guaranteed.get(fr, 0)
                 cur.usage[fr] = used - val
+                cur.changes += 1
                 if stored_in_parent <= 0:
                     break
                 val = min(val, stored_in_parent)

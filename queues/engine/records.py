@@ -148,6 +148,7 @@ class WorkloadInfo:
         "preempted_by",
         "priority",
         "shape",
+        "share_memo",
         "spec",
         "state",
         "ts",
@@ -176,6 +177,8 @@ class WorkloadInfo:
         self.group: ShapeGroup | None = None
         self.shape: tuple = ()
         self.note: dict | None = None
+        #: ``fair_sharing``'s shares of this workload as a head, with what they were computed from.
+        self.share_memo: tuple | None = None
 
     def sort_key(self) -> tuple:
         """Queue order: priority, then queue time, then key."""
