@@ -168,7 +168,9 @@ def _nominate(
                     # Fair sharing's order reads every head's usage and borrowing (not its placement): it stays in
                     # the tournament with its quota assignment and is found inadmissible in its turn. With no head
                     # of its tree that may be admitted, its reservation could hold nothing up.
-                    entries.append(CycleEntry(wl, cq, assign(engine, wl, cq, place=False), [], False, quick=True))
+                    entries.append(
+                        CycleEntry(wl, cq, assign(engine, wl, cq, place=False, explain=False), [], False, quick=True)
+                    )
                     continue
             elif not (id(cq.node.root()) in live and _may_reserve(cq, wl)):
                 _inadmissible(engine, wl, cq, outcome)
@@ -237,13 +239,13 @@ def _assign(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> FlavorAss
     """
     group = wl.group
     if cq.preempts or group is None:
-        return assign(engine, wl, cq, defer_nodes=True)
+        return assign(engine, wl, cq, defer_nodes=True, explain=False)
     root = cq.node.root()
     pool = engine.pool
     memo = group.assign_memo
     if memo is not None and memo[0] == root.usage_version and memo[1] in (None, pool.version, -pool.nodes_version - 1):
         return memo[2]
-    result = assign(engine, wl, cq, defer_nodes=True)
+    result = assign(engine, wl, cq, defer_nodes=True, explain=False)
     if result.mode == PS_FIT:
         group.assign_memo = None
     else:
