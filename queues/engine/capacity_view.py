@@ -307,6 +307,7 @@ class FreeSummary:
         return node.allocatable.get(res, 0) - node.used.get(res, 0)
 
     def _build(self) -> None:
+        self._figures: dict[str, tuple[int, int]] | None = None
         self.unlimited = {
             res for res in self.resources if res in self.optional and any(res not in n.allocatable for n in self.nodes)
         }
@@ -325,6 +326,7 @@ class FreeSummary:
             self._build()
         else:
             for i in {self.index[n] for n in changed if n in self.index}:
+                self._figures = None
                 row = self.free[i]
                 for j, res in enumerate(self.resources):
                     new = self._free(i, res)
@@ -343,11 +345,14 @@ class FreeSummary:
         self.seen = version
 
     def figures(self) -> dict[str, tuple[int, int]]:
-        """Per resource (total free, largest free on one node)."""
-        out = {}
-        for j, res in enumerate(self.resources):
-            if res in self.unlimited:
-                out[res] = (UNLIMITED_SUMMARY, UNLIMITED_SUMMARY)
-            else:
-                out[res] = (self.totals[j], max(self.counts[j], default=0))
+        """Per resource (total free, largest free on one node); kept until a node changes (do not modify it)."""
+        out = self._figures
+        if out is None:
+            out = {}
+            for j, res in enumerate(self.resources):
+                if res in self.unlimited:
+                    out[res] = (UNLIMITED_SUMMARY, UNLIMITED_SUMMARY)
+                else:
+                    out[res] = (self.totals[j], max(self.counts[j], default=0))
+            self._figures = out
         return out
