@@ -8,12 +8,14 @@ utilisation per ClusterQueue and mean time to admission per size.
     python benchmarks/engine_replay.py [--workloads 15000] [--nodes] [--load 1.05] [--seed 7] [--fair-sharing]
     python benchmarks/engine_replay.py --node-count 2000 [--workloads 15000]
     python benchmarks/engine_replay.py --scaling [--fair-sharing]
+    python benchmarks/engine_replay.py --digest [--node-count 2000 | --nodes-only] [--fair-sharing]
 
 ``--node-count N`` uses N nodes of 8 GPUs in NVLink domains (4 nodes, label ``nvidia.com/gpu.clique``), racks
 (16 nodes) and blocks (128 nodes), and gives a third of the workloads a topology rule (8 GPUs as 2 pods of 4 in
 one NVLink domain, required; 4 GPUs as 4 pods of 1, rack preferred; 1 GPU, block preferred). ``--scaling``
 prints decisions per CPU second for 1,500 / 15,000 / 60,000 workloads, quota only and on 75 / 2,000 / 8,000
-such nodes.
+such nodes. ``--digest`` prints sha256 digests of the chosen variant's decisions instead of timing it (to show
+that a change of the engine decides exactly as before).
 
 ``--fair-sharing`` turns on Kueue's fair sharing (default preemption strategies; the queues do not preempt,
 so it changes the admission order only: the tournament through each cohort).
