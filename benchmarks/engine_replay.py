@@ -8,12 +8,14 @@ utilisation per ClusterQueue and mean time to admission per size.
     python benchmarks/engine_replay.py [--workloads 15000] [--nodes] [--load 1.05] [--seed 7] [--fair-sharing]
     python benchmarks/engine_replay.py --node-count 2000 [--workloads 15000]
     python benchmarks/engine_replay.py --scaling [--fair-sharing]
+    python benchmarks/engine_replay.py --digest [--node-count 2000 | --nodes-only] [--fair-sharing]
 
 ``--node-count N`` uses N nodes of 8 GPUs in NVLink domains (4 nodes, label ``nvidia.com/gpu.clique``), racks
 (16 nodes) and blocks (128 nodes), and gives a third of the workloads a topology rule (8 GPUs as 2 pods of 4 in
 one NVLink domain, required; 4 GPUs as 4 pods of 1, rack preferred; 1 GPU, block preferred). ``--scaling``
 prints decisions per CPU second for 1,500 / 15,000 / 60,000 workloads, quota only and on 75 / 2,000 / 8,000
-such nodes.
+such nodes. ``--digest`` prints sha256 digests of the chosen variant's decisions instead of timing it (to show
+that a change of the engine decides exactly as before).
 
 ``--fair-sharing`` turns on Kueue's fair sharing (default preemption strategies; the queues do not preempt,
 so it changes the admission order only: the tournament through each cohort).
@@ -22,6 +24,7 @@ so it changes the admission order only: the tournament through each cohort).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import random
 import statistics
 import sys
@@ -47,6 +50,8 @@ from queues.engine.model import (
     Workload,
 )
 from queues.engine.scenario import Scenario, run_scenario
+from queues.engine.scheduler import Engine
+from queues.engine.simulation import Replay
 
 GPU = "nvidia.com/gpu"
 SIZES = (1, 4, 8)
@@ -217,6 +222,40 @@ def measure(scenario: Scenario) -> tuple[int, float]:
     return decided, cpu
 
 
+def digest(scenario: Scenario) -> str:
+    """sha256 of the replay's decision stream: per cycle, its time, the admissions (queue, flavors, nodes,
+    borrowing, checks) and preemptions in order, then the ``run_scenario`` document (states, times, summary)."""
+    engine = Engine(scenario.state, scenario.start)
+    replay = Replay(engine, start=scenario.start, checks_delay=scenario.checks_delay)
+    for when, wl in scenario.submissions:
+        replay.submit_at(wl, when)
+    stream = hashlib.sha256()
+    cycle = engine.cycle
+
+    def recording_cycle(now: float, heads: list | None = None) -> object:
+        outcome = cycle(now, heads)
+        if outcome.admitted or outcome.preemptions:
+            admitted = [
+                (
+                    d.workload,
+                    d.cluster_queue,
+                    [(p.name, p.count, sorted(p.flavors.items()), p.nodes) for p in d.pod_sets],
+                    d.borrowing,
+                    d.pending_checks,
+                )
+                for d in outcome.admitted
+            ]
+            preempted = [(p.victim, p.preemptor, p.reason, p.message) for p in outcome.preemptions]
+            stream.update(repr((now, admitted, preempted)).encode())
+        return outcome
+
+    engine.cycle = recording_cycle  # type: ignore[method-assign]
+    replay.run(until=None)
+    doc = run_scenario(scenario, mode="replay", until=None)
+    doc_hash = hashlib.sha256(repr(doc).encode()).hexdigest()
+    return f"decisions {stream.hexdigest()[:16]}  document {doc_hash[:16]}"
+
+
 def scaling(fair: bool, load: float, seed: int, workloads: tuple[int, ...], node_counts: tuple[int, ...]) -> None:
     """Print decisions per CPU second for each workload count, quota only and on each node count."""
     print(f"== scaling{' (fair sharing on)' if fair else ''}: decisions per CPU second (CPU seconds)")
@@ -244,8 +283,18 @@ def main() -> None:
     parser.add_argument("--scaling", action="store_true", help="the scaling table (workloads x nodes)")
     parser.add_argument("--scaling-workloads", default="1500,15000,60000")
     parser.add_argument("--scaling-nodes", default="75,2000,8000")
+    parser.add_argument(
+        "--digest", action="store_true", help="print sha256 digests of the decisions of the chosen variant, no timing"
+    )
     args = parser.parse_args()
     fair = args.fair_sharing
+    if args.digest:
+        nodes = args.nodes or args.nodes_only or args.node_count > 0
+        scenario = build(
+            args.workloads, nodes=nodes, load=args.load, seed=args.seed, fair=fair, node_count=args.node_count
+        )
+        print(digest(scenario))
+        return
     if args.scaling:
         scaling(
             fair,

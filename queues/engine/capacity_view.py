@@ -70,12 +70,14 @@ class CapacityView:
         fit = UNBOUNDED
         blocking = ""
         frees = []
+        columns = self.columns
+        empty = self.empty
         for j, (res, need) in enumerate(self.wanted):
-            total = self.columns[j][i]
+            total = columns[j][i]
             if total is None:
                 frees.append(0)
                 continue
-            free = total if self.empty else total - used.get(res, 0)
+            free = total if empty else total - used.get(res, 0)
             if free < 0:
                 free = 0
             frees.append(free)
@@ -186,16 +188,22 @@ class CapacityView:
             return
         levels = self.levels
         dom = leaf
-        while dom.parent is not None:
-            parent = dom.parent
-            old = (dom.cap, dom.key, dom)
+        parent = dom.parent
+        while parent is not None:
+            key = dom.key
+            old = (dom.cap, key, dom)
             dom.cap += delta
-            new = (dom.cap, dom.key, dom)
-            _move(parent.children_deg if dom.degraded else parent.children_pref, old, new)
+            new = (dom.cap, key, dom)
+            entries = parent.children_deg if dom.degraded else parent.children_pref
+            del entries[bisect_left(entries, old)]
+            insort(entries, new)
             level = levels.get(dom.depth)
             if level is not None:
-                _move(level[1] if dom.degraded else level[0], old, new)
+                entries = level[1] if dom.degraded else level[0]
+                del entries[bisect_left(entries, old)]
+                insort(entries, new)
             dom = parent
+            parent = dom.parent
         dom.cap += delta
 
     # ------------------------------------------------------------------ queries
@@ -272,12 +280,6 @@ class CapacityView:
         return out
 
 
-def _move(entries: SortedEntries, old: tuple, new: tuple) -> None:
-    """Replace ``old`` by ``new`` in a sorted list of entries."""
-    del entries[bisect_left(entries, old)]
-    insort(entries, new)
-
-
 def _biggest_first(sl: SortedEntries) -> Iterator[tuple]:
     """Entries by cap descending, key ascending among equal caps (the order ``placement._fill_children`` pops)."""
     end = len(sl)
@@ -305,6 +307,7 @@ class FreeSummary:
         return node.allocatable.get(res, 0) - node.used.get(res, 0)
 
     def _build(self) -> None:
+        self._figures: dict[str, tuple[int, int]] | None = None
         self.unlimited = {
             res for res in self.resources if res in self.optional and any(res not in n.allocatable for n in self.nodes)
         }
@@ -323,6 +326,7 @@ class FreeSummary:
             self._build()
         else:
             for i in {self.index[n] for n in changed if n in self.index}:
+                self._figures = None
                 row = self.free[i]
                 for j, res in enumerate(self.resources):
                     new = self._free(i, res)
@@ -341,11 +345,14 @@ class FreeSummary:
         self.seen = version
 
     def figures(self) -> dict[str, tuple[int, int]]:
-        """Per resource (total free, largest free on one node)."""
-        out = {}
-        for j, res in enumerate(self.resources):
-            if res in self.unlimited:
-                out[res] = (UNLIMITED_SUMMARY, UNLIMITED_SUMMARY)
-            else:
-                out[res] = (self.totals[j], max(self.counts[j], default=0))
+        """Per resource (total free, largest free on one node); kept until a node changes (do not modify it)."""
+        out = self._figures
+        if out is None:
+            out = {}
+            for j, res in enumerate(self.resources):
+                if res in self.unlimited:
+                    out[res] = (UNLIMITED_SUMMARY, UNLIMITED_SUMMARY)
+                else:
+                    out[res] = (self.totals[j], max(self.counts[j], default=0))
+            self._figures = out
         return out

@@ -98,7 +98,11 @@ def run_cycle(
         if e.nominated:
             waiting[tree] -= 1
         if not e.nominated:
-            reserved = _unreclaimable_reservation(cq, assignment) if not e.targets and waiting.get(tree, 0) > 0 else {}
+            reserved = (
+                _unreclaimable_reservation(cq, assignment)
+                if not e.quick and not e.targets and waiting.get(tree, 0) > 0
+                else {}
+            )
             if reserved:
                 # Kueue's reserveCapacityForUnreclaimablePreempt: hold the capacity for the rest of the cycle.
                 QuotaTree.add_usage(cq.node, reserved)
@@ -153,17 +157,24 @@ def _nominate(
     # Without preemption a head that fails ``may_fit`` is inadmissible (an exact shortcut). It still needs its full
     # assignment when that could reserve capacity (``_unreclaimable_reservation``) that another head of its cohort
     # tree might otherwise take: one that passes, or whose queue preempts (only those can be admitted).
-    quick = {
-        id(wl): not may_fit(engine, cq, wl.group)
-        for cq, wl in heads
-        if engine.fair is None and not cq.preempts and wl.group is not None
-    }
+    quick = {id(wl): not may_fit(engine, cq, wl.group) for cq, wl in heads if not cq.preempts and wl.group is not None}
     live: set[int] = {id(cq.node.root()) for cq, wl in heads if not quick.get(id(wl), False)}
+    fair = engine.fair is not None
     for cq, wl in heads:
         wl.note = None
-        if quick.get(id(wl), False) and not (id(cq.node.root()) in live and _may_reserve(cq, wl)):
-            _inadmissible(engine, wl, cq, outcome)
-            continue
+        if quick.get(id(wl), False):
+            if fair:
+                if id(cq.node.root()) not in live:
+                    # Fair sharing's order reads every head's usage and borrowing (not its placement): it stays in
+                    # the tournament with its quota assignment and is found inadmissible in its turn. With no head
+                    # of its tree that may be admitted, its reservation could hold nothing up.
+                    entries.append(
+                        CycleEntry(wl, cq, assign(engine, wl, cq, place=False, explain=False), [], False, quick=True)
+                    )
+                    continue
+            elif not (id(cq.node.root()) in live and _may_reserve(cq, wl)):
+                _inadmissible(engine, wl, cq, outcome)
+                continue
         assignment = _assign(engine, wl, cq)
         targets: list[tuple[WorkloadInfo, str]] = []
         mode = assignment.mode
@@ -228,13 +239,13 @@ def _assign(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> FlavorAss
     """
     group = wl.group
     if cq.preempts or group is None:
-        return assign(engine, wl, cq)
+        return assign(engine, wl, cq, defer_nodes=True, explain=False)
     root = cq.node.root()
     pool = engine.pool
     memo = group.assign_memo
     if memo is not None and memo[0] == root.usage_version and memo[1] in (None, pool.version, -pool.nodes_version - 1):
         return memo[2]
-    result = assign(engine, wl, cq)
+    result = assign(engine, wl, cq, defer_nodes=True, explain=False)
     if result.mode == PS_FIT:
         group.assign_memo = None
     else:
@@ -250,7 +261,11 @@ def _fits_now(engine: Engine, e: CycleEntry, victims: list[WorkloadInfo], change
     """Re-check a nominated entry after what the cycle did so far: nodes per pod set, None if it no longer fits."""
     if not changed and not victims:
         # Nothing moved since nomination: its fit and node placement still hold.
-        return [list(p.nodes) for p in e.assignment.pod_sets] if engine.pool.enabled else []
+        if not engine.pool.enabled:
+            return []
+        if e.assignment.nodes_deferred:
+            return placement_ok(engine, e.wl, e.cq, e.assignment)
+        return [list(p.nodes) for p in e.assignment.pod_sets]
     remove_many(engine, victims)
     nodes: list[list[str]] | None = []
     fits = quota_fits(e.cq, e.assignment.usage, True)

@@ -36,9 +36,9 @@ LTE_FINAL = "LessThanOrEqualToFinalShare"
 LT_INITIAL = "LessThanInitialShare"
 
 
-def _children(node: QuotaNode) -> tuple[list[QuotaNode], list[QuotaNode]]:
+def _children(node: QuotaNode) -> tuple[tuple[QuotaNode, ...], tuple[QuotaNode, ...]]:
     """(child Cohorts, child ClusterQueues) by name: Kueue iterates them in map order, the engine by name."""
-    return sorted(node.child_cohorts, key=lambda n: n.name), sorted(node.child_cqs, key=lambda n: n.name)
+    return node.children_by_name
 
 
 # ---------------------------------------------------------------------------------------------- admission
@@ -61,18 +61,10 @@ def tournament(
         by_tree.setdefault(id(root), {})[e.cq.name] = e
         roots[id(root)] = root
     winners: dict[int, CycleEntry] = {}
-    # Per tree: the shares of its entries and the tree's usage version they hold for (the processed entry
-    # may not have changed any quota: an inadmissible head, or one that no longer fits).
-    shares: dict[int, tuple[int, dict[tuple[str, str], Share]]] = {}
     while by_tree:
         for tree, remaining in by_tree.items():
             if tree not in winners:
-                root = roots[tree]
-                cached = shares.get(tree)
-                if cached is None or cached[0] != root.usage_version:
-                    computed = _shares(remaining)  # changes usage and undoes it: read the version after
-                    cached = shares[tree] = (root.usage_version, computed)
-                winners[tree] = _winner(root, remaining, fifo_key, cached[1])
+                winners[tree] = _winner(roots[tree], remaining, fifo_key)
         tree = min(winners, key=lambda t: classic_key(winners[t]))
         best = winners.pop(tree)
         remaining = by_tree[tree]
@@ -82,36 +74,58 @@ def tournament(
         yield best
 
 
-def _shares(remaining: Mapping[str, CycleEntry]) -> dict[tuple[str, str], Share]:
-    """Per (Cohort, workload): the share of the Cohort's child on the workload's path, were it admitted."""
-    shares: dict[tuple[str, str], Share] = {}
-    for e in remaining.values():
-        node = e.cq.node
-        if node.parent is None:
-            continue
-        usage = e.assignment.usage
-        QuotaTree.add_usage(node, usage)
-        value = share(node)
-        for ancestor in node.path_to_root():
-            shares[(ancestor.name, e.wl.key)] = value
-            value = share(ancestor)
-        QuotaTree.remove_usage(node, usage)
-    return shares
+def _entry_shares(e: CycleEntry) -> dict[str, tuple[bool, Share]]:
+    """Per Cohort on the entry's path: whether its child on the path would borrow on the flavors the workload asks
+    for, and that child's share, were the workload admitted (worked out without touching the usage).
+
+    These read the usage of the nodes on the path below the root only, so they are kept on the workload until
+    one of those nodes' usage (``QuotaNode.changes``) or the assignment's usage changes.
+    """
+    node = e.cq.node
+    usage = e.assignment.usage
+    signature = tuple(n.changes for n in node.chain[1:])
+    memo = e.wl.share_memo
+    if memo is not None and memo[0] is node and memo[1] == signature and memo[2] == usage:
+        return memo[3]
+    out: dict[str, tuple[bool, Share]] = {}
+    extra = _lifted(node, usage)
+    value = share(node, extra.get(id(node)))
+    for ancestor in node.path_to_root():
+        out[ancestor.name] = (value.borrowing_on(usage), value)
+        if ancestor.parent is not None:
+            value = share(ancestor, extra.get(id(ancestor)))
+    e.wl.share_memo = (node, signature, dict(usage), out)
+    return out
+
+
+def _lifted(node: QuotaNode, usage: Mapping[FlavorResource, int]) -> dict[int, dict[FlavorResource, int]]:
+    """What ``QuotaTree.add_usage(node, usage)`` would add to the usage of ``node`` and each ancestor (by id)."""
+    out: dict[int, dict[FlavorResource, int]] = {}
+    for fr, val in usage.items():
+        cur: QuotaNode | None = node
+        while cur is not None and val > 0:
+            used = cur.usage.get(fr, 0)
+            local = max(0, cur.guaranteed.get(fr, 0) - used)
+            added = out.setdefault(id(cur), {})
+            added[fr] = added.get(fr, 0) + val
+            if val <= local:
+                break
+            val -= local
+            cur = cur.parent
+    return out
 
 
 def _winner(
-    root: QuotaNode,
-    remaining: Mapping[str, CycleEntry],
-    fifo_key: Callable[[CycleEntry], tuple],
-    shares: Mapping[tuple[str, str], Share],
+    root: QuotaNode, remaining: Mapping[str, CycleEntry], fifo_key: Callable[[CycleEntry], tuple]
 ) -> CycleEntry:
     """The tournament winner of one tree (a queue without a cohort is its own tree)."""
     if root.is_cq:
         return remaining[root.name]
+    shares = {name: _entry_shares(e) for name, e in remaining.items()}
 
     def less(a: CycleEntry, b: CycleEntry, cohort: str) -> bool:
-        sa, sb = shares[(cohort, a.wl.key)], shares[(cohort, b.wl.key)]
-        borrow_a, borrow_b = sa.borrowing_on(a.assignment.usage), sb.borrowing_on(b.assignment.usage)
+        borrow_a, sa = shares[a.cq.name][cohort]
+        borrow_b, sb = shares[b.cq.name][cohort]
         if borrow_a != borrow_b:
             return not borrow_a
         order = compare(sa, sb)

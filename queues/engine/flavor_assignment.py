@@ -69,22 +69,29 @@ def _check_flavor(engine: Engine, cq: ClusterQueueInfo, fname: str, ps: PodSetIn
 
 
 def _fits_resource_quota(
-    engine, wl: WorkloadInfo, cq: ClusterQueueInfo, fr: FlavorResource, assumed: int, request: int
-) -> tuple[int, int, str | tuple, dict]:
+    engine, wl: WorkloadInfo, cq: ClusterQueueInfo, fr: FlavorResource, assumed: int, request: int, explain: bool
+) -> tuple[int, int, str | tuple, dict | None]:
     node = cq.node
     available = QuotaTree.available(node, fr)
     maximum = QuotaTree.potential_available(node, fr)
     val = assumed + request
-    info = {"flavor": fr[0], "resource": fr[1], "request": val, "available": available, "maximum": maximum}
+    info = (
+        {"flavor": fr[0], "resource": fr[1], "request": val, "available": available, "maximum": maximum}
+        if explain
+        else None
+    )
     if val > maximum:
-        info["kind"] = EXCEEDS_MAX_QUOTA
+        if info is not None:
+            info["kind"] = EXCEEDS_MAX_QUOTA
         return NOFIT, 0, ("max", fr[1], fr[0], assumed, request, maximum), info
     borrow, may_reclaim = QuotaTree.lowest_subtree_that_fits(node, fr, val)
     if val <= available:
-        info["kind"] = ""
+        if info is not None:
+            info["kind"] = ""
         return FIT, borrow, "", info
     reason = ("iuq", fr[1], fr[0], val - available)
-    info["kind"] = WAITING_FOR_QUOTA
+    if info is not None:
+        info["kind"] = WAITING_FOR_QUOTA
     quota = cq.quotas.get(fr)
     nominal = quota.nominal if quota is not None else 0
     bwc = cq.spec.preemption.borrow_within_cohort.policy != "Never" or (
@@ -144,6 +151,7 @@ def _find_flavor(
     rg: ResourceGroupInfo,
     requests: Mapping[str, int],
     assumed: Mapping[FlavorResource, int],
+    explain: bool = True,
 ) -> tuple[dict[str, str], dict[str, int], list[str | tuple], int, list[dict]]:
     reasons: list[str | tuple] = []
     attempts: list[dict] = []
@@ -159,7 +167,8 @@ def _find_flavor(
             engine.flavor_checks[check_key] = bad
         if bad is not None:
             reasons.append(bad[0])
-            attempts.append({"flavor": fname, "kind": NO_MATCHING_FLAVOR, "why": bad[1], "reason": bad[0]})
+            if explain:
+                attempts.append({"flavor": fname, "kind": NO_MATCHING_FLAVOR, "why": bad[1], "reason": bad[0]})
             continue
         rep = (FIT, 0)
         assigned: dict[str, str] = {}
@@ -169,11 +178,12 @@ def _find_flavor(
         for rname in sorted(requests):
             val = requests[rname]
             fr = (fname, rname)
-            pmode, borrow, reason, info = _fits_resource_quota(engine, wl, cq, fr, assumed.get(fr, 0), val)
-            infos.append(info)
+            pmode, borrow, reason, info = _fits_resource_quota(engine, wl, cq, fr, assumed.get(fr, 0), val, explain)
             if reason:
                 reasons.append(reason)
-                if SEVERITY[info["kind"]] > SEVERITY[flavor_kind]:
+            if info is not None:
+                infos.append(info)
+                if reason and SEVERITY[info["kind"]] > SEVERITY[flavor_kind]:
                     flavor_kind = info["kind"]
             mode = (pmode, borrow)
             if _preferred(rep, mode, preference):
@@ -182,15 +192,16 @@ def _find_flavor(
                 break
             assigned[rname] = fname
             modes[rname] = PS_FIT if pmode == FIT else PS_PREEMPT
-        attempts.append(
-            {
-                "flavor": fname,
-                "kind": flavor_kind if rep[0] != FIT else "",
-                "mode": rep[0],
-                "borrow": rep[1],
-                "resources": infos,
-            }
-        )
+        if explain:
+            attempts.append(
+                {
+                    "flavor": fname,
+                    "kind": flavor_kind if rep[0] != FIT else "",
+                    "mode": rep[0],
+                    "borrow": rep[1],
+                    "resources": infos,
+                }
+            )
         if rep[0] == NOFIT:
             assigned, modes = {}, {}
         if not _try_next(rep, cq):
@@ -203,8 +214,20 @@ def _find_flavor(
     return best, best_modes, reasons, (best_mode[1] if best_mode[0] != NOFIT else 0), attempts
 
 
-def assign(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, *, place: bool = True) -> FlavorAssignment:
-    """Kueue's flavor assignment for every pod set (then node placement when nodes are known)."""
+def assign(
+    engine: Engine,
+    wl: WorkloadInfo,
+    cq: ClusterQueueInfo,
+    *,
+    place: bool = True,
+    defer_nodes: bool = False,
+    explain: bool = True,
+) -> FlavorAssignment:
+    """Kueue's flavor assignment for every pod set (then node placement when nodes are known).
+
+    ``defer_nodes``: see ``pod_placement.placement_stage``'s ``defer`` (the cycle's nomination). ``explain``
+    False leaves the pod sets' ``group_attempts`` (what each flavor was found to be, for wait reasons) empty.
+    """
     result = FlavorAssignment(pod_sets=[], usage={})
     covers_pods = "pods" in cq.rg_of
     for ps in wl.pod_sets:
@@ -221,24 +244,26 @@ def assign(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, *, place: boo
                 psa.reasons.append(msg.resource_unavailable(res))
                 psa.no_fit_reason = NO_MATCHING_FLAVOR
                 psa.failed = True
-                psa.group_attempts.append(
-                    [
-                        {
-                            "flavor": "",
-                            "kind": NO_MATCHING_FLAVOR,
-                            "why": "undeclared",
-                            "resource": res,
-                            "reason": psa.reasons[-1],
-                        }
-                    ]
-                )
+                if explain:
+                    psa.group_attempts.append(
+                        [
+                            {
+                                "flavor": "",
+                                "kind": NO_MATCHING_FLAVOR,
+                                "why": "undeclared",
+                                "resource": res,
+                                "reason": psa.reasons[-1],
+                            }
+                        ]
+                    )
                 break
             rg = cq.rgs[rg_idx]
             group_requests = {r: v for r, v in requests.items() if r in rg.covered and v > 0}
             flavors, modes, reasons, borrow, attempts = _find_flavor(
-                engine, wl, cq, ps, rg, group_requests, result.usage
+                engine, wl, cq, ps, rg, group_requests, result.usage, explain
             )
-            psa.group_attempts.append(attempts)
+            if explain:
+                psa.group_attempts.append(attempts)
             if not flavors:
                 psa.reasons.extend(reasons)
                 psa.failed = True
@@ -257,5 +282,5 @@ def assign(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, *, place: boo
     if result.mode == PS_NOFIT:
         return result
     if place and engine.pool.enabled:
-        placement_stage(engine, wl, cq, result)
+        placement_stage(engine, wl, cq, result, defer=defer_nodes)
     return result

@@ -255,10 +255,13 @@ class NodePool:
 
     def free_summary(self, node_labels: Mapping[str, str], resources: Iterable[str]) -> dict[str, tuple[int, int]]:
         """Per resource (total free, largest free on one node) over schedulable nodes matching the labels."""
-        key = (tuple(sorted(node_labels.items())), tuple(resources))
+        return self.summary_for((tuple(sorted(node_labels.items())), tuple(resources)))
+
+    def summary_for(self, key: tuple[tuple[tuple[str, str], ...], tuple[str, ...]]) -> dict[str, tuple[int, int]]:
+        """``free_summary`` by its key: (the node labels as sorted items, the resources)."""
         summary = self._summaries.get(key)
         if summary is None:
-            nodes = [n for n in self.flavor_nodes(node_labels) if n.ready and not n.unschedulable]
+            nodes = [n for n in self.flavor_nodes(dict(key[0])) if n.ready and not n.unschedulable]
             summary = FreeSummary(nodes, key[1], _OPTIONAL_NODE_RESOURCES)
             self._summaries[key] = summary
         elif summary.seen != self.version:
@@ -324,6 +327,19 @@ class NodePool:
         result = self._place(req, empty=empty, healthy=healthy, ignore_topology=ignore_topology)
         self._place_cache[memo] = result
         return result
+
+    def fits(self, req: PodSetRequest) -> bool:
+        """Whether ``place(req)`` would succeed now, without choosing the nodes (same views, no result built)."""
+        cached = self._place_cache.get((req.key, False, False, False, self.version))
+        if cached is not None:
+            return cached.ok
+        levels = req.levels
+        view = self._view(req, self._static(req, False, levels), levels, False, False)
+        required = req.required
+        if required and required in levels:
+            return view.best_fit_at(view.depth_of(levels.index(required)), req.count) is not None
+        # Otherwise placement falls back to any nodes: a preferred domain with room has it within the root's.
+        return view.root.cap >= req.count
 
     def _view(self, req: PodSetRequest, static: _Static, levels: tuple[str, ...], healthy: bool, empty: bool):
         """The capacity view for this filter and per-pod request, caught up with the pool's changes."""

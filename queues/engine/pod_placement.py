@@ -111,10 +111,25 @@ def place_all(
     return out if ok else None
 
 
-def placement_stage(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, result: FlavorAssignment) -> None:
-    """Kueue's TAS step, applied to every flavor: place, else preempt if it could fit, else no fit."""
+def placement_stage(
+    engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, result: FlavorAssignment, *, defer: bool = False
+) -> None:
+    """Kueue's TAS step, applied to every flavor: place, else preempt if it could fit, else no fit.
+
+    ``defer``: when a single pod set fits as the nodes are, only say so (``result.nodes_deferred``); the
+    cycle places it if it is admitted before anything changes (the same nodes, as nothing changed).
+    """
     if result.mode == PS_FIT:
         result.placement_read = "usage"
+        if defer and len(wl.pod_sets) == 1:
+            ps = wl.pod_sets[0]
+            if (
+                ps.per_pod
+                and ps.count
+                and engine.pool.fits(podset_request(engine, cq, ps, result.pod_sets[0].flavors)[0])
+            ):
+                result.nodes_deferred = True
+                return
         nodes = place_all(engine, wl, cq, result.pod_sets)
         if nodes is not None:
             for psa, n in zip(result.pod_sets, nodes, strict=False):

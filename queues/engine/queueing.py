@@ -102,7 +102,8 @@ def reactivate_cq(engine: Engine, cq: ClusterQueueInfo, quota_changed: bool = Tr
 
 
 def _fit_plan(engine: Engine, cq: ClusterQueueInfo, wl: WorkloadInfo) -> tuple | None:
-    """What ``may_fit`` checks for a shape: (requests, [(flavor, its node labels)], per-pod requests, count).
+    """What ``may_fit`` checks for a shape: (per flavor: its ((flavor, resource), request) pairs and the key of
+    its nodes' ``NodePool.summary_for``; per resource (name, total request, per-pod request); the resource names).
 
     None when the pre-check cannot decide (several pod sets, or requests spread over resource groups): the
     group is then always woken. An empty flavor list means the shape never fits this ClusterQueue.
@@ -118,13 +119,13 @@ def _fit_plan(engine: Engine, cq: ClusterQueueInfo, wl: WorkloadInfo) -> tuple |
         return None
     (idx,) = groups
     wanted = tuple((r, v) for r, v in requests.items() if v > 0)
-    if idx is None:
-        return (wanted, (), ps.per_pod, ps.count)
-    flavors = []
-    for fname in cq.rgs[idx].flavors:
+    checks = []
+    for fname in cq.rgs[idx].flavors if idx is not None else ():
         flavor = engine.flavors.get(fname)
-        flavors.append((fname, flavor.node_labels if flavor is not None else None))
-    return (wanted, tuple(flavors), ps.per_pod, ps.count)
+        summary_key = (tuple(sorted(flavor.node_labels.items())), tuple(ps.per_pod)) if flavor is not None else None
+        checks.append((tuple(((fname, r), v) for r, v in wanted), summary_key))
+    need = tuple((r, v * ps.count, v) for r, v in ps.per_pod.items())
+    return (tuple(checks), need, tuple(ps.per_pod))
 
 
 def may_fit(engine: Engine, cq: ClusterQueueInfo, group: ShapeGroup) -> bool:
@@ -139,14 +140,15 @@ def may_fit(engine: Engine, cq: ClusterQueueInfo, group: ShapeGroup) -> bool:
     if not items:
         group.quota_blocked = False
         return False
-    root = cq.node.root()
+    version = cq.node.root().usage_version
+    pool_version = engine.pool.version
     memo = group.fit_memo
-    if memo is not None and memo[0] == root.usage_version and memo[1] == engine.pool.version:
+    if memo is not None and memo[0] == version and memo[1] == pool_version:
         # Same quota usage in its tree and same node usage: the same answer (it depends on the shape only).
         group.quota_blocked, group.quota_wait = memo[3], memo[4]
         return memo[2]
     fits = _may_fit(engine, cq, group, items[0][3])
-    group.fit_memo = (root.usage_version, engine.pool.version, fits, group.quota_blocked, group.quota_wait)
+    group.fit_memo = (version, pool_version, fits, group.quota_blocked, group.quota_wait)
     return fits
 
 
@@ -159,33 +161,36 @@ def _may_fit(engine: Engine, cq: ClusterQueueInfo, group: ShapeGroup, head: Work
         group.fit_plan = plan
     if plan[0] is None:
         return True
-    wanted, flavors, per_pod, count = plan
+    checks, need, resources = plan
     node = cq.node
     available = QuotaTree.available
+    pool = engine.pool
     quota_ok = False
     waits = []
-    for fname, labels in flavors:
-        short_fr = None
-        for r, v in wanted:
-            fr = (fname, r)
+    for needs, summary_key in checks:
+        for fr, v in needs:
             a = available(node, fr)
             if v > a:
-                short_fr, short_by = fr, v - a
+                waits.append((fr, v - a))
                 break
-        if short_fr is not None:
-            waits.append((short_fr, node.root().released.get(short_fr, 0) + short_by))
         else:
             quota_ok = True
-            if not engine.pool.enabled or not per_pod:
+            if not pool.enabled or not resources:
                 return True
-            if labels is None:
+            if summary_key is None:
                 continue
             # Placement needs, at least, enough free capacity in total and one node big enough for a pod.
-            summary = engine.pool.free_summary(labels, per_pod)
-            if all(summary[r][0] >= v * count and summary[r][1] >= v for r, v in per_pod.items()):
+            summary = pool.summary_for(summary_key)
+            for r, total, v in need:
+                free, largest = summary[r]
+                if free < total or largest < v:
+                    break
+            else:
                 return True
-    group.quota_blocked = not quota_ok
-    group.quota_wait = tuple(waits) if not quota_ok else None
+    if not quota_ok:
+        group.quota_blocked = True
+        released = node.root().released
+        group.quota_wait = tuple((fr, released.get(fr, 0) + short_by) for fr, short_by in waits)
     return False
 
 
@@ -199,7 +204,10 @@ def _still_short(cq: ClusterQueueInfo, group: ShapeGroup) -> bool:
     if not group.quota_blocked or wait is None:
         return False
     released = cq.node.root().released
-    return all(released.get(fr, 0) < threshold for fr, threshold in wait)
+    for fr, threshold in wait:
+        if released.get(fr, 0) >= threshold:
+            return False
+    return True
 
 
 def on_release(engine: Engine, cq_name: str | None, nodes: Iterable[str] = ()) -> None:

@@ -25,8 +25,10 @@ class QuotaNode:
         "available_cache",
         "borrowing_limit",
         "chain",
+        "changes",
         "child_cohorts",
         "child_cqs",
+        "children_by_name",
         "fair_weight",
         "guaranteed",
         "height",
@@ -49,12 +51,16 @@ class QuotaNode:
         self.parent: QuotaNode | None = None
         self.child_cqs: list[QuotaNode] = []
         self.child_cohorts: list[QuotaNode] = []
+        #: (child Cohorts, child ClusterQueues) sorted by name, once the tree is built (it does not change).
+        self.children_by_name: tuple[tuple[QuotaNode, ...], tuple[QuotaNode, ...]] = ((), ())
         self.nominal: dict[FlavorResource, int] = {}
         self.borrowing_limit: dict[FlavorResource, int] = {}
         self.lending_limit: dict[FlavorResource, int] = {}
         self.subtree: dict[FlavorResource, int] = {}
         self.guaranteed: dict[FlavorResource, int] = {}
         self.usage: dict[FlavorResource, int] = {}
+        #: Bumped by every change of this node's own ``usage`` (a ClusterQueue's, or a Cohort's share of it).
+        self.changes = 0
         self.height = 0
         self.chain: tuple[QuotaNode, ...] = ()
         self.potential: dict[FlavorResource, int] = {}
@@ -148,6 +154,10 @@ class QuotaTree:
                 self._compute(node)
         for node in (*self.cohorts.values(), *self.cqs.values()):
             node.chain = (*reversed(node.path_to_root()), node)
+            node.children_by_name = (
+                tuple(sorted(node.child_cohorts, key=lambda n: n.name)),
+                tuple(sorted(node.child_cqs, key=lambda n: n.name)),
+            )
 
     def _cohort(self, name: str) -> QuotaNode:
         node = self.cohorts.get(name)
@@ -212,6 +222,7 @@ class QuotaTree:
                 used = cur.usage.get(fr, 0)
                 local = max(0, cur.guaranteed.get(fr, 0) - used)
                 cur.usage[fr] = used + val
+                cur.changes += 1
                 if val <= local:
                     break
                 val -= local
@@ -231,6 +242,7 @@ class QuotaTree:
                 used = cur.usage.get(fr, 0)
                 stored_in_parent = used - cur.guaranteed.get(fr, 0)
                 cur.usage[fr] = used - val
+                cur.changes += 1
                 if stored_in_parent <= 0:
                     break
                 val = min(val, stored_in_parent)

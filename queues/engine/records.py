@@ -93,6 +93,9 @@ class FlavorAssignment:
     borrow: int = 0
     #: Which node state the placement step read: "" none, "empty" only the node set, "usage" current usage.
     placement_read: str = ""
+    #: The pods fit the nodes as they are, but where was not worked out (``pod_placement.placement_stage``
+    #: with ``defer``): the pod sets' ``nodes`` are empty until placed.
+    nodes_deferred: bool = False
 
     @property
     def mode(self) -> int:
@@ -145,6 +148,7 @@ class WorkloadInfo:
         "preempted_by",
         "priority",
         "shape",
+        "share_memo",
         "spec",
         "state",
         "ts",
@@ -173,6 +177,8 @@ class WorkloadInfo:
         self.group: ShapeGroup | None = None
         self.shape: tuple = ()
         self.note: dict | None = None
+        #: ``fair_sharing``'s shares of this workload as a head, with what they were computed from.
+        self.share_memo: tuple | None = None
 
     def sort_key(self) -> tuple:
         """Queue order: priority, then queue time, then key."""
@@ -299,6 +305,9 @@ class CycleEntry:
     assignment: FlavorAssignment
     targets: list[tuple[WorkloadInfo, str]]
     nominated: bool
+    #: A head known inadmissible without its full assignment (``assignment`` has its flavors, usage and
+    #: borrowing only, all that fair sharing's order reads): it holds no capacity back.
+    quick: bool = False
 
 
 @dataclass(slots=True)
