@@ -375,6 +375,10 @@ GPU_UTIL_RETENTION_DAYS = env.int("GPU_UTIL_RETENTION_DAYS", default=35)
 # Kueue's manager ConfigMap ("namespace/name", key controller_manager_config.yaml), read at each push to check the
 # clusters' fair-sharing switch (deploy/base/rbac.yaml grants read access to this one only).
 KUEUE_CONFIG_MAP = env.str("KUEUE_CONFIG_MAP", default="kueue-system/kueue-manager-config")
+# On: each push adds to that Configuration the integrations and DeviceClass mappings the clusters' classes need and
+# restarts Kueue's controller (this Deployment, in the ConfigMap's namespace); needs deploy/kueue-config-write's Role.
+KUEUE_CONFIG_WRITE = env.bool("KUEUE_CONFIG_WRITE", default=False)
+KUEUE_CONTROLLER_DEPLOYMENT = env.str("KUEUE_CONTROLLER_DEPLOYMENT", default="kueue-controller-manager")
 # Reconciliation.
 KUBE_RECONCILE_REPORTS_KEPT = env.int("KUBE_RECONCILE_REPORTS_KEPT", default=50)
 KUBE_DEAD_NODE_SECONDS = env.int("KUBE_DEAD_NODE_SECONDS", default=600)

@@ -26,7 +26,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters.kube_sync.api import BY_KIND, KubeApi, KubeConflict, KubeError, KubeRejected, KubeUnavailable, list_all
-from clusters.kube_sync.kueue_config import KueueConfigCheck, kueue_config_check
+from clusters.kube_sync.kueue_config import KueueConfigCheck
+from clusters.kube_sync.kueue_config_write import kueue_config_push
 from clusters.kube_sync.manifests import MANAGED_BY, PORTAL, desired_config, desired_hash, diff, live_view, object_key
 from clusters.models import KubeConfigObject
 from kernel.errors import Conflict, DomainError
@@ -152,7 +153,7 @@ def kube_config_push(
     stale = [r.pk for key, r in rows.items() if key not in wanted and key not in live]
     KubeConfigObject.objects.filter(pk__in=stale).delete()
     try:
-        report.kueue_config = kueue_config_check(cluster=cluster, api=api, now=now)
+        report.kueue_config = kueue_config_push(cluster=cluster, api=api, now=now)
     except KubeUnavailable as exc:  # the last outcome stays: nothing new is known about Kueue's configuration
         log.warning("cluster %s: Kueue's configuration not checked: %s", cluster.name, exc.message)
     else:

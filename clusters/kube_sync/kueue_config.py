@@ -7,8 +7,10 @@ Kueue shares fairly when its manager ``Configuration`` says so: the ConfigMap na
 (``fair_sharing``, ``fair_sharing_strategies``) tells the portal's engine — wait reasons, ETAs, what-if previews —
 what Kueue does. Each class's allowed workload kinds (``ResourceClass.allowed_kinds``) need Kueue's integration for
 that kind (``KindSpec.kueue_framework``) in the Configuration's ``integrations.frameworks``: a JobSet nobody admits
-stays suspended for ever. The portal does not own Kueue's configuration and never writes it: it reads it at each
-configuration push and at the admin's "check now", and records on the cluster row whether the two agree.
+stays suspended for ever. The portal does not own Kueue's configuration: it reads it at each configuration push
+and at the admin's "check now", and records on the cluster row whether the two agree. Only with
+``KUEUE_CONFIG_WRITE`` on does the push first add the missing integrations and DeviceClass mappings
+(:mod:`clusters.kube_sync.kueue_config_write`); the fair-sharing switch is never written.
 
 An unreachable cluster keeps the last outcome (:class:`~clusters.kube_sync.api.KubeUnavailable` propagates and
 nothing is written): the push and the sync already report reachability.
@@ -52,6 +54,12 @@ FIX_HINT = (
     "(kubectl -n {namespace} rollout restart deployment kueue-controller-manager). The next configuration push, "
     'or "Push and check for drift now", checks again.'
 )
+#: Added to :data:`FIX_HINT` while ``KUEUE_CONFIG_WRITE`` is off.
+WRITE_HINT = (
+    " Or set KUEUE_CONFIG_WRITE=true (and grant the portal's Role the write access deploy/base/kueue-config-write "
+    "describes): each push then adds the missing integrations and DeviceClass mappings to that ConfigMap and "
+    "restarts Kueue."
+)
 
 
 class _Unreadable(Exception):
@@ -70,7 +78,8 @@ def kueue_config_map() -> tuple[str, str]:
 def fix_hint() -> str:
     """How to fix a mismatch, naming the configured ConfigMap."""
     namespace, name = kueue_config_map()
-    return FIX_HINT.format(config_map=f"{namespace}/{name}", namespace=namespace)
+    hint = FIX_HINT.format(config_map=f"{namespace}/{name}", namespace=namespace)
+    return hint if kube_setting("KUEUE_CONFIG_WRITE") else hint + WRITE_HINT
 
 
 def _describe(setting: FairSharing | None) -> str:
@@ -97,6 +106,7 @@ class KueueConfigCheck:
 
     state: str
     problem: str
+    added: str = ""  # what the push added to Kueue's Configuration (KUEUE_CONFIG_WRITE), in words
 
     @property
     def needs_attention(self) -> bool:
@@ -157,16 +167,24 @@ def _offered_classes(cluster: Cluster) -> list[ResourceClass]:
     )
 
 
-def missing_device_class_mappings(cluster: Cluster, mappings: dict[str, tuple[str, ...]]) -> str:
-    """The classes whose devices the cluster publishes only as ResourceSlices but whose DeviceClass Kueue does not
-    map to the class's resource name (its quota would not count their claims) ("" when none)."""
+def lacking_device_class_mappings(cluster: Cluster, mappings: dict[str, tuple[str, ...]]) -> list[tuple[str, str, str]]:
+    """(resource name, DeviceClass, class slug) of each class offered on the cluster whose devices the portal claims
+    through DRA but whose DeviceClass Kueue does not map to the class's resource name."""
     lacking = []
     for rc in _offered_classes(cluster):
         request = class_dra_request(rc, cluster_id=cluster.pk)
         if request is not None and request.device_class not in mappings.get(rc.resource_name, ()):
-            lacking.append(
-                f"{{name: {rc.resource_name}, deviceClassNames: [{request.device_class}]}} (class {rc.slug})"
-            )
+            lacking.append((rc.resource_name, request.device_class, rc.slug))
+    return lacking
+
+
+def missing_device_class_mappings(cluster: Cluster, mappings: dict[str, tuple[str, ...]]) -> str:
+    """The classes whose devices the cluster publishes only as ResourceSlices but whose DeviceClass Kueue does not
+    map to the class's resource name (its quota would not count their claims) ("" when none)."""
+    lacking = [
+        f"{{name: {name}, deviceClassNames: [{device_class}]}} (class {slug})"
+        for name, device_class, slug in lacking_device_class_mappings(cluster, mappings)
+    ]
     if not lacking:
         return ""
     return (

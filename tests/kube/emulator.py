@@ -275,6 +275,7 @@ class Fault:
     retry_after: str | None = None
     message: str = "injected"
     hits: int = 0
+    before: Callable[[], Any] | None = None  # run before the request is answered (another client's write)
 
     def matches(self, method: str, path: str, query: str) -> bool:
         """Whether this fault applies to a request."""
@@ -532,9 +533,13 @@ class Emulator:
         times: int = 1,
         retry_after: str | None = None,
         message: str = "injected",
+        before: Callable[[], Any] | None = None,
     ) -> Fault:
-        """Inject a fault for the next ``times`` matching requests (``message`` is the Status's, e.g. a 403's)."""
-        fault = Fault(method.upper(), re.compile(path), status, delay, drop_after, times, retry_after, message)
+        """Inject a fault for the next ``times`` matching requests (``message`` is the Status's, e.g. a 403's;
+        ``before`` runs first, e.g. another client's write between a read and this request)."""
+        fault = Fault(
+            method.upper(), re.compile(path), status, delay, drop_after, times, retry_after, message, before=before
+        )
         with self.lock:
             self.faults.append(fault)
         return fault
@@ -674,6 +679,14 @@ class Emulator:
             stored = self._store(resource).get(key)
             if stored is None:
                 raise HTTPStatusError(404, "NotFound", f'{resource.plural} "{name}" not found')
+            expected = (body.get("metadata") or {}).get("resourceVersion")
+            if expected and expected != stored.obj["metadata"]["resourceVersion"]:  # optimistic concurrency
+                raise HTTPStatusError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {resource.plural} "{name}": the object has been modified; '
+                    "please apply your changes to the latest version and try again",
+                )
             new = merge_patch(stored.obj, body)
             self._validate(new, f"patch {resource.kind}")
             self._check_transition(resource, new, stored.obj)
@@ -880,6 +893,8 @@ class Emulator:
         try:
             if fault is not None and fault.delay:
                 await asyncio.sleep(fault.delay)
+            if fault is not None and fault.before is not None:
+                fault.before()
             if fault is not None and fault.status:
                 headers = {"Retry-After": fault.retry_after} if fault.retry_after else None
                 return web.json_response(
