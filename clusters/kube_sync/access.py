@@ -47,6 +47,8 @@ SYNC = ("list", "watch")  # list + watch with resourceVersion
 #: Where deploy/base's Role lets the portal read Kueue's configuration (KUEUE_CONFIG_MAP's default in settings.py;
 #: a test checks that the two agree).
 KUEUE_NAMESPACE, KUEUE_CONFIG_MAP_NAME = "kueue-system", "kueue-manager-config"
+#: Kueue's controller Deployment (KUEUE_CONTROLLER_DEPLOYMENT's default), restarted after a write of its configuration.
+KUEUE_CONTROLLER_NAME = "kueue-controller-manager"
 #: The pods' ``log`` subresource (authorised on its own); only read, one pod at a time, so not a synced resource.
 POD_LOGS = Resource("pods/log", "", "v1", "pods/log", "Pod", True)
 
@@ -114,9 +116,28 @@ PORTAL_ACCESS: tuple[Access, ...] = (
     Access(
         CONFIG_MAPS,
         ("get",),
-        "Kueue's manager configuration: checks that each cluster's fair-sharing switch matches it (never writes)",
+        "Kueue's manager configuration: checks that each cluster's fair-sharing switch and classes match it",
         namespace=KUEUE_NAMESPACE,
         names=(KUEUE_CONFIG_MAP_NAME,),
+    ),
+)
+
+#: Granted only where KUEUE_CONFIG_WRITE is on (deploy/kueue-config-write; Helm ``kueueConfigMap.write``).
+KUEUE_CONFIG_WRITE_ACCESS: tuple[Access, ...] = (
+    Access(
+        CONFIG_MAPS,
+        ("patch",),
+        "KUEUE_CONFIG_WRITE: adds the integrations and DeviceClass mappings the classes need to Kueue's "
+        "configuration (merge patch carrying the resourceVersion read)",
+        namespace=KUEUE_NAMESPACE,
+        names=(KUEUE_CONFIG_MAP_NAME,),
+    ),
+    Access(
+        DEPLOYMENTS,
+        ("patch",),
+        "KUEUE_CONFIG_WRITE: restarts Kueue's controller after such a write (the restartedAt annotation)",
+        namespace=KUEUE_NAMESPACE,
+        names=(KUEUE_CONTROLLER_NAME,),
     ),
 )
 
@@ -133,10 +154,11 @@ def rbac_rules() -> dict[tuple[str, str], set[str]]:
     return out
 
 
-def role_rules() -> dict[RoleKey, set[str]]:
-    """(namespace, API group, plural, resource names) → verbs of the namespaced grants (one Role per namespace)."""
+def role_rules(*, kueue_config_write: bool = False) -> dict[RoleKey, set[str]]:
+    """(namespace, API group, plural, resource names) → verbs of the namespaced grants, with those of
+    :data:`KUEUE_CONFIG_WRITE_ACCESS` when ``kueue_config_write``."""
     out: dict[RoleKey, set[str]] = {}
-    for access in PORTAL_ACCESS:
+    for access in (*PORTAL_ACCESS, *(KUEUE_CONFIG_WRITE_ACCESS if kueue_config_write else ())):
         if access.namespace:
             key = (access.namespace, access.group, access.resource.plural, tuple(sorted(access.names)))
             out.setdefault(key, set()).update(access.verbs)

@@ -176,6 +176,30 @@ def test_helm_chart_runs_what_the_kustomize_base_runs(chart):
     )
 
 
+def test_helm_chart_kueue_config_write_adds_the_write_role_only_when_asked(chart):
+    values = {"kueueConfigMap": {"namespace": "kueue", "name": "kueue-config", "write": True}}
+    docs = render(chart, values, namespace="portal")
+    for doc in docs:
+        kubernetes_validate.validate(doc, "1.34", strict=True)
+    role = one(docs, "Role", "gpu-portal-gpu-pool-portal-kueue-config-write")
+    binding = one(docs, "RoleBinding", "gpu-portal-gpu-pool-portal-kueue-config-write")
+    read = role_rules()
+    written = {k: v - read.get(k, set()) for k, v in role_rules(kueue_config_write=True).items()}
+    written = {k: v for k, v in written.items() if v}
+    moved = {"kueue-manager-config": "kueue-config", "kueue-controller-manager": "kueue-controller-manager"}
+    assert role["rules"] == [
+        {"apiGroups": [group], "resources": [plural], "resourceNames": [moved[n] for n in names], "verbs": sorted(v)}
+        for (_namespace, group, plural, names), v in written.items()
+    ]
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "kueue"
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    data = one(docs, "ConfigMap", "gpu-portal-gpu-pool-portal-config")["data"]
+    assert (data["KUEUE_CONFIG_WRITE"], data["KUEUE_CONTROLLER_DEPLOYMENT"]) == ("true", "kueue-controller-manager")
+    off = render(chart, {}, namespace="portal")
+    assert [d["metadata"]["name"] for d in off if d["kind"] == "Role"] == ["gpu-portal-gpu-pool-portal-kueue-config"]
+    assert "KUEUE_CONFIG_WRITE" not in one(off, "ConfigMap", "gpu-portal-gpu-pool-portal-config")["data"]
+
+
 def test_helm_chart_rbac_grants_exactly_the_access_table(chart):
     docs = render(chart, {"kueueConfigMap": {"namespace": "kueue", "name": "kueue-config"}}, namespace="portal")
     granted: dict[tuple[str, str], set[str]] = {}

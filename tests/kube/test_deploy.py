@@ -22,7 +22,14 @@ import yaml
 from django.core.management import get_commands
 
 from clusters.backends.k8s.health import health_directives_sync
-from clusters.kube_sync.access import PORTAL_ACCESS, rbac_rules, request_object, request_verb, role_rules
+from clusters.kube_sync.access import (
+    KUEUE_CONFIG_WRITE_ACCESS,
+    PORTAL_ACCESS,
+    rbac_rules,
+    request_object,
+    request_verb,
+    role_rules,
+)
 from clusters.kube_sync.api import DEVICE_TAINT_RULES
 from clusters.kube_sync.config import kube_config_adopt, kube_config_push, kube_config_reapply
 from clusters.kube_sync.job_run import kube_job_events, kube_job_logs
@@ -42,6 +49,7 @@ from tests.kube.kinds_cluster import submit_kind_job
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = REPO / "deploy" / "base"
+KUEUE_CONFIG_WRITE = REPO / "deploy" / "kueue-config-write"
 K8S_VERSION = "1.34"
 PORTAL_IMAGE = "registry.example.com/gpu-pool-portal"
 
@@ -349,9 +357,51 @@ def test_deploy_roles_grant_exactly_the_namespaced_part_of_the_access_table(rend
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gpu-portal", "namespace": "gpu-portal"}]
 
 
+def _write_component() -> list[dict]:
+    return [d for d in yaml.safe_load_all((KUEUE_CONFIG_WRITE / "rbac.yaml").read_text()) if d]
+
+
+def test_deploy_kueue_config_write_component_grants_exactly_the_write_access(rendered):
+    """Opt-in (KUEUE_CONFIG_WRITE): patch on Kueue's ConfigMap and controller Deployment, by name, nothing else."""
+    component = _write_component()
+    for doc in component:
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    assert _namespaced_rules([*rendered, *component]) == role_rules(kueue_config_write=True)
+    assert _namespaced_rules(component) == {
+        ("kueue-system", "", "configmaps", ("kueue-manager-config",)): {"patch"},
+        ("kueue-system", "apps", "deployments", ("kueue-controller-manager",)): {"patch"},
+    }
+    role = _by(component, "Role", "gpu-portal-kueue-config-write")
+    binding = _by(component, "RoleBinding", "gpu-portal-kueue-config-write")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gpu-portal", "namespace": "gpu-portal"}]
+    kz = yaml.safe_load((KUEUE_CONFIG_WRITE / "kustomization.yaml").read_text())
+    assert (kz["kind"], kz["resources"]) == ("Component", ["rbac.yaml"])
+    (patch,) = [yaml.safe_load(p["patch"]) for p in kz["patches"]]
+    assert patch["metadata"]["name"] == _by(rendered, "ConfigMap", "gpu-portal-config")["metadata"]["name"]
+    assert patch["data"] == {"KUEUE_CONFIG_WRITE": "true"}
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with its built-in kustomize) is not installed")
+def test_deploy_kubectl_kustomize_renders_the_base_with_the_write_component(tmp_path, rendered):
+    overlay = {
+        "resources": [os.path.relpath(BASE, tmp_path)],
+        "components": [os.path.relpath(KUEUE_CONFIG_WRITE, tmp_path)],
+    }
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
+    proc = subprocess.run(
+        ["kubectl", "kustomize", str(tmp_path)], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    assert _namespaced_rules(docs) == role_rules(kueue_config_write=True)
+    assert _by(docs, "ConfigMap", "gpu-portal-config")["data"]["KUEUE_CONFIG_WRITE"] == "true"
+    assert len(docs) == len(rendered) + 2
+
+
 def test_deploy_docs_print_the_access_table():
     docs = (REPO / "docs" / "kubernetes.md").read_text()
-    for access in PORTAL_ACCESS:
+    for access in (*PORTAL_ACCESS, *KUEUE_CONFIG_WRITE_ACCESS):
         group = access.group or "core"
         row = f"| `{access.resource.plural}` | {group} | {', '.join(sorted(access.verbs))} | {access.scope} |"
         assert row in docs, row

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from django.urls import reverse
 
+from clusters.kube_sync.access import request_object, request_verb, role_rules
 from clusters.kube_sync.config import kube_config_push
 from tests.kube.cluster import at, gpu_node, kueue_config_map
 from tests.kube.schemas import validate
@@ -205,3 +206,22 @@ def test_kueue_config_write_restart_failing_needs_attention(portal, cluster, api
     assert "restarting Deployment kueue-system/kueue-controller-manager failed" in report.kueue_config.problem
     cluster.refresh_from_db()
     assert cluster.kueue_config_needs_attention
+
+
+def test_kueue_config_write_uses_only_the_write_roles_grants(portal, cluster, api, kueue):
+    """Every request to Kueue's namespace is granted by the Roles (read, and write when opted in), by name."""
+    portal.rc.allowed_kinds = ["batch", "rayjob"]
+    portal.rc.save()
+    kube_config_push(cluster=cluster, api=api, now=at(0))
+    read, write = role_rules(), role_rules(kueue_config_write=True)
+    used = set()
+    for request in kueue.requests:
+        namespace, name = request_object(request["path"])
+        if namespace != "kueue-system":
+            continue
+        group, plural, verb = request_verb(request["method"], request["path"], request["query"])
+        (key,) = [k for k in write if k[:3] == (namespace, group, plural) and name in k[3]]
+        assert verb in write[key], (request["method"], request["path"])
+        used.add((key, verb))
+    assert used == {(k, v) for k, verbs in write.items() for v in verbs}  # every grant is used
+    assert {(k, v) for k, verbs in read.items() for v in verbs} < used

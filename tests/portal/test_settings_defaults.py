@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from clusters.kube_sync.access import KUEUE_CONFIG_MAP_NAME, KUEUE_NAMESPACE
+from clusters.kube_sync.access import KUEUE_CONFIG_MAP_NAME, KUEUE_CONTROLLER_NAME, KUEUE_NAMESPACE
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ["kernel", "pools", "queues", "clusters", "billing", "portal"]
@@ -41,3 +41,12 @@ def test_every_kube_setting_the_code_reads_is_declared_in_settings():
 @pytest.mark.skipif("KUEUE_CONFIG_MAP" in os.environ, reason="the environment overrides KUEUE_CONFIG_MAP")
 def test_the_kueue_config_map_default_is_the_one_the_rbac_role_grants():
     assert settings.KUEUE_CONFIG_MAP == f"{KUEUE_NAMESPACE}/{KUEUE_CONFIG_MAP_NAME}"
+
+
+@pytest.mark.skipif(
+    {"KUEUE_CONFIG_WRITE", "KUEUE_CONTROLLER_DEPLOYMENT"} & set(os.environ),
+    reason="the environment overrides the Kueue write settings",
+)
+def test_kueue_config_write_is_off_by_default_and_names_the_deployment_the_write_role_grants():
+    assert settings.KUEUE_CONFIG_WRITE is False
+    assert settings.KUEUE_CONTROLLER_DEPLOYMENT == KUEUE_CONTROLLER_NAME
