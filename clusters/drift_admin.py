@@ -189,6 +189,9 @@ class KubeConfigObjectAdmin(admin.ModelAdmin):
                 continue
             level = messages.WARNING if report.drifted or report.conflicts or report.errors else messages.SUCCESS
             self.message_user(request, f"Cluster {cluster.name}: {report.text()}", level)
+            if report.kueue_config is not None and report.kueue_config.added:
+                added = report.kueue_config.added
+                self.message_user(request, f"Cluster {cluster.name}: added to Kueue's configuration: {added}")
             if report.kueue_config is not None and report.kueue_config.needs_attention:
                 self.message_user(request, f"Cluster {cluster.name}: {report.kueue_config.problem}", messages.WARNING)
         return HttpResponseRedirect(reverse("admin:clusters_kubeconfigobject_changelist"))

@@ -225,3 +225,10 @@ def test_kueue_config_write_uses_only_the_write_roles_grants(portal, cluster, ap
         used.add((key, verb))
     assert used == {(k, v) for k, verbs in write.items() for v in verbs}  # every grant is used
     assert {(k, v) for k, verbs in read.items() for v in verbs} < used
+
+
+def test_kueue_config_write_the_check_now_button_says_what_was_added(portal, cluster, kueue, admin_client):
+    portal.rc.allowed_kinds = ["batch", "rayjob"]
+    portal.rc.save()
+    response = admin_client.post(reverse("admin:clusters_kubeconfigobject_check"), follow=True)
+    assert "added to Kueue&#x27;s configuration: integrations.frameworks ray.io/rayjob" in response.content.decode()
