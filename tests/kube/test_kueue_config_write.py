@@ -232,3 +232,26 @@ def test_kueue_config_write_the_check_now_button_says_what_was_added(portal, clu
     portal.rc.save()
     response = admin_client.post(reverse("admin:clusters_kubeconfigobject_check"), follow=True)
     assert "added to Kueue&#x27;s configuration: integrations.frameworks ray.io/rayjob" in response.content.decode()
+
+
+def test_kueue_config_write_changed_under_every_try_waits_for_the_next_push(portal, cluster, api, kueue):
+    portal.rc.allowed_kinds = ["batch", "rayjob"]
+    portal.rc.save()
+    edits = []
+
+    def someone_else_edits() -> None:
+        edits.append(1)
+        kueue.edit("ConfigMap", "kueue-manager-config", "kueue-system", metadata={"labels": {"edit": str(len(edits))}})
+
+    kueue.fail("PATCH", CONFIG_MAP_PATH, before=someone_else_edits, times=3)
+    report = kube_config_push(cluster=cluster, api=api, now=at(0))
+    assert len(_writes(kueue, CONFIG_MAP_PATH)) == 3
+    assert report.kueue_config.state == "mismatch"
+    assert "changed under every one of 3 writes" in report.kueue_config.problem
+    assert _configuration(kueue)["integrations"]["frameworks"] == ["batch/job"]
+    assert _restarted_at(kueue) is None
+    report = kube_config_push(cluster=cluster, api=api, now=at(5))
+    assert (report.kueue_config.state, report.kueue_config.added) == (
+        "matches",
+        "integrations.frameworks ray.io/rayjob",
+    )
