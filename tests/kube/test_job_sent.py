@@ -17,20 +17,13 @@ from tests.factories import UserFactory
 from tests.kube.cluster import gpu_node
 from tests.kube.kinds_cluster import submit_kind_job
 from tests.kube.test_dra_submit import h100_slice
+from tests.kube.test_workload_kinds import SHAPES as KIND_SHAPES
 
 pytestmark = pytest.mark.django_db
 NS = "team-vision"
 
-#: kind → (top-level object's kind, pods of the primary pod set, devices per pod)
-SHAPES = {
-    WorkloadKind.BATCH: ("Job", 1, 8),
-    WorkloadKind.JOBSET: ("JobSet", 2, 4),
-    WorkloadKind.PYTORCHJOB: ("PyTorchJob", 1, 4),
-    WorkloadKind.RAYJOB: ("RayJob", 2, 2),
-    WorkloadKind.SESSION: ("Pod", 1, 1),
-    WorkloadKind.INFERENCE: ("Deployment", 2, 2),
-    WorkloadKind.INFERENCE_LWS: ("LeaderWorkerSet", 1, 4),
-}
+#: kind → (top-level object's kind, pods of the primary pod set, devices per pod): the batch Job and the others.
+SHAPES = {WorkloadKind.BATCH: ("Job", 1, 8), **KIND_SHAPES}
 
 
 @pytest.fixture
