@@ -5,8 +5,9 @@ from __future__ import annotations
 from clusters import tasks
 from clusters.backends import backend_for
 from clusters.errors import ClusterError
+from clusters.kube_sync.jobs import job_for_manifest
 from queues.models import Job
-from queues.ports import ClusterUnreachable, PodLog, RunEvent
+from queues.ports import ClusterUnreachable, PodLog, RunEvent, SentObjects
 
 
 class CeleryClusterPort:
@@ -39,3 +40,9 @@ class CeleryClusterPort:
             return backend_for(job.cluster).job_events(job=job)
         except ClusterError as exc:
             raise ClusterUnreachable(f"cluster {job.cluster.name}: {exc.message}") from exc
+
+    def job_sent_objects(self, *, job_id: int) -> SentObjects:
+        """What the portal creates for the job in its cluster (or would, in a simulated one), built now: no request
+        goes to the cluster."""
+        job = job_for_manifest(job_id)
+        return backend_for(job.cluster).job_sent_objects(job=job)

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["YAMLError", "safe_load", "safe_load_all"]
+__all__ = ["YAMLError", "safe_dump_all", "safe_load", "safe_load_all"]
 
 YAMLError = yaml.YAMLError
 
@@ -30,6 +30,20 @@ class SafeNoAliasLoader(yaml.SafeLoader):
                 event.start_mark,
             )
         return super().compose_node(parent, index)
+
+
+class NoAliasDumper(yaml.SafeDumper):
+    """``yaml.SafeDumper`` that writes a mapping shared by two places twice instead of as an anchor and an alias
+    (what people read, and what ``kubectl apply`` takes, has none)."""
+
+    def ignore_aliases(self, data) -> bool:
+        """Never write an alias."""
+        return True
+
+
+def safe_dump_all(documents: list[Any]) -> str:
+    """Documents as one YAML stream (``---`` between them), keys in their order, without anchors or aliases."""
+    return yaml.dump_all(documents, Dumper=NoAliasDumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
 
 
 def safe_load(text: str) -> Any:

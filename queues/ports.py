@@ -37,6 +37,22 @@ class RunEvent:
     count: int = 1
 
 
+@dataclass(frozen=True)
+class SentObjects:
+    """The Kubernetes objects the portal creates for a job: its kind's top-level object, then its DRA claim templates.
+
+    Built now from the job's record, the way submission builds them. ``simulated``: the job's cluster is simulated,
+    nothing is sent there, and ``objects`` are what a Kubernetes cluster with the same classes would get.
+    ``created``: the cluster acknowledged the top-level object (the job has its uid). ``error``: why none could be
+    built (the job cannot be its kind's object; nothing was sent).
+    """
+
+    objects: list[dict]
+    simulated: bool
+    created: bool = False
+    error: str = ""
+
+
 class ClusterUnreachable(Exception):
     """The cluster did not answer a read (logs, events) in time; ``message`` says what failed."""
 
@@ -53,6 +69,9 @@ class ClusterPort(Protocol):
 
     def job_events(self, *, job_id: int) -> list[RunEvent]:
         """The cluster's events about the job, oldest first, now (raises ClusterUnreachable)."""
+
+    def job_sent_objects(self, *, job_id: int) -> SentObjects:
+        """The objects the portal creates for the job on a Kubernetes cluster (or would, on a simulated one)."""
 
     def job_submitted(self, *, job_id: int) -> None:
         """A job was recorded as pending: hand it to its cluster's scheduler."""

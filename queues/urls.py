@@ -14,6 +14,7 @@ urlpatterns = [
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job_cancel"),
     path("jobs/<int:pk>/idle-snooze/", views.job_idle_snooze, name="job_idle_snooze"),
     path("jobs/<int:pk>/run/", views.job_run, name="job_run"),
+    path("jobs/<int:pk>/sent/", views.job_sent, name="job_sent"),
     path("team/", views.team_switch, name="team_switch"),
     path("tokens/", token_views.api_tokens, name="api_tokens"),
     path("tokens/<int:pk>/revoke/", token_views.api_token_revoke_view, name="api_token_revoke"),

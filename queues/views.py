@@ -24,6 +24,7 @@ from django.views.decorators.vary import vary_on_headers
 from kernel.errors import Conflict, ValidationFailed
 from kernel.htmx import STOP_POLLING, htmx_login_required, wants_fragment
 from kernel.labels import duration_words
+from kernel.safe_yaml import safe_dump_all
 from pools.models import Cluster
 from pools.workload_kinds import WorkloadKind
 from queues import diagnosis, idle, services
@@ -310,6 +311,25 @@ def job_run(request: HttpRequest, pk: int) -> HttpResponse:
         context["events_error"] = exc.message
     context["utilisation"] = job_run_util.job_utilisation(job, now=context["fetched_at"])
     return render(request, "queues/partials/job_run.html", context)
+
+
+@require_GET
+@htmx_login_required
+def job_sent(request: HttpRequest, pk: int) -> HttpResponse:
+    """What the portal creates for the job on a Kubernetes cluster, as YAML: its kind's object and its DRA
+    ResourceClaimTemplates (on a simulated cluster: what a Kubernetes one would get).
+
+    Loaded by htmx when the job page opens, never by its poll. Built from the job's record (no request to the
+    cluster). Everyone who may see the job sees all of it, as the job page shows its command and environment.
+    """
+    job = _visible_job(request, pk)
+    sent = cluster_port().job_sent_objects(job_id=job.pk)
+    objects = [
+        {"kind": o.get("kind", ""), "name": (o.get("metadata") or {}).get("name", ""), "yaml": safe_dump_all([o])}
+        for o in sent.objects
+    ]
+    context = {"job": job, "sent": sent, "objects": objects, "built_at": timezone.now()}
+    return render(request, "queues/partials/job_sent.html", context)
 
 
 @require_POST

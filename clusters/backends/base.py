@@ -11,7 +11,7 @@ from typing import Protocol
 
 from pools.models import Cluster
 from queues.models import Job
-from queues.ports import PodLog, RunEvent
+from queues.ports import PodLog, RunEvent, SentObjects
 
 
 class ClusterBackend(Protocol):
@@ -30,6 +30,9 @@ class ClusterBackend(Protocol):
 
     def job_events(self, *, job: Job) -> list[RunEvent]:
         """Events about the job, its workload and its pods, oldest first (raises ClusterUnavailable)."""
+
+    def job_sent_objects(self, *, job: Job) -> SentObjects:
+        """What the portal creates for the job in a Kubernetes cluster (what a simulated one would get), built now."""
 
     def push_policy(self, *, now=None) -> str:
         """Make the cluster follow the portal's queue policy now; a one-line report (raises ClusterError)."""

@@ -14,13 +14,13 @@ from clusters.backends.k8s.health import health_directives_sync
 from clusters.kube_sync.api import KubeRejected
 from clusters.kube_sync.config import PushReport, kube_config_adopt, kube_config_push, kube_config_reapply
 from clusters.kube_sync.job_run import kube_job_events, kube_job_logs
-from clusters.kube_sync.jobs import kube_job_create, kube_job_delete
+from clusters.kube_sync.jobs import job_sent_objects, kube_job_create, kube_job_delete
 from clusters.kube_sync.reconcile import kube_reconcile
 from clusters.kube_sync.sync import kube_sync_run
 from clusters.models import KubeConfigObject, ReconcileReport
 from pools.models import Cluster
 from queues.models import Job
-from queues.ports import PodLog, RunEvent
+from queues.ports import PodLog, RunEvent, SentObjects
 
 
 class KubernetesBackend:
@@ -51,6 +51,11 @@ class KubernetesBackend:
     def job_events(self, *, job: Job) -> list[RunEvent]:
         """Events about the Job, its Workload and its pods (by involvedObject.name), oldest first."""
         return kube_job_events(job, api=self.api)
+
+    def job_sent_objects(self, *, job: Job) -> SentObjects:
+        """The job's object of its kind and its DRA ResourceClaimTemplates, built as submission builds them (the
+        sync keeps only their status, so this is a rebuild with the current settings, not a read of the cluster)."""
+        return job_sent_objects(job, simulated=False)
 
     def push_policy(self, *, now: datetime | None = None) -> str:
         """Apply the portal's Kueue objects (server-side apply); a field conflict or refusal raises KubeRejected."""

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from clusters import health_hooks
 from clusters.backends.simulated_run import simulated_job_events, simulated_job_logs
+from clusters.kube_sync.jobs import job_sent_objects
 from kernel.errors import DomainError
 from pools.models import Allocation, Cluster
 from pools.selectors import SHARING_KIND
@@ -33,7 +34,7 @@ from queues.engine import settle
 from queues.engine_input import HOLDING_STATES, cluster_engine_input, ts
 from queues.models import Job
 from queues.pod_sets import job_pod_sets
-from queues.ports import PodLog, RunEvent
+from queues.ports import PodLog, RunEvent, SentObjects
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,10 @@ class SimulatedBackend:
     def job_events(self, *, job: Job) -> list[RunEvent]:
         """The events a cluster would have recorded for the job, from its timeline."""
         return simulated_job_events(job)
+
+    def job_sent_objects(self, *, job: Job) -> SentObjects:
+        """Nothing is sent to a simulated cluster: what a Kubernetes cluster with the same classes would get."""
+        return job_sent_objects(job, simulated=True)
 
     def push_policy(self, *, now: datetime | None = None) -> str:
         """The engine reads the policy from the database: one tick reschedules under it."""

@@ -18,6 +18,7 @@ from clusters.models import KubeJobState
 from queues import job_sync
 from queues import services as job_services
 from queues.models import Job
+from queues.ports import SentObjects
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,29 @@ def job_manifest_now(job: Job) -> dict:
     return workload_manifest(job, manifest_settings())
 
 
-def _job(job_id: int) -> Job:
+#: The claim templates' owner uid before the cluster assigned one (their object is not created yet).
+UID_NOT_YET_ASSIGNED = "(assigned by the cluster when the object is created)"
+
+
+def job_objects_now(job: Job) -> list[dict]:
+    """The job's top-level object and its DRA ResourceClaimTemplates, built as :func:`kube_job_create` builds them
+    with the current settings (ManifestError when the job cannot be its kind's object)."""
+    manifest = job_manifest_now(job)
+    owner = {**manifest, "metadata": {**manifest["metadata"], "uid": job.k8s_uid or UID_NOT_YET_ASSIGNED}}
+    return [manifest, *claim_templates(job, owner)]
+
+
+def job_sent_objects(job: Job, *, simulated: bool) -> SentObjects:
+    """What the portal sends (or, on a simulated cluster, would send) for the job, as the job page shows it."""
+    try:
+        objects = job_objects_now(job)
+    except ManifestError as exc:
+        return SentObjects(objects=[], simulated=simulated, error=str(exc))
+    return SentObjects(objects=objects, simulated=simulated, created=bool(job.k8s_uid) and not simulated)
+
+
+def job_for_manifest(job_id: int) -> Job:
+    """The job with the rows the manifest builders read."""
     return (
         Job.objects.select_related("team", "owner", "resource_class", "priority_class", "cluster")
         .prefetch_related("resource_class__flavor_links__flavor")
@@ -56,7 +79,7 @@ def kube_job_create(*, job_id: int, api: KubeApi, now: datetime | None = None) -
     a ``misconfigured`` reason (the reconciler submits it again once an admin fixed the queue).
     """
     now = now or timezone.now()
-    job = _job(job_id)
+    job = job_for_manifest(job_id)
     if job.is_final:
         return "final"
     if job.k8s_uid:

@@ -198,6 +198,7 @@ MATRIX: dict[str, Row] = {
         NO_POST,
     ),
     "jobs/<int:pk>/run/": Row(lambda w: f"/jobs/{w.job.pk}/run/", JOB_SEEN, NO_POST, JOB_SEEN_HX),
+    "jobs/<int:pk>/sent/": Row(lambda w: f"/jobs/{w.job.pk}/sent/", JOB_SEEN, NO_POST, JOB_SEEN_HX),
     # Switching to a team one is not in is refused with a message, back to ``next`` (see the explicit test).
     "team/": Row(
         fixed("/team/"),
