@@ -160,6 +160,9 @@ def _nominate(
     quick = {id(wl): not may_fit(engine, cq, wl.group) for cq, wl in heads if not cq.preempts and wl.group is not None}
     live: set[int] = {id(cq.node.root()) for cq, wl in heads if not quick.get(id(wl), False)}
     fair = engine.fair is not None
+    if fair and not live:
+        _park_heads(engine, heads, outcome)
+        return entries
     for cq, wl in heads:
         wl.note = None
         if quick.get(id(wl), False):
@@ -186,6 +189,18 @@ def _nominate(
             nominated = bool(targets)
         entries.append(CycleEntry(wl, cq, assignment, targets, nominated))
     return entries
+
+
+def _park_heads(engine: Engine, heads: list[tuple[ClusterQueueInfo, WorkloadInfo]], outcome: CycleOutcome) -> None:
+    """Every head is inadmissible (fair sharing, no head may be admitted): park them as the tournament would.
+
+    The tournament would process them one by one, and none changes the usage or the nodes (a quick head holds no
+    capacity back), so each ends parked as it would be in any order; only ``outcome.parked``'s order differs.
+    """
+    for cq, wl in heads:
+        _inadmissible(engine, wl, cq, outcome)
+        if engine.preemptors.get(cq.name) is wl:
+            del engine.preemptors[cq.name]
 
 
 def _unreclaimable_reservation(cq: ClusterQueueInfo, assignment: FlavorAssignment) -> dict[FlavorResource, int]:
