@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from .fair_share import NEGATIVE, Share, compare, share
+from .fair_share import NEGATIVE, compare, order_key, share
 from .model import FlavorResource
 from .pod_placement import placement_ok
 from .quota import QuotaNode, QuotaTree
@@ -65,7 +65,10 @@ def tournament(
         for tree, remaining in by_tree.items():
             if tree not in winners:
                 winners[tree] = _winner(roots[tree], remaining, fifo_key)
-        tree = min(winners, key=lambda t: classic_key(winners[t]))
+        if len(winners) == 1:
+            tree = next(iter(winners))
+        else:
+            tree = min(winners, key=lambda t: classic_key(winners[t]))
         best = winners.pop(tree)
         remaining = by_tree[tree]
         del remaining[best.cq.name]
@@ -74,9 +77,10 @@ def tournament(
         yield best
 
 
-def _entry_shares(e: CycleEntry) -> dict[str, tuple[bool, Share]]:
-    """Per Cohort on the entry's path: whether its child on the path would borrow on the flavors the workload asks
-    for, and that child's share, were the workload admitted (worked out without touching the usage).
+def _entry_keys(e: CycleEntry) -> dict[str, tuple[bool, bool, float]]:
+    """Per Cohort on the entry's path, the order key of its child on the path were the workload admitted (worked
+    out without touching the usage): whether that child would borrow on the flavors the workload asks for, then
+    its share (``fair_share.order_key``).
 
     These read the usage of the nodes on the path below the root only, so they are kept on the workload until
     one of those nodes' usage (``QuotaNode.changes``) or the assignment's usage changes.
@@ -87,11 +91,11 @@ def _entry_shares(e: CycleEntry) -> dict[str, tuple[bool, Share]]:
     memo = e.wl.share_memo
     if memo is not None and memo[0] is node and memo[1] == signature and memo[2] == usage:
         return memo[3]
-    out: dict[str, tuple[bool, Share]] = {}
+    out: dict[str, tuple[bool, bool, float]] = {}
     extra = _lifted(node, usage)
     value = share(node, extra.get(id(node)))
     for ancestor in node.path_to_root():
-        out[ancestor.name] = (value.borrowing_on(usage), value)
+        out[ancestor.name] = (value.borrowing_on(usage), *order_key(value))
         if ancestor.parent is not None:
             value = share(ancestor, extra.get(id(ancestor)))
     e.wl.share_memo = (node, signature, dict(usage), out)
@@ -118,34 +122,28 @@ def _lifted(node: QuotaNode, usage: Mapping[FlavorResource, int]) -> dict[int, d
 def _winner(
     root: QuotaNode, remaining: Mapping[str, CycleEntry], fifo_key: Callable[[CycleEntry], tuple]
 ) -> CycleEntry:
-    """The tournament winner of one tree (a queue without a cohort is its own tree)."""
-    if root.is_cq:
-        return remaining[root.name]
-    shares = {name: _entry_shares(e) for name, e in remaining.items()}
+    """The tournament winner of one tree (a queue without a cohort is its own tree).
 
-    def less(a: CycleEntry, b: CycleEntry, cohort: str) -> bool:
-        borrow_a, sa = shares[a.cq.name][cohort]
-        borrow_b, sb = shares[b.cq.name][cohort]
-        if borrow_a != borrow_b:
-            return not borrow_a
-        order = compare(sa, sb)
-        if order:
-            return order < 0
-        if a.wl.priority != b.wl.priority:
-            return a.wl.priority > b.wl.priority
-        return fifo_key(a) < fifo_key(b)
+    At each Cohort the candidates are ordered by the key of ``_entry_keys`` there, then priority, then
+    ``fifo_key``: a total order (the workload key ends ``fifo_key``), so the winner is the minimum by it.
+    """
+    if len(remaining) == 1:
+        return next(iter(remaining.values()))
+    keys = {name: _entry_keys(e) for name, e in remaining.items()}
 
     def run(cohort: QuotaNode) -> CycleEntry | None:
         child_cohorts, child_cqs = _children(cohort)
-        candidates = [w for c in child_cohorts if (w := run(c)) is not None]
-        candidates.extend(remaining[c.name] for c in child_cqs if c.name in remaining)
-        if not candidates:
-            return None
-        best = candidates[0]
-        for current in candidates[1:]:
-            if less(current, best, cohort.name):
-                best = current
-        return best
+        if child_cohorts:
+            candidates = [w for c in child_cohorts if (w := run(c)) is not None]
+            candidates.extend(remaining[c.name] for c in child_cqs if c.name in remaining)
+        elif cohort is root:
+            candidates = list(remaining.values())
+        else:
+            candidates = [remaining[c.name] for c in child_cqs if c.name in remaining]
+        if len(candidates) < 2:
+            return candidates[0] if candidates else None
+        name = cohort.name
+        return min(candidates, key=lambda e: (keys[e.cq.name][name], -e.wl.priority, fifo_key(e)))
 
     winner = run(root)
     assert winner is not None
