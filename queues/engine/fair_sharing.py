@@ -54,27 +54,78 @@ def tournament(
     winners, the first in the classic order (``classic_key``), and so keeps a deterministic order.
     ``fifo_key`` breaks ties of share and priority (queue time, then key).
     """
-    by_tree: dict[int, dict[str, CycleEntry]] = {}
-    roots: dict[int, QuotaNode] = {}
+    trees: dict[int, _Tree] = {}
     for e in entries:
         root = e.cq.node.root()
-        by_tree.setdefault(id(root), {})[e.cq.name] = e
-        roots[id(root)] = root
+        tree = trees.get(id(root))
+        if tree is None:
+            tree = trees[id(root)] = _Tree(root, fifo_key)
+        tree.remaining[e.cq.name] = e
     winners: dict[int, CycleEntry] = {}
-    while by_tree:
-        for tree, remaining in by_tree.items():
-            if tree not in winners:
-                winners[tree] = _winner(roots[tree], remaining, fifo_key)
+    while trees:
+        for tid, tree in trees.items():
+            if tid not in winners:
+                winners[tid] = tree.winner()
         if len(winners) == 1:
-            tree = next(iter(winners))
+            tid = next(iter(winners))
         else:
-            tree = min(winners, key=lambda t: classic_key(winners[t]))
-        best = winners.pop(tree)
-        remaining = by_tree[tree]
+            tid = min(winners, key=lambda t: classic_key(winners[t]))
+        best = winners.pop(tid)
+        remaining = trees[tid].remaining
         del remaining[best.cq.name]
         if not remaining:
-            del by_tree[tree]
+            del trees[tid]
         yield best
+
+
+class _Tree:
+    """One cohort tree's entries in a tournament, with their order keys while no usage in the tree changes."""
+
+    __slots__ = ("fifo_key", "flat", "keys", "remaining", "root", "version")
+
+    def __init__(self, root: QuotaNode, fifo_key: Callable[[CycleEntry], tuple]) -> None:
+        self.root = root
+        self.fifo_key = fifo_key
+        self.remaining: dict[str, CycleEntry] = {}
+        #: The root's ``usage_version`` the keys were worked out at (None: not yet).
+        self.version: int | None = None
+        self.keys: dict[str, dict[str, tuple[bool, bool, float]]] = {}
+        #: For a tree of one Cohort and its ClusterQueues: each entry's whole order key there.
+        self.flat: dict[str, tuple] = {}
+
+    def winner(self) -> CycleEntry:
+        """The tournament winner among the remaining entries (a queue without a cohort is its own tree).
+
+        At each Cohort the candidates are ordered by the key of ``_entry_keys`` there, then priority, then
+        ``fifo_key``: a total order (the workload key ends ``fifo_key``), so the winner is the minimum by it. The
+        keys read only usage in the tree: they hold while the root's ``usage_version`` does.
+        """
+        remaining = self.remaining
+        if len(remaining) == 1:
+            return next(iter(remaining.values()))
+        root = self.root
+        if self.version != root.usage_version:
+            self.version = root.usage_version
+            self.keys = {name: _entry_keys(e) for name, e in remaining.items()}
+            if not root.child_cohorts:
+                top, fifo_key = root.name, self.fifo_key
+                self.flat = {name: (self.keys[name][top], -e.wl.priority, fifo_key(e)) for name, e in remaining.items()}
+        if not root.child_cohorts:
+            return remaining[min(remaining, key=self.flat.__getitem__)]
+        winner = self._run(root)
+        assert winner is not None
+        return winner
+
+    def _run(self, cohort: QuotaNode) -> CycleEntry | None:
+        """The winner below ``cohort`` (None: no entry there)."""
+        child_cohorts, child_cqs = _children(cohort)
+        remaining = self.remaining
+        candidates = [w for c in child_cohorts if (w := self._run(c)) is not None]
+        candidates.extend(remaining[c.name] for c in child_cqs if c.name in remaining)
+        if len(candidates) < 2:
+            return candidates[0] if candidates else None
+        name, keys, fifo_key = cohort.name, self.keys, self.fifo_key
+        return min(candidates, key=lambda e: (keys[e.cq.name][name], -e.wl.priority, fifo_key(e)))
 
 
 def _entry_keys(e: CycleEntry) -> dict[str, tuple[bool, bool, float]]:
@@ -117,37 +168,6 @@ def _lifted(node: QuotaNode, usage: Mapping[FlavorResource, int]) -> dict[int, d
             val -= local
             cur = cur.parent
     return out
-
-
-def _winner(
-    root: QuotaNode, remaining: Mapping[str, CycleEntry], fifo_key: Callable[[CycleEntry], tuple]
-) -> CycleEntry:
-    """The tournament winner of one tree (a queue without a cohort is its own tree).
-
-    At each Cohort the candidates are ordered by the key of ``_entry_keys`` there, then priority, then
-    ``fifo_key``: a total order (the workload key ends ``fifo_key``), so the winner is the minimum by it.
-    """
-    if len(remaining) == 1:
-        return next(iter(remaining.values()))
-    keys = {name: _entry_keys(e) for name, e in remaining.items()}
-
-    def run(cohort: QuotaNode) -> CycleEntry | None:
-        child_cohorts, child_cqs = _children(cohort)
-        if child_cohorts:
-            candidates = [w for c in child_cohorts if (w := run(c)) is not None]
-            candidates.extend(remaining[c.name] for c in child_cqs if c.name in remaining)
-        elif cohort is root:
-            candidates = list(remaining.values())
-        else:
-            candidates = [remaining[c.name] for c in child_cqs if c.name in remaining]
-        if len(candidates) < 2:
-            return candidates[0] if candidates else None
-        name = cohort.name
-        return min(candidates, key=lambda e: (keys[e.cq.name][name], -e.wl.priority, fifo_key(e)))
-
-    winner = run(root)
-    assert winner is not None
-    return winner
 
 
 # ---------------------------------------------------------------------------------------------- preemption
