@@ -161,8 +161,7 @@ def _nominate(
     live: set[int] = {id(cq.node.root()) for cq, wl in heads if not quick.get(id(wl), False)}
     fair = engine.fair is not None
     if fair and not live:
-        _park_heads(engine, heads, outcome)
-        return entries
+        return _all_inadmissible(engine, heads, outcome)
     for cq, wl in heads:
         wl.note = None
         if quick.get(id(wl), False):
@@ -191,16 +190,20 @@ def _nominate(
     return entries
 
 
-def _park_heads(engine: Engine, heads: list[tuple[ClusterQueueInfo, WorkloadInfo]], outcome: CycleOutcome) -> None:
-    """Every head is inadmissible (fair sharing, no head may be admitted): park them as the tournament would.
+def _all_inadmissible(
+    engine: Engine, heads: list[tuple[ClusterQueueInfo, WorkloadInfo]], outcome: CycleOutcome
+) -> list[CycleEntry]:
+    """Park every head when none may be admitted (fair sharing); no entry is left for the tournament.
 
-    The tournament would process them one by one, and none changes the usage or the nodes (a quick head holds no
-    capacity back), so each ends parked as it would be in any order; only ``outcome.parked``'s order differs.
+    The tournament would process them one by one with their quota assignments, and none changes the usage or the
+    nodes (a quick head holds no capacity back), so each ends parked as in any order: only ``outcome.parked``'s
+    order differs.
     """
     for cq, wl in heads:
         _inadmissible(engine, wl, cq, outcome)
         if engine.preemptors.get(cq.name) is wl:
             del engine.preemptors[cq.name]
+    return []
 
 
 def _unreclaimable_reservation(cq: ClusterQueueInfo, assignment: FlavorAssignment) -> dict[FlavorResource, int]:
