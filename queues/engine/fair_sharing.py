@@ -54,6 +54,9 @@ def tournament(
     winners, the first in the classic order (``classic_key``), and so keeps a deterministic order.
     ``fifo_key`` breaks ties of share and priority (queue time, then key).
     """
+    if len(entries) < 2:
+        yield from entries
+        return
     trees: dict[int, _Tree] = {}
     for e in entries:
         root = e.cq.node.root()
@@ -104,13 +107,15 @@ class _Tree:
         if len(remaining) == 1:
             return next(iter(remaining.values()))
         root = self.root
+        flat = not root.child_cohorts
         if self.version != root.usage_version:
             self.version = root.usage_version
-            self.keys = {name: _entry_keys(e) for name, e in remaining.items()}
-            if not root.child_cohorts:
+            if flat:
                 top, fifo_key = root.name, self.fifo_key
-                self.flat = {name: (self.keys[name][top], -e.wl.priority, fifo_key(e)) for name, e in remaining.items()}
-        if not root.child_cohorts:
+                self.flat = {name: (_entry_keys(e)[top], -e.wl.priority, fifo_key(e)) for name, e in remaining.items()}
+            else:
+                self.keys = {name: _entry_keys(e) for name, e in remaining.items()}
+        if flat:
             return remaining[min(remaining, key=self.flat.__getitem__)]
         winner = self._run(root)
         assert winner is not None
