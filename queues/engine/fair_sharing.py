@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from .fair_share import NEGATIVE, compare, order_key, share
+from .fair_share import NEGATIVE, Share, compare, order_key, share
 from .model import FlavorResource
 from .pod_placement import placement_ok
 from .quota import QuotaNode, QuotaTree
@@ -190,6 +190,17 @@ class _Ordering:
         self.pruned_cqs: set[str] = set()
         self.pruned_cohorts: set[int] = set()
         self.cq = cq
+        #: Each visited node's share with its ``QuotaNode.changes`` then (by id: the tree outlives the ordering).
+        self.shares: dict[int, tuple[int, Share]] = {}
+
+    def share(self, node: QuotaNode) -> Share:
+        """``share(node)``, kept while the node's usage is unchanged (one candidate removed changes few nodes)."""
+        kept = self.shares.get(id(node))
+        if kept is not None and kept[0] == node.changes:
+            return kept[1]
+        value = share(node)
+        self.shares[id(node)] = (node.changes, value)
+        return value
 
     def has(self, name: str) -> bool:
         """The queue still has candidates."""
@@ -221,7 +232,7 @@ class _Ordering:
         for node in child_cqs:
             if node.name in self.pruned_cqs:
                 continue
-            value = share(node)
+            value = self.share(node)
             if (value.is_zero and node is not self.preemptor) or not self.has(node.name):
                 self.pruned_cqs.add(node.name)
                 continue
@@ -237,7 +248,7 @@ class _Ordering:
         for node in child_cohorts:
             if id(node) in self.pruned_cohorts:
                 continue
-            value = share(node)
+            value = self.share(node)
             if value.is_zero and id(node) not in self.ancestors:
                 self.pruned_cohorts.add(id(node))
             elif compare(value, best_cohort_share) >= 0:
@@ -307,14 +318,20 @@ def _candidates(
             while ordering.has(target.name):
                 retry.append(ordering.pop(target.name))
             continue
+        # The candidates looked at here are all of the target queue, each one put back before the next: one with the
+        # usage of an earlier one leaves the same share (the removal and restoring still happen, as they count as
+        # usage changes and releases).
+        final_test: dict[tuple, bool] = {}
         while ordering.has(target.name):
             cand = ordering.pop(target.name)
             if first == LTE_FINAL:
                 cand_node = engine.cqs[cand.cq or ""].node
                 QuotaTree.remove_usage(cand_node, cand.usage)
-                target_new = share(theirs)
+                seen = tuple(cand.usage.items())
+                passed = final_test.get(seen)
+                if passed is None:
+                    passed = final_test[seen] = compare(preemptor_new, share(theirs)) <= 0
                 QuotaTree.add_usage(cand_node, cand.usage)
-                passed = compare(preemptor_new, target_new) <= 0
             else:
                 passed = compare(preemptor_new, target_old) < 0
             if passed:
