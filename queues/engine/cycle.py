@@ -160,6 +160,8 @@ def _nominate(
     quick = {id(wl): not may_fit(engine, cq, wl.group) for cq, wl in heads if not cq.preempts and wl.group is not None}
     live: set[int] = {id(cq.node.root()) for cq, wl in heads if not quick.get(id(wl), False)}
     fair = engine.fair is not None
+    if fair and not live:
+        return _all_inadmissible(engine, heads, outcome)
     for cq, wl in heads:
         wl.note = None
         if quick.get(id(wl), False):
@@ -186,6 +188,22 @@ def _nominate(
             nominated = bool(targets)
         entries.append(CycleEntry(wl, cq, assignment, targets, nominated))
     return entries
+
+
+def _all_inadmissible(
+    engine: Engine, heads: list[tuple[ClusterQueueInfo, WorkloadInfo]], outcome: CycleOutcome
+) -> list[CycleEntry]:
+    """Park every head when none may be admitted (fair sharing); no entry is left for the tournament.
+
+    The tournament would process them one by one with their quota assignments, and none changes the usage or the
+    nodes (a quick head holds no capacity back), so each ends parked as in any order: only ``outcome.parked``'s
+    order differs.
+    """
+    for cq, wl in heads:
+        _inadmissible(engine, wl, cq, outcome)
+        if engine.preemptors.get(cq.name) is wl:
+            del engine.preemptors[cq.name]
+    return []
 
 
 def _unreclaimable_reservation(cq: ClusterQueueInfo, assignment: FlavorAssignment) -> dict[FlavorResource, int]:

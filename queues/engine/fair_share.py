@@ -91,6 +91,13 @@ def compare(a: Share, b: Share) -> int:
     return (x > y) - (x < y)
 
 
+def order_key(value: Share) -> tuple[bool, float]:
+    """``compare``'s order as a sort key: finite shares by their precise value, then infinite ones by ratio."""
+    if value.infinite:
+        return True, value.ratio
+    return False, value.precise
+
+
 def lendable(node: QuotaNode) -> dict[str, int]:
     """Per resource, what ``node``'s tree could lend at most: its potential available quota over every flavor."""
     cached = node.lendable

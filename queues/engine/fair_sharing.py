@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from .fair_share import NEGATIVE, Share, compare, share
+from .fair_share import NEGATIVE, Share, compare, order_key, share
 from .model import FlavorResource
 from .pod_placement import placement_ok
 from .quota import QuotaNode, QuotaTree
@@ -54,29 +54,89 @@ def tournament(
     winners, the first in the classic order (``classic_key``), and so keeps a deterministic order.
     ``fifo_key`` breaks ties of share and priority (queue time, then key).
     """
-    by_tree: dict[int, dict[str, CycleEntry]] = {}
-    roots: dict[int, QuotaNode] = {}
+    if len(entries) < 2:
+        yield from entries
+        return
+    trees: dict[int, _Tree] = {}
     for e in entries:
         root = e.cq.node.root()
-        by_tree.setdefault(id(root), {})[e.cq.name] = e
-        roots[id(root)] = root
+        tree = trees.get(id(root))
+        if tree is None:
+            tree = trees[id(root)] = _Tree(root, fifo_key)
+        tree.remaining[e.cq.name] = e
     winners: dict[int, CycleEntry] = {}
-    while by_tree:
-        for tree, remaining in by_tree.items():
-            if tree not in winners:
-                winners[tree] = _winner(roots[tree], remaining, fifo_key)
-        tree = min(winners, key=lambda t: classic_key(winners[t]))
-        best = winners.pop(tree)
-        remaining = by_tree[tree]
+    while trees:
+        for tid, tree in trees.items():
+            if tid not in winners:
+                winners[tid] = tree.winner()
+        if len(winners) == 1:
+            tid = next(iter(winners))
+        else:
+            tid = min(winners, key=lambda t: classic_key(winners[t]))
+        best = winners.pop(tid)
+        remaining = trees[tid].remaining
         del remaining[best.cq.name]
         if not remaining:
-            del by_tree[tree]
+            del trees[tid]
         yield best
 
 
-def _entry_shares(e: CycleEntry) -> dict[str, tuple[bool, Share]]:
-    """Per Cohort on the entry's path: whether its child on the path would borrow on the flavors the workload asks
-    for, and that child's share, were the workload admitted (worked out without touching the usage).
+class _Tree:
+    """One cohort tree's entries in a tournament, with their order keys while no usage in the tree changes."""
+
+    __slots__ = ("fifo_key", "flat", "keys", "remaining", "root", "version")
+
+    def __init__(self, root: QuotaNode, fifo_key: Callable[[CycleEntry], tuple]) -> None:
+        self.root = root
+        self.fifo_key = fifo_key
+        self.remaining: dict[str, CycleEntry] = {}
+        #: The root's ``usage_version`` the keys were worked out at (None: not yet).
+        self.version: int | None = None
+        self.keys: dict[str, dict[str, tuple[bool, bool, float]]] = {}
+        #: For a tree of one Cohort and its ClusterQueues: each entry's whole order key there.
+        self.flat: dict[str, tuple] = {}
+
+    def winner(self) -> CycleEntry:
+        """The tournament winner among the remaining entries (a queue without a cohort is its own tree).
+
+        At each Cohort the candidates are ordered by the key of ``_entry_keys`` there, then priority, then
+        ``fifo_key``: a total order (the workload key ends ``fifo_key``), so the winner is the minimum by it. The
+        keys read only usage in the tree: they hold while the root's ``usage_version`` does.
+        """
+        remaining = self.remaining
+        if len(remaining) == 1:
+            return next(iter(remaining.values()))
+        root = self.root
+        flat = not root.child_cohorts
+        if self.version != root.usage_version:
+            self.version = root.usage_version
+            if flat:
+                top, fifo_key = root.name, self.fifo_key
+                self.flat = {name: (_entry_keys(e)[top], -e.wl.priority, fifo_key(e)) for name, e in remaining.items()}
+            else:
+                self.keys = {name: _entry_keys(e) for name, e in remaining.items()}
+        if flat:
+            return remaining[min(remaining, key=self.flat.__getitem__)]
+        winner = self._run(root)
+        assert winner is not None
+        return winner
+
+    def _run(self, cohort: QuotaNode) -> CycleEntry | None:
+        """The winner below ``cohort`` (None: no entry there)."""
+        child_cohorts, child_cqs = _children(cohort)
+        remaining = self.remaining
+        candidates = [w for c in child_cohorts if (w := self._run(c)) is not None]
+        candidates.extend(remaining[c.name] for c in child_cqs if c.name in remaining)
+        if len(candidates) < 2:
+            return candidates[0] if candidates else None
+        name, keys, fifo_key = cohort.name, self.keys, self.fifo_key
+        return min(candidates, key=lambda e: (keys[e.cq.name][name], -e.wl.priority, fifo_key(e)))
+
+
+def _entry_keys(e: CycleEntry) -> dict[str, tuple[bool, bool, float]]:
+    """Per Cohort on the entry's path, the order key of its child on the path were the workload admitted (worked
+    out without touching the usage): whether that child would borrow on the flavors the workload asks for, then
+    its share (``fair_share.order_key``).
 
     These read the usage of the nodes on the path below the root only, so they are kept on the workload until
     one of those nodes' usage (``QuotaNode.changes``) or the assignment's usage changes.
@@ -87,11 +147,11 @@ def _entry_shares(e: CycleEntry) -> dict[str, tuple[bool, Share]]:
     memo = e.wl.share_memo
     if memo is not None and memo[0] is node and memo[1] == signature and memo[2] == usage:
         return memo[3]
-    out: dict[str, tuple[bool, Share]] = {}
+    out: dict[str, tuple[bool, bool, float]] = {}
     extra = _lifted(node, usage)
     value = share(node, extra.get(id(node)))
     for ancestor in node.path_to_root():
-        out[ancestor.name] = (value.borrowing_on(usage), value)
+        out[ancestor.name] = (value.borrowing_on(usage), *order_key(value))
         if ancestor.parent is not None:
             value = share(ancestor, extra.get(id(ancestor)))
     e.wl.share_memo = (node, signature, dict(usage), out)
@@ -115,43 +175,6 @@ def _lifted(node: QuotaNode, usage: Mapping[FlavorResource, int]) -> dict[int, d
     return out
 
 
-def _winner(
-    root: QuotaNode, remaining: Mapping[str, CycleEntry], fifo_key: Callable[[CycleEntry], tuple]
-) -> CycleEntry:
-    """The tournament winner of one tree (a queue without a cohort is its own tree)."""
-    if root.is_cq:
-        return remaining[root.name]
-    shares = {name: _entry_shares(e) for name, e in remaining.items()}
-
-    def less(a: CycleEntry, b: CycleEntry, cohort: str) -> bool:
-        borrow_a, sa = shares[a.cq.name][cohort]
-        borrow_b, sb = shares[b.cq.name][cohort]
-        if borrow_a != borrow_b:
-            return not borrow_a
-        order = compare(sa, sb)
-        if order:
-            return order < 0
-        if a.wl.priority != b.wl.priority:
-            return a.wl.priority > b.wl.priority
-        return fifo_key(a) < fifo_key(b)
-
-    def run(cohort: QuotaNode) -> CycleEntry | None:
-        child_cohorts, child_cqs = _children(cohort)
-        candidates = [w for c in child_cohorts if (w := run(c)) is not None]
-        candidates.extend(remaining[c.name] for c in child_cqs if c.name in remaining)
-        if not candidates:
-            return None
-        best = candidates[0]
-        for current in candidates[1:]:
-            if less(current, best, cohort.name):
-                best = current
-        return best
-
-    winner = run(root)
-    assert winner is not None
-    return winner
-
-
 # ---------------------------------------------------------------------------------------------- preemption
 
 
@@ -167,6 +190,17 @@ class _Ordering:
         self.pruned_cqs: set[str] = set()
         self.pruned_cohorts: set[int] = set()
         self.cq = cq
+        #: Each visited node's share with its ``QuotaNode.changes`` then (by id: the tree outlives the ordering).
+        self.shares: dict[int, tuple[int, Share]] = {}
+
+    def share(self, node: QuotaNode) -> Share:
+        """``share(node)``, kept while the node's usage is unchanged (one candidate removed changes few nodes)."""
+        kept = self.shares.get(id(node))
+        if kept is not None and kept[0] == node.changes:
+            return kept[1]
+        value = share(node)
+        self.shares[id(node)] = (node.changes, value)
+        return value
 
     def has(self, name: str) -> bool:
         """The queue still has candidates."""
@@ -198,7 +232,7 @@ class _Ordering:
         for node in child_cqs:
             if node.name in self.pruned_cqs:
                 continue
-            value = share(node)
+            value = self.share(node)
             if (value.is_zero and node is not self.preemptor) or not self.has(node.name):
                 self.pruned_cqs.add(node.name)
                 continue
@@ -214,7 +248,7 @@ class _Ordering:
         for node in child_cohorts:
             if id(node) in self.pruned_cohorts:
                 continue
-            value = share(node)
+            value = self.share(node)
             if value.is_zero and id(node) not in self.ancestors:
                 self.pruned_cohorts.add(id(node))
             elif compare(value, best_cohort_share) >= 0:
@@ -284,14 +318,20 @@ def _candidates(
             while ordering.has(target.name):
                 retry.append(ordering.pop(target.name))
             continue
+        # The candidates looked at here are all of the target queue, each one put back before the next: one with the
+        # usage of an earlier one leaves the same share (the removal and restoring still happen, as they count as
+        # usage changes and releases).
+        final_test: dict[tuple, bool] = {}
         while ordering.has(target.name):
             cand = ordering.pop(target.name)
             if first == LTE_FINAL:
                 cand_node = engine.cqs[cand.cq or ""].node
                 QuotaTree.remove_usage(cand_node, cand.usage)
-                target_new = share(theirs)
+                seen = tuple(cand.usage.items())
+                passed = final_test.get(seen)
+                if passed is None:
+                    passed = final_test[seen] = compare(preemptor_new, share(theirs)) <= 0
                 QuotaTree.add_usage(cand_node, cand.usage)
-                passed = compare(preemptor_new, target_new) <= 0
             else:
                 passed = compare(preemptor_new, target_old) < 0
             if passed:
