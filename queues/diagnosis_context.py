@@ -7,6 +7,7 @@ Shared by ``queues.diagnosis`` (the services), ``queues.diagnosis_store`` (what 
 from __future__ import annotations
 
 import dataclasses
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -178,18 +179,38 @@ def _class_history(classes: Sequence[int]) -> dict[int, float]:
     return out
 
 
+#: Per cluster, each workload of its last context with its expected runtime: (the workload as the engine input gave
+#: it, what the runtime read besides the job, the workload with its runtime). The engine input gives the same
+#: workload object for the same job row (``queues.engine_jobs``), so a refresh after one change makes one copy.
+_WITH_RUNTIME: OrderedDict[int, dict[str, tuple[m.Workload, tuple, m.Workload]]] = OrderedDict()
+#: Clusters whose workloads ``_WITH_RUNTIME`` keeps.
+_KEEP_CLUSTERS = 16
+
+
 def engine_context(cluster: Cluster, *, now: datetime) -> EngineContext:
     """Build the engine state of ``cluster`` once; every explain / estimate of a request reuses it."""
     inp = cluster_engine_input(cluster=cluster)
-    history = {} if is_simulated(cluster) else _class_history({j.resource_class_id for j in inp.jobs_by_key.values()})
+    simulated = is_simulated(cluster)
+    history = {} if simulated else _class_history({j.resource_class_id for j in inp.jobs_by_key.values()})
+    default = settings.SIMULATED_DEFAULT_RUNTIME_SECONDS
     end_times: dict[str, float] = {}
     workloads = []
+    previous = _WITH_RUNTIME.pop(cluster.pk, {})
+    current: dict[str, tuple[m.Workload, tuple, m.Workload]] = {}
     for wl in inp.state.workloads:
         job = inp.jobs_by_key[wl.key]
-        runtime = expected_runtime(job, cluster=cluster, history=history) - job.run_seconds_banked
         if wl.admission is not None:
             end_times[wl.key] = ts(expected_end(job, now=now, cluster=cluster, history=history))
-        workloads.append(dataclasses.replace(wl, runtime=max(float(runtime), 1.0)))
+        reads = (simulated, history.get(job.resource_class_id), default)
+        kept = previous.get(wl.key)
+        if kept is None or kept[0] is not wl or kept[1] != reads:
+            runtime = expected_runtime(job, cluster=cluster, history=history) - job.run_seconds_banked
+            kept = (wl, reads, dataclasses.replace(wl, runtime=max(float(runtime), 1.0)))
+        current[wl.key] = kept
+        workloads.append(kept[2])
+    _WITH_RUNTIME[cluster.pk] = current
+    while len(_WITH_RUNTIME) > _KEEP_CLUSTERS:
+        _WITH_RUNTIME.popitem(last=False)
     state = dataclasses.replace(inp.state, workloads=tuple(workloads))
     return EngineContext(
         cluster=cluster,

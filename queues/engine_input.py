@@ -31,6 +31,7 @@ from pools.models import (
 )
 from pools.workload_kinds import kind_spec
 from queues.engine import model as m
+from queues.engine_jobs import RowCache, raw_rows
 from queues.models import Cohort, Job, PriorityClass, QuotaLine, Team, TeamQuota
 from queues.pod_sets import companion_shapes
 
@@ -447,7 +448,7 @@ def cluster_fair_sharing(cluster: Cluster) -> m.FairSharing | None:
     return m.FairSharing(strategies) if strategies else m.FairSharing()  # type: ignore[arg-type]
 
 
-#: The job columns the engine input and the diagnosis read (``_engine_jobs`` loads only these).
+#: The job columns the engine input and the diagnosis read (``_engine_workloads`` loads only these).
 ENGINE_JOB_FIELDS = (
     "id",
     "team_id",
@@ -479,20 +480,50 @@ ENGINE_JOB_FIELDS = (
 )
 
 
-def _engine_jobs(cluster: Cluster, *, teams: dict[int, Team], priority_classes: dict[int, PriorityClass]) -> list[Job]:
-    """The cluster's pending and quota-holding jobs, only the columns the engine reads, teams and priority classes
-    shared from the given maps (one query, no joins).
-    """
-    jobs = list(
-        Job.objects.filter(cluster=cluster, state__in=(Job.State.PENDING, *HOLDING_STATES)).only(*ENGINE_JOB_FIELDS)
+#: Each job row's Job and Workload, kept between reads (``queues.engine_jobs``): a read after one change builds one.
+_ROWS: RowCache[Job, m.Workload] = RowCache()
+
+
+def _engine_workloads(
+    cluster: Cluster,
+    *,
+    teams: dict[int, Team],
+    priority_classes: dict[int, PriorityClass],
+    declared: dict[int, set[str]],
+    pc_names: dict[int, str],
+) -> list[tuple[Job, m.Workload]]:
+    """The cluster's pending and quota-holding jobs and their workloads (one query for the jobs, no joins): only the
+    columns the engine reads, teams and priority classes shared from the given maps, each row built once while it
+    and its team, class and priority class stay the same (``queues.engine_jobs``)."""
+    raw = raw_rows(
+        Job.objects.filter(cluster=cluster, state__in=(Job.State.PENDING, *HOLDING_STATES)), ENGINE_JOB_FIELDS
     )
+    team_at, class_at, pc_at = raw.index("team_id"), raw.index("resource_class_id"), raw.index("priority_class_id")
+    facts = _classes_facts({row[class_at] for row in raw.rows})
     team_cache = Job._meta.get_field("team")
     pc_cache = Job._meta.get_field("priority_class")
-    for job in jobs:
+    contexts: dict[tuple, tuple] = {}
+
+    def context_of(row: tuple) -> tuple:
+        ids = (row[team_at], row[class_at], row[pc_at])
+        context = contexts.get(ids)
+        if context is None:
+            team = teams[ids[0]]
+            what = (team.namespace, team.local_queue_name, frozenset(declared.get(ids[0], ())), facts[ids[1]])
+            context = contexts[ids] = _ROWS.context((*what, pc_names.get(ids[2]) if ids[2] else None))
+        return context
+
+    def share(job: Job) -> None:
+        # A reused Job reads this read's team and priority class, not those of the read that built it.
         team_cache.set_cached_value(job, teams[job.team_id])
         if job.priority_class_id:
             pc_cache.set_cached_value(job, priority_classes[job.priority_class_id])
-    return jobs
+
+    def build(job: Job, context: tuple) -> m.Workload:
+        share(job)
+        return job_workload(job, declared=declared.get(job.team_id, set()), facts=context[3], priority_class=context[4])
+
+    return _ROWS.build_all(cluster.pk, raw, context_of, build, on_hit=share)
 
 
 def _classes_facts(class_ids: set[int]) -> dict[int, ClassFacts]:
@@ -501,6 +532,26 @@ def _classes_facts(class_ids: set[int]) -> dict[int, ClassFacts]:
         return {}
     links = Prefetch("flavor_links", queryset=ResourceClassFlavor.objects.select_related("flavor"))
     return {rc.pk: class_facts(rc) for rc in ResourceClass.objects.filter(pk__in=class_ids).prefetch_related(links)}
+
+
+def _given_workloads(
+    jobs: Iterable[Job], *, declared: dict[int, set[str]], pc_names: dict[int, str]
+) -> list[tuple[Job, m.Workload]]:
+    """The given jobs and their workloads (each class's facts read once, through the jobs' relations)."""
+    facts: dict[int, ClassFacts] = {}
+    out = []
+    for job in jobs:
+        job_facts = facts.get(job.resource_class_id)
+        if job_facts is None:
+            job_facts = facts[job.resource_class_id] = class_facts(job.resource_class)
+        wl = job_workload(
+            job,
+            declared=declared.get(job.team_id, set()),
+            facts=job_facts,
+            priority_class=pc_names.get(job.priority_class_id) if job.priority_class_id else None,
+        )
+        out.append((job, wl))
+    return out
 
 
 def cluster_engine_input(
@@ -550,25 +601,16 @@ def cluster_engine_input(
     all_priority_classes = list(PriorityClass.objects.all())
     priority_classes = tuple(m.WorkloadPriorityClass(name=p.name, value=p.value) for p in all_priority_classes)
     nodes, nodes_by_name = engine_nodes(cluster) if with_nodes else ((), {})
-    facts: dict[int, ClassFacts] = {}
-    if jobs is None:
-        jobs = _engine_jobs(cluster, teams=all_teams, priority_classes={p.pk: p for p in all_priority_classes})
-        facts = _classes_facts({job.resource_class_id for job in jobs})
     pc_names = {p.pk: p.name for p in all_priority_classes}
-    jobs_by_key: dict[str, Job] = {}
-    workloads = []
-    for job in jobs:
-        job_facts = facts.get(job.resource_class_id)
-        if job_facts is None:
-            job_facts = facts[job.resource_class_id] = class_facts(job.resource_class)
-        wl = job_workload(
-            job,
-            declared=declared.get(job.team_id, set()),
-            facts=job_facts,
-            priority_class=pc_names.get(job.priority_class_id) if job.priority_class_id else None,
+    if jobs is None:
+        by_pk = {p.pk: p for p in all_priority_classes}
+        built = _engine_workloads(
+            cluster, teams=all_teams, priority_classes=by_pk, declared=declared, pc_names=pc_names
         )
-        jobs_by_key[wl.key] = job
-        workloads.append(wl)
+    else:
+        built = _given_workloads(jobs, declared=declared, pc_names=pc_names)
+    jobs_by_key = {wl.key: job for job, wl in built}
+    workloads = [wl for _, wl in built]
     state = m.ClusterState(
         fair_sharing=cluster_fair_sharing(cluster),
         flavors=flavors,
