@@ -46,7 +46,7 @@ from queues.diagnosis_context import (
     verdict_of,
 )
 from queues.diagnosis_suggestions import suggestions_for
-from queues.engine.gc_pacing import fewer_collections
+from queues.engine.gc_pacing import paused_collections
 from queues.engine_input import ts, workload_key
 from queues.models import CatalogueEstimate, ClusterDiagnosis, Job, JobDiagnosis
 
@@ -87,7 +87,7 @@ class RefreshResult:
     input_seconds: float = 0.0
 
 
-@fewer_collections()  # tens of thousands of short-lived objects: fewer young-generation collections
+@paused_collections()  # tens of thousands of objects held to the end: no collection rescans them meanwhile
 def cluster_diagnosis_refresh(
     cluster: Cluster, *, now: datetime | None = None, version: int | None = None
 ) -> RefreshResult:
