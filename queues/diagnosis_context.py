@@ -119,6 +119,7 @@ class EngineContext:
     declared: dict[int, set[str]] = field(default_factory=dict)  # team id → resources its queue declares
     waits: dict[int, list[float]] = field(default_factory=dict)  # team id → recent waits in its queue
     wait_spreads: dict[int, float] = field(default_factory=dict)  # team id → p90 − p50 of those waits
+    spread_terms: dict[int, tuple[float, float, int, str]] = field(default_factory=dict)  # team id → ``_spread_terms``
 
     def without(self, key: str) -> m.ClusterState:
         """The state with one workload removed (to explain a modified copy of it)."""
@@ -314,15 +315,11 @@ def _queue_waits(ctx: EngineContext, team: Team) -> tuple[list[float], float]:
     return ctx.waits[team.pk], ctx.wait_spreads[team.pk]
 
 
-def eta_at(ctx: EngineContext, at: float | None, *, team: Team) -> Eta:
-    """The Eta of an engine admission time ``at`` (None: not within the horizon): p50, and p90 from recent waits."""
-    if at is None:
-        return Eta(
-            method=(
-                f"No estimate: the running jobs' expected ends do not free room for it within {ETA_HORIZON.days} days."
-            )
-        )
-    p50 = max(datetime.fromtimestamp(at, tz=ctx.now.tzinfo), ctx.now)
+def _spread_terms(ctx: EngineContext, team: Team) -> tuple[float, float, int, str]:
+    """The p90's floor and share, the samples and the method text of the team's ETAs (once per team and context)."""
+    terms = ctx.spread_terms.get(team.pk)
+    if terms is not None:
+        return terms
     waits, p50_p90 = _queue_waits(ctx, team)
     if len(waits) >= MIN_HISTORY:
         floor, share = p50_p90, MIN_SPREAD
@@ -334,11 +331,26 @@ def eta_at(ctx: EngineContext, at: float | None, *, team: Team) -> Eta:
         floor, share = 0.0, FALLBACK_SPREAD
         how = f"too few recent admissions in this queue ({len(waits)}), so p90 adds half the expected wait"
     runs = "simulated runtimes" if is_simulated(ctx.cluster) else "recent runtimes of their classes"
+    method = f"p50: the engine replayed the queue forward as running jobs end (by their {runs}); {how}."
+    terms = ctx.spread_terms[team.pk] = (floor, share, len(waits), method)
+    return terms
+
+
+def eta_at(ctx: EngineContext, at: float | None, *, team: Team) -> Eta:
+    """The Eta of an engine admission time ``at`` (None: not within the horizon): p50, and p90 from recent waits."""
+    if at is None:
+        return Eta(
+            method=(
+                f"No estimate: the running jobs' expected ends do not free room for it within {ETA_HORIZON.days} days."
+            )
+        )
+    p50 = max(datetime.fromtimestamp(at, tz=ctx.now.tzinfo), ctx.now)
+    floor, share, samples, method = _spread_terms(ctx, team)
     return Eta(
         p50=p50,
         p90=p90_after(p50, floor=floor, share=share, now=ctx.now),
-        samples=len(waits),
-        method=f"p50: the engine replayed the queue forward as running jobs end (by their {runs}); {how}.",
+        samples=samples,
+        method=method,
         spread_floor=floor,
         spread_share=share,
     )
