@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Count, F, Min, Prefetch, Q, QuerySet
+from django.db.models import Count, F, Min, Q, QuerySet
 
 from kernel.quantity import parse_quantity
 from pools.health.nodes import is_node_report_reason
@@ -24,12 +24,11 @@ from pools.models import (
     Device,
     HealthState,
     Node,
-    ResourceClass,
-    ResourceClassFlavor,
     ResourceFlavor,
     Topology,
 )
 from pools.workload_kinds import kind_spec
+from queues.class_facts import ClassFacts, class_facts, classes_facts
 from queues.engine import model as m
 from queues.engine_jobs import RowCache, raw_rows
 from queues.models import Cohort, Job, PriorityClass, QuotaLine, Team, TeamQuota
@@ -266,29 +265,6 @@ def _gap_by(excluded: bool, by_portal: bool, by_node: bool = False) -> str:
     return m.NODE_REPORTS if by_node else m.DEVICE_PLUGIN
 
 
-@dataclass(frozen=True)
-class ClassFacts:
-    """What every job of one resource class shares in the engine: its node affinity, topology default, requests."""
-
-    resource_name: str
-    cpu_per_device: int
-    memory_per_device: int
-    node_affinity: tuple[m.NodeSelectorTerm, ...]
-    topology_aware: bool  # a flavor of the class has a topology: ask for an unconstrained one at least
-
-
-def class_facts(rc: ResourceClass) -> ClassFacts:
-    """The engine facts of a class (reads its flavor links: prefetch ``flavor_links__flavor`` for many classes)."""
-    links = list(rc.flavor_links.all())
-    return ClassFacts(
-        resource_name=rc.resource_name,
-        cpu_per_device=parse_quantity(rc.cpu_per_device, "cpu"),
-        memory_per_device=parse_quantity(rc.memory_per_device, "memory"),
-        node_affinity=_class_affinity(rc, links),
-        topology_aware=any(link.flavor.topology_id for link in links),
-    )
-
-
 def job_engine_pod_sets(job: Job, *, declared: set[str], facts: ClassFacts | None = None) -> tuple[m.PodSet, ...]:
     """A job's pod sets as the engine's, in Kueue's order (``queues.pod_sets``: companions, then the primary).
 
@@ -358,30 +334,6 @@ def _topology_request(job: Job, *, topology_aware: bool) -> m.TopologyRequest | 
             preferred=job.topology_level if job.topology_mode == "preferred" else None,
         )
     return m.TopologyRequest(unconstrained=True) if topology_aware else None
-
-
-def class_node_affinity(job: Job) -> tuple[m.NodeSelectorTerm, ...]:
-    """Required node affinity that keeps a job on its class's flavors (one term per flavor, ORed).
-
-    This is how the portal confines a class in Kueue too: Kueue skips a flavor whose nodeLabels the pod's
-    required affinity excludes ("flavor X doesn't match node affinity"). A minimum NVIDIA driver adds a
-    ``Gt`` on the GFD driver major version (finer minimums are checked against devices by the portal).
-    """
-    return _class_affinity(job.resource_class, job.resource_class.flavor_links.all())
-
-
-def _class_affinity(rc: ResourceClass, links: Iterable[ResourceClassFlavor]) -> tuple[m.NodeSelectorTerm, ...]:
-    extra: tuple[m.NodeSelectorRequirement, ...] = ()
-    minimum = rc.min_driver_version
-    if minimum and rc.resource_name.startswith("nvidia.com/"):
-        major = int(minimum.split(".")[0])
-        extra = (m.NodeSelectorRequirement("nvidia.com/cuda.driver-version.major", "Gt", (str(major - 1),)),)
-    terms = []
-    for link in links:
-        labels = link.flavor.node_labels or {}
-        exprs = tuple(m.NodeSelectorRequirement(k, "In", (v,)) for k, v in sorted(labels.items()))
-        terms.append(m.NodeSelectorTerm(match_expressions=exprs + extra))
-    return tuple(terms)
 
 
 def job_workload(
@@ -499,7 +451,7 @@ def _engine_workloads(
         Job.objects.filter(cluster=cluster, state__in=(Job.State.PENDING, *HOLDING_STATES)), ENGINE_JOB_FIELDS
     )
     team_at, class_at, pc_at = raw.index("team_id"), raw.index("resource_class_id"), raw.index("priority_class_id")
-    facts = _classes_facts({row[class_at] for row in raw.rows})
+    facts = classes_facts({row[class_at] for row in raw.rows})
     team_cache = Job._meta.get_field("team")
     pc_cache = Job._meta.get_field("priority_class")
     contexts: dict[tuple, tuple] = {}
@@ -524,14 +476,6 @@ def _engine_workloads(
         return job_workload(job, declared=declared.get(job.team_id, set()), facts=context[3], priority_class=context[4])
 
     return _ROWS.build_all(cluster.pk, raw, context_of, build, on_hit=share)
-
-
-def _classes_facts(class_ids: set[int]) -> dict[int, ClassFacts]:
-    """The engine facts of these classes (two queries: the classes, their flavor links with the flavors)."""
-    if not class_ids:
-        return {}
-    links = Prefetch("flavor_links", queryset=ResourceClassFlavor.objects.select_related("flavor"))
-    return {rc.pk: class_facts(rc) for rc in ResourceClass.objects.filter(pk__in=class_ids).prefetch_related(links)}
 
 
 def _given_workloads(

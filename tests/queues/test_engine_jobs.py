@@ -30,7 +30,7 @@ def _same(cluster) -> None:
     """A read with the cache as earlier reads left it equals one with nothing kept (the input and the context)."""
     inp = cluster_engine_input(cluster=cluster)
     ctx = engine_context(cluster, now=timezone.now())
-    fresh, fresh_ctx, now = _uncached(cluster)
+    fresh, fresh_ctx, _ = _uncached(cluster)
     assert inp.state == fresh.state
     assert ctx.state.workloads == fresh_ctx.state.workloads
     assert {k: (j.pk, j.state, j.team, j.priority_class_id) for k, j in inp.jobs_by_key.items()} == {
@@ -103,7 +103,8 @@ def test_an_unchanged_row_is_built_once_and_a_changed_one_again():
     jobs[0].save()
     second = {wl.key: wl for wl in cluster_engine_input(cluster=pool.cluster).state.workloads}
     changed = engine_input.workload_key(jobs[0])
-    assert second[changed] is not first[changed] and second[changed] != first[changed]
+    assert second[changed] is not first[changed]
+    assert second[changed] != first[changed]
     assert all(second[k] is first[k] for k in first if k != changed)
 
 
