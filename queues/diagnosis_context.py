@@ -7,6 +7,7 @@ Shared by ``queues.diagnosis`` (the services), ``queues.diagnosis_store`` (what 
 from __future__ import annotations
 
 import dataclasses
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -118,6 +119,7 @@ class EngineContext:
     declared: dict[int, set[str]] = field(default_factory=dict)  # team id → resources its queue declares
     waits: dict[int, list[float]] = field(default_factory=dict)  # team id → recent waits in its queue
     wait_spreads: dict[int, float] = field(default_factory=dict)  # team id → p90 − p50 of those waits
+    spread_terms: dict[int, tuple[float, float, int, str]] = field(default_factory=dict)  # team id → ``_spread_terms``
 
     def without(self, key: str) -> m.ClusterState:
         """The state with one workload removed (to explain a modified copy of it)."""
@@ -178,18 +180,38 @@ def _class_history(classes: Sequence[int]) -> dict[int, float]:
     return out
 
 
+#: Per cluster, each workload of its last context with its expected runtime: (the workload as the engine input gave
+#: it, what the runtime read besides the job, the workload with its runtime). The engine input gives the same
+#: workload object for the same job row (``queues.engine_jobs``), so a refresh after one change makes one copy.
+_WITH_RUNTIME: OrderedDict[int, dict[str, tuple[m.Workload, tuple, m.Workload]]] = OrderedDict()
+#: Clusters whose workloads ``_WITH_RUNTIME`` keeps.
+_KEEP_CLUSTERS = 16
+
+
 def engine_context(cluster: Cluster, *, now: datetime) -> EngineContext:
     """Build the engine state of ``cluster`` once; every explain / estimate of a request reuses it."""
     inp = cluster_engine_input(cluster=cluster)
-    history = {} if is_simulated(cluster) else _class_history({j.resource_class_id for j in inp.jobs_by_key.values()})
+    simulated = is_simulated(cluster)
+    history = {} if simulated else _class_history({j.resource_class_id for j in inp.jobs_by_key.values()})
+    default = settings.SIMULATED_DEFAULT_RUNTIME_SECONDS
     end_times: dict[str, float] = {}
     workloads = []
+    previous = _WITH_RUNTIME.pop(cluster.pk, {})
+    current: dict[str, tuple[m.Workload, tuple, m.Workload]] = {}
     for wl in inp.state.workloads:
         job = inp.jobs_by_key[wl.key]
-        runtime = expected_runtime(job, cluster=cluster, history=history) - job.run_seconds_banked
         if wl.admission is not None:
             end_times[wl.key] = ts(expected_end(job, now=now, cluster=cluster, history=history))
-        workloads.append(dataclasses.replace(wl, runtime=max(float(runtime), 1.0)))
+        reads = (simulated, history.get(job.resource_class_id), default)
+        kept = previous.get(wl.key)
+        if kept is None or kept[0] is not wl or kept[1] != reads:
+            runtime = expected_runtime(job, cluster=cluster, history=history) - job.run_seconds_banked
+            kept = (wl, reads, dataclasses.replace(wl, runtime=max(float(runtime), 1.0)))
+        current[wl.key] = kept
+        workloads.append(kept[2])
+    _WITH_RUNTIME[cluster.pk] = current
+    while len(_WITH_RUNTIME) > _KEEP_CLUSTERS:
+        _WITH_RUNTIME.popitem(last=False)
     state = dataclasses.replace(inp.state, workloads=tuple(workloads))
     return EngineContext(
         cluster=cluster,
@@ -293,15 +315,11 @@ def _queue_waits(ctx: EngineContext, team: Team) -> tuple[list[float], float]:
     return ctx.waits[team.pk], ctx.wait_spreads[team.pk]
 
 
-def eta_at(ctx: EngineContext, at: float | None, *, team: Team) -> Eta:
-    """The Eta of an engine admission time ``at`` (None: not within the horizon): p50, and p90 from recent waits."""
-    if at is None:
-        return Eta(
-            method=(
-                f"No estimate: the running jobs' expected ends do not free room for it within {ETA_HORIZON.days} days."
-            )
-        )
-    p50 = max(datetime.fromtimestamp(at, tz=ctx.now.tzinfo), ctx.now)
+def _spread_terms(ctx: EngineContext, team: Team) -> tuple[float, float, int, str]:
+    """The p90's floor and share, the samples and the method text of the team's ETAs (once per team and context)."""
+    terms = ctx.spread_terms.get(team.pk)
+    if terms is not None:
+        return terms
     waits, p50_p90 = _queue_waits(ctx, team)
     if len(waits) >= MIN_HISTORY:
         floor, share = p50_p90, MIN_SPREAD
@@ -313,11 +331,26 @@ def eta_at(ctx: EngineContext, at: float | None, *, team: Team) -> Eta:
         floor, share = 0.0, FALLBACK_SPREAD
         how = f"too few recent admissions in this queue ({len(waits)}), so p90 adds half the expected wait"
     runs = "simulated runtimes" if is_simulated(ctx.cluster) else "recent runtimes of their classes"
+    method = f"p50: the engine replayed the queue forward as running jobs end (by their {runs}); {how}."
+    terms = ctx.spread_terms[team.pk] = (floor, share, len(waits), method)
+    return terms
+
+
+def eta_at(ctx: EngineContext, at: float | None, *, team: Team) -> Eta:
+    """The Eta of an engine admission time ``at`` (None: not within the horizon): p50, and p90 from recent waits."""
+    if at is None:
+        return Eta(
+            method=(
+                f"No estimate: the running jobs' expected ends do not free room for it within {ETA_HORIZON.days} days."
+            )
+        )
+    p50 = max(datetime.fromtimestamp(at, tz=ctx.now.tzinfo), ctx.now)
+    floor, share, samples, method = _spread_terms(ctx, team)
     return Eta(
         p50=p50,
         p90=p90_after(p50, floor=floor, share=share, now=ctx.now),
-        samples=len(waits),
-        method=f"p50: the engine replayed the queue forward as running jobs end (by their {runs}); {how}.",
+        samples=samples,
+        method=method,
         spread_floor=floor,
         spread_share=share,
     )

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import time
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -46,8 +47,9 @@ from queues.diagnosis_context import (
     verdict_of,
 )
 from queues.diagnosis_suggestions import suggestions_for
-from queues.engine.gc_pacing import fewer_collections
+from queues.engine.gc_pacing import paused_collections
 from queues.engine_input import ts, workload_key
+from queues.engine_jobs import KEEP_CLUSTERS
 from queues.models import CatalogueEstimate, ClusterDiagnosis, Job, JobDiagnosis
 
 #: Stored diagnoses older than this are recomputed even when no change was counted.
@@ -69,6 +71,8 @@ _CONTENT_FIELDS = (
 )
 #: Rows per statement when the refresh writes or deletes rows.
 STORE_BATCH = 500
+#: Per cluster (the last ``KEEP_CLUSTERS`` refreshed in this process): job id → (its row's content, the digest).
+_DIGESTS: OrderedDict[int, dict[int, tuple[tuple, str]]] = OrderedDict()
 
 
 @dataclass
@@ -87,7 +91,7 @@ class RefreshResult:
     input_seconds: float = 0.0
 
 
-@fewer_collections()  # tens of thousands of short-lived objects: fewer young-generation collections
+@paused_collections()  # tens of thousands of objects held to the end: no collection rescans them meanwhile
 def cluster_diagnosis_refresh(
     cluster: Cluster, *, now: datetime | None = None, version: int | None = None
 ) -> RefreshResult:
@@ -144,10 +148,16 @@ def _store(
     (their number is returned), rows of jobs no longer pending go, and the cluster's row moves to ``version``.
     """
     fresh: dict[int, tuple[str, tuple]] = {}
+    # A content equal to the job's at the last refresh of this process has its digest: no repr and hash of every row.
+    previous = _DIGESTS.pop(cluster.pk, {})
     for key in pending:
         content = _content(verdicts[key], etas[key])
-        digest = hashlib.blake2b(repr(content).encode(), digest_size=16).hexdigest()
-        fresh[ctx.inp.jobs_by_key[key].pk] = (digest, content)
+        pk = ctx.inp.jobs_by_key[key].pk
+        kept = previous.get(pk)
+        fresh[pk] = (kept[1] if kept is not None and kept[0] == content else _digest(content), content)
+    _DIGESTS[cluster.pk] = {pk: (content, digest) for pk, (digest, content) in fresh.items()}
+    while len(_DIGESTS) > KEEP_CLUSTERS:
+        _DIGESTS.popitem(last=False)
     stored = dict(JobDiagnosis.objects.filter(job__cluster=cluster).values_list("job_id", "digest"))
     gone = [pk for pk in stored if pk not in fresh]
     changed = [
@@ -165,6 +175,11 @@ def _store(
             defaults={"state_version": version, "computed_at": now, "jobs": len(fresh), "compute_seconds": compute},
         )
     return len(changed)
+
+
+def _digest(content: tuple) -> str:
+    """The digest of a row's content (``_content``): a changed digest rewrites the row."""
+    return hashlib.blake2b(repr(content).encode(), digest_size=16).hexdigest()
 
 
 def _content(verdict: Verdict, eta: Eta) -> tuple:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Count, F, Min, Prefetch, Q, QuerySet
+from django.db.models import Count, F, Min, Q, QuerySet
 
 from kernel.quantity import parse_quantity
 from pools.health.nodes import is_node_report_reason
@@ -24,13 +24,13 @@ from pools.models import (
     Device,
     HealthState,
     Node,
-    ResourceClass,
-    ResourceClassFlavor,
     ResourceFlavor,
     Topology,
 )
 from pools.workload_kinds import kind_spec
+from queues.class_facts import ClassFacts, class_facts, classes_facts
 from queues.engine import model as m
+from queues.engine_jobs import RowCache, raw_rows
 from queues.models import Cohort, Job, PriorityClass, QuotaLine, Team, TeamQuota
 from queues.pod_sets import companion_shapes
 
@@ -265,29 +265,6 @@ def _gap_by(excluded: bool, by_portal: bool, by_node: bool = False) -> str:
     return m.NODE_REPORTS if by_node else m.DEVICE_PLUGIN
 
 
-@dataclass(frozen=True)
-class ClassFacts:
-    """What every job of one resource class shares in the engine: its node affinity, topology default, requests."""
-
-    resource_name: str
-    cpu_per_device: int
-    memory_per_device: int
-    node_affinity: tuple[m.NodeSelectorTerm, ...]
-    topology_aware: bool  # a flavor of the class has a topology: ask for an unconstrained one at least
-
-
-def class_facts(rc: ResourceClass) -> ClassFacts:
-    """The engine facts of a class (reads its flavor links: prefetch ``flavor_links__flavor`` for many classes)."""
-    links = list(rc.flavor_links.all())
-    return ClassFacts(
-        resource_name=rc.resource_name,
-        cpu_per_device=parse_quantity(rc.cpu_per_device, "cpu"),
-        memory_per_device=parse_quantity(rc.memory_per_device, "memory"),
-        node_affinity=_class_affinity(rc, links),
-        topology_aware=any(link.flavor.topology_id for link in links),
-    )
-
-
 def job_engine_pod_sets(job: Job, *, declared: set[str], facts: ClassFacts | None = None) -> tuple[m.PodSet, ...]:
     """A job's pod sets as the engine's, in Kueue's order (``queues.pod_sets``: companions, then the primary).
 
@@ -359,30 +336,6 @@ def _topology_request(job: Job, *, topology_aware: bool) -> m.TopologyRequest | 
     return m.TopologyRequest(unconstrained=True) if topology_aware else None
 
 
-def class_node_affinity(job: Job) -> tuple[m.NodeSelectorTerm, ...]:
-    """Required node affinity that keeps a job on its class's flavors (one term per flavor, ORed).
-
-    This is how the portal confines a class in Kueue too: Kueue skips a flavor whose nodeLabels the pod's
-    required affinity excludes ("flavor X doesn't match node affinity"). A minimum NVIDIA driver adds a
-    ``Gt`` on the GFD driver major version (finer minimums are checked against devices by the portal).
-    """
-    return _class_affinity(job.resource_class, job.resource_class.flavor_links.all())
-
-
-def _class_affinity(rc: ResourceClass, links: Iterable[ResourceClassFlavor]) -> tuple[m.NodeSelectorTerm, ...]:
-    extra: tuple[m.NodeSelectorRequirement, ...] = ()
-    minimum = rc.min_driver_version
-    if minimum and rc.resource_name.startswith("nvidia.com/"):
-        major = int(minimum.split(".")[0])
-        extra = (m.NodeSelectorRequirement("nvidia.com/cuda.driver-version.major", "Gt", (str(major - 1),)),)
-    terms = []
-    for link in links:
-        labels = link.flavor.node_labels or {}
-        exprs = tuple(m.NodeSelectorRequirement(k, "In", (v,)) for k, v in sorted(labels.items()))
-        terms.append(m.NodeSelectorTerm(match_expressions=exprs + extra))
-    return tuple(terms)
-
-
 def job_workload(
     job: Job, *, declared: set[str], facts: ClassFacts | None = None, priority_class: str | None = None
 ) -> m.Workload:
@@ -447,7 +400,7 @@ def cluster_fair_sharing(cluster: Cluster) -> m.FairSharing | None:
     return m.FairSharing(strategies) if strategies else m.FairSharing()  # type: ignore[arg-type]
 
 
-#: The job columns the engine input and the diagnosis read (``_engine_jobs`` loads only these).
+#: The job columns the engine input and the diagnosis read (``_engine_workloads`` loads only these).
 ENGINE_JOB_FIELDS = (
     "id",
     "team_id",
@@ -479,28 +432,70 @@ ENGINE_JOB_FIELDS = (
 )
 
 
-def _engine_jobs(cluster: Cluster, *, teams: dict[int, Team], priority_classes: dict[int, PriorityClass]) -> list[Job]:
-    """The cluster's pending and quota-holding jobs, only the columns the engine reads, teams and priority classes
-    shared from the given maps (one query, no joins).
-    """
-    jobs = list(
-        Job.objects.filter(cluster=cluster, state__in=(Job.State.PENDING, *HOLDING_STATES)).only(*ENGINE_JOB_FIELDS)
+#: Each job row's Job and Workload, kept between reads (``queues.engine_jobs``): a read after one change builds one.
+_ROWS: RowCache[Job, m.Workload] = RowCache()
+
+
+def _engine_workloads(
+    cluster: Cluster,
+    *,
+    teams: dict[int, Team],
+    priority_classes: dict[int, PriorityClass],
+    declared: dict[int, set[str]],
+    pc_names: dict[int, str],
+) -> list[tuple[Job, m.Workload]]:
+    """The cluster's pending and quota-holding jobs and their workloads (one query for the jobs, no joins): only the
+    columns the engine reads, teams and priority classes shared from the given maps, each row built once while it
+    and its team, class and priority class stay the same (``queues.engine_jobs``)."""
+    raw = raw_rows(
+        Job.objects.filter(cluster=cluster, state__in=(Job.State.PENDING, *HOLDING_STATES)), ENGINE_JOB_FIELDS
     )
+    team_at, class_at, pc_at = raw.index("team_id"), raw.index("resource_class_id"), raw.index("priority_class_id")
+    facts = classes_facts({row[class_at] for row in raw.rows})
     team_cache = Job._meta.get_field("team")
     pc_cache = Job._meta.get_field("priority_class")
-    for job in jobs:
+    contexts: dict[tuple, tuple] = {}
+
+    def context_of(row: tuple) -> tuple:
+        ids = (row[team_at], row[class_at], row[pc_at])
+        context = contexts.get(ids)
+        if context is None:
+            team = teams[ids[0]]
+            what = (team.namespace, team.local_queue_name, frozenset(declared.get(ids[0], ())), facts[ids[1]])
+            context = contexts[ids] = _ROWS.context((*what, pc_names.get(ids[2]) if ids[2] else None))
+        return context
+
+    def share(job: Job) -> None:
+        # A reused Job reads this read's team and priority class, not those of the read that built it.
         team_cache.set_cached_value(job, teams[job.team_id])
         if job.priority_class_id:
             pc_cache.set_cached_value(job, priority_classes[job.priority_class_id])
-    return jobs
+
+    def build(job: Job, context: tuple) -> m.Workload:
+        share(job)
+        return job_workload(job, declared=declared.get(job.team_id, set()), facts=context[3], priority_class=context[4])
+
+    return _ROWS.build_all(cluster.pk, raw, context_of, build, on_hit=share)
 
 
-def _classes_facts(class_ids: set[int]) -> dict[int, ClassFacts]:
-    """The engine facts of these classes (two queries: the classes, their flavor links with the flavors)."""
-    if not class_ids:
-        return {}
-    links = Prefetch("flavor_links", queryset=ResourceClassFlavor.objects.select_related("flavor"))
-    return {rc.pk: class_facts(rc) for rc in ResourceClass.objects.filter(pk__in=class_ids).prefetch_related(links)}
+def _given_workloads(
+    jobs: Iterable[Job], *, declared: dict[int, set[str]], pc_names: dict[int, str]
+) -> list[tuple[Job, m.Workload]]:
+    """The given jobs and their workloads (each class's facts read once, through the jobs' relations)."""
+    facts: dict[int, ClassFacts] = {}
+    out = []
+    for job in jobs:
+        job_facts = facts.get(job.resource_class_id)
+        if job_facts is None:
+            job_facts = facts[job.resource_class_id] = class_facts(job.resource_class)
+        wl = job_workload(
+            job,
+            declared=declared.get(job.team_id, set()),
+            facts=job_facts,
+            priority_class=pc_names.get(job.priority_class_id) if job.priority_class_id else None,
+        )
+        out.append((job, wl))
+    return out
 
 
 def cluster_engine_input(
@@ -550,25 +545,16 @@ def cluster_engine_input(
     all_priority_classes = list(PriorityClass.objects.all())
     priority_classes = tuple(m.WorkloadPriorityClass(name=p.name, value=p.value) for p in all_priority_classes)
     nodes, nodes_by_name = engine_nodes(cluster) if with_nodes else ((), {})
-    facts: dict[int, ClassFacts] = {}
-    if jobs is None:
-        jobs = _engine_jobs(cluster, teams=all_teams, priority_classes={p.pk: p for p in all_priority_classes})
-        facts = _classes_facts({job.resource_class_id for job in jobs})
     pc_names = {p.pk: p.name for p in all_priority_classes}
-    jobs_by_key: dict[str, Job] = {}
-    workloads = []
-    for job in jobs:
-        job_facts = facts.get(job.resource_class_id)
-        if job_facts is None:
-            job_facts = facts[job.resource_class_id] = class_facts(job.resource_class)
-        wl = job_workload(
-            job,
-            declared=declared.get(job.team_id, set()),
-            facts=job_facts,
-            priority_class=pc_names.get(job.priority_class_id) if job.priority_class_id else None,
+    if jobs is None:
+        by_pk = {p.pk: p for p in all_priority_classes}
+        built = _engine_workloads(
+            cluster, teams=all_teams, priority_classes=by_pk, declared=declared, pc_names=pc_names
         )
-        jobs_by_key[wl.key] = job
-        workloads.append(wl)
+    else:
+        built = _given_workloads(jobs, declared=declared, pc_names=pc_names)
+    jobs_by_key = {wl.key: job for job, wl in built}
+    workloads = [wl for _, wl in built]
     state = m.ClusterState(
         fair_sharing=cluster_fair_sharing(cluster),
         flavors=flavors,

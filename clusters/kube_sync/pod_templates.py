@@ -28,8 +28,8 @@ from clusters.kube_sync.labels import (
     managed_labels,
 )
 from pools.health.selectors import validation_pinning
+from queues.class_facts import class_node_affinity
 from queues.engine.model import DEGRADED_DEVICES_LABEL
-from queues.engine_input import class_node_affinity
 from queues.models import Job
 from queues.pod_sets import PodSetShape
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from .decisions import CycleResult, Explanation, QueueStopEviction, WaitReason
-from .gc_pacing import fewer_collections
+from .gc_pacing import fewer_collections, paused_collections
 from .model import Admission, ClusterState, Eviction, PodSetAdmission, Workload
 from .reasons import explain_all, explain_wl
 from .records import WorkloadInfo
@@ -274,7 +274,7 @@ def needs_replay(explanation: Explanation) -> bool:
     return not explanation.admissible and not (reason is not None and never_fits(reason.code))
 
 
-@fewer_collections()
+@paused_collections()  # one bounded computation: see gc_pacing
 def diagnose_many(
     state: ClusterState,
     keys: Iterable[str],

@@ -28,3 +28,21 @@ def fewer_collections() -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*old)
+
+
+@contextmanager
+def paused_collections() -> Iterator[None]:
+    """No cyclic-garbage collection for the duration of the block (reference counting still frees nearly all).
+
+    For one bounded computation (a diagnosis: one engine, one replay, seconds long) whose objects rarely form
+    cycles: even at ``BURST_THRESHOLD`` each young-generation collection rescans tens of thousands of objects the
+    computation still holds (about 7 % of a 10,000-job diagnosis); the cycles left, if any, are collected after it.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

@@ -242,6 +242,23 @@ def test_a_refresh_rewrites_only_the_rows_that_changed():
     assert not JobDiagnosis.objects.filter(job=jobs[3]).exists()  # no longer pending: its row goes
 
 
+def test_digests_kept_between_refreshes_equal_digests_made_anew():
+    pool = busy_pool()
+    jobs = waiting(pool, 5)
+    now = timezone.now()
+    diagnosis.cluster_diagnosis_refresh(pool.cluster, now=now)
+    services.job_submit(owner=pool.user, team=pool.team, spec=spec(pool, name="late", devices_per_pod=1))
+    jobs[0].devices_per_pod = 4
+    jobs[0].save()
+    diagnosis.cluster_diagnosis_refresh(pool.cluster, now=now + timedelta(minutes=1))  # most digests kept
+    kept = diagnosis_store._DIGESTS[pool.cluster.pk]
+    assert {pk: digest for pk, (_, digest) in kept.items()} == {
+        pk: diagnosis_store._digest(content) for pk, (content, _) in kept.items()
+    }
+    stored = dict(JobDiagnosis.objects.filter(job__cluster=pool.cluster).values_list("job_id", "digest"))
+    assert stored == {pk: digest for pk, (_, digest) in kept.items()}
+
+
 def test_suggestions_of_an_unchanged_row_are_recomputed_after_a_change():
     pool = research_pool()
     job = _fragmented_job(pool)
