@@ -159,12 +159,17 @@ def _find_flavor(
     best: dict[str, str] = {}
     best_modes: dict[str, int] = {}
     best_mode = (NOFIT, 1 << 30)
+    checks = ps.flavor_checks
     for fname in rg.flavors:
-        check_key = (cq.name, fname, wl.shape, ps.name)
-        bad = engine.flavor_checks.get(check_key, False)
+        bad = checks.get((cq.name, fname), False)
         if bad is False:
-            bad = _check_flavor(engine, cq, fname, ps)
-            engine.flavor_checks[check_key] = bad
+            # Shared by the workloads of the same shape; kept on the pod set too (hashing the shape costs).
+            check_key = (cq.name, fname, wl.shape, ps.name)
+            bad = engine.flavor_checks.get(check_key, False)
+            if bad is False:
+                bad = _check_flavor(engine, cq, fname, ps)
+                engine.flavor_checks[check_key] = bad
+            checks[(cq.name, fname)] = bad
         if bad is not None:
             reasons.append(bad[0])
             if explain:

@@ -231,10 +231,12 @@ class NodePool:
     def _changed(self, name: str) -> None:
         self.version += 1
         self._log.append(name)
-        if len(self._log) > 4 * len(self.nodes) + 4096:
-            # Views that have not caught up by now rebuild from scratch (see ``_changes_since``).
-            self._log = []
-            self._log_base = self.version
+        keep = len(self.nodes)
+        if len(self._log) > 4 * keep + 4096:
+            # Keep the last ``keep`` changes: a view further behind has more changes than nodes and rebuilds from
+            # scratch anyway (``CapacityView.catch_up``); one within them still catches up.
+            self._log = self._log[-keep:] if keep else []
+            self._log_base = self.version - len(self._log)
 
     def _changes_since(self, seen: int) -> list[str] | None:
         """The nodes changed after version ``seen`` (None when the log no longer reaches back that far)."""

@@ -30,7 +30,21 @@ def podset_request(
     key = (names, engine.pool.counts_pods)
     cached = ps.requests.get(key)
     if cached is None:
-        cached = ps.requests[key] = _podset_request(engine, ps, names)
+        # Pod sets of the same shape share their requests (most workloads are one of a few shapes).
+        spec = ps.spec
+        shared_key = (
+            key,
+            ps.count,
+            tuple(ps.per_pod.items()),
+            tuple(spec.node_selector.items()),
+            spec.node_affinity,
+            spec.tolerations,
+            spec.topology,
+        )
+        cached = engine.podset_requests.get(shared_key)
+        if cached is None:
+            cached = engine.podset_requests[shared_key] = _podset_request(engine, ps, names)
+        ps.requests[key] = cached
     return cached
 
 

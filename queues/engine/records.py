@@ -43,10 +43,12 @@ PENDING, RESERVED, ADMITTED, EVICTING, FINISHED = "pending", "reserved", "admitt
 class PodSetInfo:
     """A pod set's requests, per pod and in total (zero requests dropped, resources sorted)."""
 
-    __slots__ = ("count", "name", "per_pod", "requests", "spec", "total")
+    __slots__ = ("count", "flavor_checks", "name", "per_pod", "requests", "spec", "total")
 
     def __init__(self, spec: PodSet) -> None:
         self.spec = spec
+        # ``flavor_assignment``'s flavor checks of this pod set, by (ClusterQueue, flavor).
+        self.flavor_checks: dict[tuple[str, str], tuple[str, str] | None] = {}
         # ``pod_placement.podset_request``'s node requests, by (the flavors assigned, whether nodes count pods).
         self.requests: dict[tuple, tuple] = {}
         self.name = spec.name

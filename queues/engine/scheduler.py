@@ -88,6 +88,8 @@ class Engine:
         self.live: dict[str, WorkloadInfo] = {}
         self.cq_node_cache: dict[str, set[str]] = {}
         self.flavor_checks: dict[tuple, tuple[str, str] | None] = {}
+        #: ``pod_placement.podset_request``'s node requests shared by pod sets of the same shape.
+        self.podset_requests: dict[tuple, tuple] = {}
         self.evicting: set[str] = set()
         self.dirty: set[str] = set()
         self.heap_seq = _counter()
