@@ -52,14 +52,24 @@ def find_heads(engine: Engine) -> list[tuple[ClusterQueueInfo, WorkloadInfo]]:
     another queue (which the preemptor would reclaim again at the same instant, endlessly).
     """
     out = []
-    for cq in engine.cqs.values():
-        if cq.blocked or not cq.heap:
+    cqs = engine.cqs
+    queued = engine.queued
+    preemptors = engine.preemptors
+    # Name order, as ``engine.cqs``; only queues with heap entries can have a head.
+    for name in sorted(queued):
+        cq = cqs[name]
+        if not cq.heap:
+            queued.discard(name)
             continue
-        head = _pinned(engine, cq) if engine.preemptors else None
+        if cq.blocked:
+            continue
+        head = _pinned(engine, cq) if preemptors else None
         if head is None:
             head = next_head(engine, cq)
         if head is not None:
             out.append((cq, head))
+        elif not cq.heap:
+            queued.discard(name)
     return out
 
 
@@ -90,11 +100,11 @@ def run_cycle(
     waiting: dict[int, int] = {}
     for e in entries:
         if e.nominated:
-            tree = id(e.cq.node.root())
+            tree = id(e.cq.root)
             waiting[tree] = waiting.get(tree, 0) + 1
     for e in ordered:
         wl, cq, assignment = e.wl, e.cq, e.assignment
-        tree = id(cq.node.root())
+        tree = id(cq.root)
         if e.nominated:
             waiting[tree] -= 1
         if not e.nominated:
@@ -157,14 +167,20 @@ def _nominate(
     # Without preemption a head that fails ``may_fit`` is inadmissible (an exact shortcut). It still needs its full
     # assignment when that could reserve capacity (``_unreclaimable_reservation``) that another head of its cohort
     # tree might otherwise take: one that passes, or whose queue preempts (only those can be admitted).
-    quick = {id(wl): not may_fit(engine, cq, wl.group) for cq, wl in heads if not cq.preempts and wl.group is not None}
-    live: set[int] = {id(cq.node.root()) for cq, wl in heads if not quick.get(id(wl), False)}
-    fair = engine.fair is not None
+    quick: list[bool] = []
+    live: set[int] = set()
     for cq, wl in heads:
+        group = wl.group
+        failed = not cq.preempts and group is not None and not may_fit(engine, cq, group)
+        quick.append(failed)
+        if not failed:
+            live.add(id(cq.root))
+    fair = engine.fair is not None
+    for (cq, wl), failed in zip(heads, quick, strict=True):
         wl.note = None
-        if quick.get(id(wl), False):
+        if failed:
             if fair:
-                if id(cq.node.root()) not in live:
+                if id(cq.root) not in live:
                     # Fair sharing's order reads every head's usage and borrowing (not its placement): it stays in
                     # the tournament with its quota assignment and is found inadmissible in its turn. With no head
                     # of its tree that may be admitted, its reservation could hold nothing up.
@@ -172,7 +188,7 @@ def _nominate(
                         CycleEntry(wl, cq, assign(engine, wl, cq, place=False, explain=False), [], False, quick=True)
                     )
                     continue
-            elif not (id(cq.node.root()) in live and _may_reserve(cq, wl)):
+            elif not (id(cq.root) in live and _may_reserve(cq, wl)):
                 _inadmissible(engine, wl, cq, outcome)
                 continue
         assignment = _assign(engine, wl, cq)
@@ -240,7 +256,7 @@ def _assign(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> FlavorAss
     group = wl.group
     if cq.preempts or group is None:
         return assign(engine, wl, cq, defer_nodes=True, explain=False)
-    root = cq.node.root()
+    root = cq.root
     pool = engine.pool
     memo = group.assign_memo
     if memo is not None and memo[0] == root.usage_version and memo[1] in (None, pool.version, -pool.nodes_version - 1):

@@ -96,8 +96,12 @@ def place_all(
     *,
     empty: bool = False,
     healthy: bool = False,
+    lean: bool = False,
 ) -> list[list[str]] | None:
-    """Place every pod set in turn (earlier pod sets' pods count for later ones); None if any fails."""
+    """Place every pod set in turn (earlier pod sets' pods count for later ones); None if any fails.
+
+    ``lean``: only the nodes are wanted (``NodePool.place_nodes``): the pod sets' ``placement`` is left as it is.
+    """
     placed: list[tuple[str, dict[str, int]]] = []
     out: list[list[str]] = []
     ok = True
@@ -110,16 +114,20 @@ def place_all(
             out.append([])
             continue
         req, _ = podset_request(engine, cq, ps, psa.flavors)
-        res = engine.pool.place(req, empty=empty, healthy=healthy)
-        psa.placement = res
-        if not res.ok:
+        if lean and not empty and not healthy:
+            nodes = engine.pool.place_nodes(req)
+        else:
+            res = engine.pool.place(req, empty=empty, healthy=healthy)
+            psa.placement = res
+            nodes = res.nodes if res.ok else None
+        if nodes is None:
             ok = False
             break
         if not empty and i < last:
-            pods = [(n, ps.per_pod) for n in res.nodes]
+            pods = [(n, ps.per_pod) for n in nodes]
             engine.pool.add(pods)
             placed.extend(pods)
-        out.append(res.nodes)
+        out.append(nodes)
     if placed:
         engine.pool.remove(placed)
     return out if ok else None
@@ -195,6 +203,4 @@ def placement_ok(
     engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: FlavorAssignment
 ) -> list[list[str]] | None:
     """Where the assignment's pod sets would go now (node names per pod set), or None if one does not fit."""
-    return place_all(
-        engine, wl, cq, [PodSetFlavors(p.name, p.count, flavors=dict(p.flavors)) for p in assignment.pod_sets]
-    )
+    return place_all(engine, wl, cq, assignment.pod_sets, lean=True)

@@ -254,6 +254,7 @@ class ClusterQueueInfo:
         "quotas",
         "rg_of",
         "rgs",
+        "root",
         "spec",
         "stopped",
         "strict",
@@ -265,6 +266,8 @@ class ClusterQueueInfo:
         self.spec = spec
         self.name = spec.name
         self.node = node
+        #: The root of its cohort tree (itself without a cohort): the tree does not change.
+        self.root = node.root()
         self.rgs = [
             ResourceGroupInfo(tuple(g.covered_resources), tuple(f.name for f in g.flavors))
             for g in spec.resource_groups

@@ -93,6 +93,8 @@ class Engine:
         self.evicting: set[str] = set()
         self.dirty: set[str] = set()
         self.heap_seq = _counter()
+        #: Names of the ClusterQueues whose heap may hold entries (``cycle.find_heads`` looks at these only).
+        self.queued: set[str] = set()
         self.spec_state = state
         unplaced: list[WorkloadInfo] = []
         for spec in sorted(state.workloads, key=lambda w: w.key):
