@@ -183,13 +183,30 @@ class CapacityView:
         self.seen = version
 
     def _update_leaf(self, i: int) -> None:
-        fit, blocking, frees = self._leaf_figures(i)
-        old_frees = self.leaf_free[i]
-        if frees != old_frees:
-            sums = self.sums
-            for j, f in enumerate(frees):
-                sums[j] += f - old_frees[j]
-            self.leaf_free[i] = frees
+        wanted = self.wanted
+        total = self.columns[0][i] if len(wanted) == 1 else None
+        if total is not None:
+            # One resource reported by the node (the common case), as ``_leaf_figures`` computes it.
+            res, need = wanted[0]
+            free = total if self.empty else total - self.nodes[i].used.get(res, 0)
+            if free < 0:
+                free = 0
+            fit = free // need
+            if fit >= UNBOUNDED:
+                fit = UNBOUNDED
+            blocking = res if fit == 0 else ""
+            row = self.leaf_free[i]
+            if row[0] != free:
+                self.sums[0] += free - row[0]
+                row[0] = free
+        else:
+            fit, blocking, frees = self._leaf_figures(i)
+            old_frees = self.leaf_free[i]
+            if frees != old_frees:
+                sums = self.sums
+                for j, f in enumerate(frees):
+                    sums[j] += f - old_frees[j]
+                self.leaf_free[i] = frees
         old_block = self.leaf_block[i]
         if old_block != blocking:
             if old_block:

@@ -72,8 +72,15 @@ def _fits_resource_quota(
     engine, wl: WorkloadInfo, cq: ClusterQueueInfo, fr: FlavorResource, assumed: int, request: int, explain: bool
 ) -> tuple[int, int, str | tuple, dict | None]:
     node = cq.node
-    available = QuotaTree.available(node, fr)
-    maximum = QuotaTree.potential_available(node, fr)
+    # ``QuotaTree``'s caches read here first (most lookups hit them).
+    cached = node.available_cache.get(fr)
+    if cached is not None and cached[0] == cq.root.usage_version:
+        available = cached[1]
+    else:
+        available = QuotaTree.available(node, fr)
+    maximum = node.potential.get(fr)
+    if maximum is None:
+        maximum = QuotaTree.potential_available(node, fr)
     val = assumed + request
     info = (
         {"flavor": fr[0], "resource": fr[1], "request": val, "available": available, "maximum": maximum}
@@ -191,7 +198,8 @@ def _find_flavor(
                 if reason and SEVERITY[info["kind"]] > SEVERITY[flavor_kind]:
                     flavor_kind = info["kind"]
             mode = (pmode, borrow)
-            if _preferred(rep, mode, preference):
+            # A mode is never preferred to itself (skips the call in the common case: all resources fit).
+            if mode != rep and _preferred(rep, mode, preference):
                 rep = mode
             if rep[0] == NOFIT:
                 break

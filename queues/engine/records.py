@@ -78,8 +78,9 @@ class PodSetFlavors:
         """Kueue's representative mode of the pod set."""
         if self.failed:
             return PS_NOFIT
-        worst = min(self.modes.values(), default=PS_FIT)
-        if not self.reasons and worst == PS_FIT:
+        modes = self.modes
+        worst = min(modes.values()) if modes else PS_FIT
+        if worst == PS_FIT and not self.reasons:
             return PS_FIT
         if not self.flavors:
             return PS_NOFIT
