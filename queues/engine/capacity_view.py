@@ -178,8 +178,9 @@ class CapacityView:
             self._build()
         else:
             index = self.index
-            for i in {index[n] for n in changed if n in index}:
-                self._update_leaf(i)
+            for i in {index.get(n, -1) for n in changed}:
+                if i >= 0:
+                    self._update_leaf(i)
         self.seen = version
 
     def _update_leaf(self, i: int) -> None:
@@ -366,14 +367,19 @@ class FreeSummary:
         if changed is None or len(changed) > len(self.nodes):
             self._build()
         else:
-            for i in {self.index[n] for n in changed if n in self.index}:
-                self._figures = None
+            index = self.index
+            for i in {index.get(n, -1) for n in changed}:
+                if i < 0:
+                    continue
+                node = self.nodes[i]
+                allocatable, used = node.allocatable, node.used
                 row = self.free[i]
                 for j, res in enumerate(self.resources):
-                    new = self._free(i, res)
+                    new = allocatable.get(res, 0) - used.get(res, 0)
                     old = row[j]
                     if new == old:
                         continue
+                    self._figures = None
                     if old > 0:
                         self.totals[j] -= old
                         self.counts[j][old] -= 1

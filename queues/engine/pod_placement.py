@@ -26,7 +26,8 @@ def podset_request(
     engine: Engine, cq: ClusterQueueInfo, ps: PodSetInfo, flavors: Mapping[str, str]
 ) -> tuple[PodSetRequest, str | None]:
     """The node request for a pod set under its flavors, and the name of its topology (None without TAS)."""
-    names = tuple(sorted(set(flavors.values())))
+    values = flavors.values()
+    names = tuple(values) if len(flavors) == 1 else tuple(sorted(set(values)))
     key = (names, engine.pool.counts_pods)
     cached = ps.requests.get(key)
     if cached is None:

@@ -223,7 +223,10 @@ class ShapeGroup:
     def prune(self) -> list[tuple[int, float, str, WorkloadInfo]]:
         """Drop, from the top of the heap, workloads no longer pending in this group; returns the heap."""
         items = self.items
-        while items and (items[0][3].state != PENDING or items[0][3].group is not self):
+        while items:
+            wl = items[0][3]
+            if wl.state == PENDING and wl.group is self:
+                break
             heapq.heappop(items)
         return items
 
