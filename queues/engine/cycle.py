@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from . import messages as msg
 from .decisions import AdmissionDecision, PodSetAssignment, Preemption
 from .fair_sharing import tournament
-from .flavor_assignment import assign
+from .flavor_assignment import assign, assign_if_fits, quota_fit_plan
 from .model import Eviction, FlavorResource
 from .pod_placement import placement_ok
 from .preemption import preemption_targets
@@ -261,7 +261,12 @@ def _assign(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> FlavorAss
     memo = group.assign_memo
     if memo is not None and memo[0] == root.usage_version and memo[1] in (None, pool.version, -pool.nodes_version - 1):
         return memo[2]
-    result = assign(engine, wl, cq, defer_nodes=True, explain=False)
+    plan = group.quota_plan
+    if plan is None:
+        plan = group.quota_plan = quota_fit_plan(engine, wl, cq) or (None,)
+    result = assign_if_fits(engine, wl, cq, plan, defer_nodes=True) if plan[0] is not None else None
+    if result is None:
+        result = assign(engine, wl, cq, defer_nodes=True, explain=False)
     if result.mode == PS_FIT:
         group.assign_memo = None
     else:

@@ -297,3 +297,61 @@ def assign(
     if place and engine.pool.enabled:
         placement_stage(engine, wl, cq, result, defer=defer_nodes)
     return result
+
+
+def quota_fit_plan(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> tuple | None:
+    """What ``assign_if_fits`` checks for a shape: (its flavor, its ((flavor, resource), request) pairs in resource
+    order, its requests); None when the shape is not that simple (then ``assign`` decides).
+
+    Simple: one pod set whose requests are all positive and covered by one resource group of a single flavor that
+    passes its checks (``_check_flavor``).
+    """
+    if len(wl.pod_sets) != 1:
+        return None
+    ps = wl.pod_sets[0]
+    requests = dict(ps.total)
+    if "pods" in cq.rg_of:
+        requests["pods"] = ps.count
+    if not requests or any(v <= 0 for v in requests.values()):
+        return None
+    groups = {cq.rg_of.get(r) for r in requests}
+    if len(groups) != 1 or None in groups:
+        return None
+    (idx,) = groups
+    rg = cq.rgs[idx]
+    if len(rg.flavors) != 1:
+        return None
+    fname = rg.flavors[0]
+    check_key = (cq.name, fname, wl.shape, ps.name)
+    bad = engine.flavor_checks.get(check_key, False)
+    if bad is False:
+        bad = engine.flavor_checks[check_key] = _check_flavor(engine, cq, fname, ps)
+    if bad is not None:
+        return None
+    return fname, tuple(((fname, r), requests[r]) for r in sorted(requests)), tuple(requests.items())
+
+
+def assign_if_fits(
+    engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, plan: tuple, *, defer_nodes: bool = False
+) -> FlavorAssignment | None:
+    """``assign(engine, wl, cq, defer_nodes=..., explain=False)`` for a shape with a ``quota_fit_plan`` when every
+    resource fits its quota as it is; None otherwise (``assign`` then decides, as without this shortcut).
+
+    With a single flavor that fits, ``assign`` takes it with the highest borrowing height among its resources and
+    no reasons; this builds that result directly.
+    """
+    fname, checks, requests = plan
+    borrow = 0
+    for fr, val in checks:
+        pmode, height, _, _ = _fits_resource_quota(engine, wl, cq, fr, 0, val, False)
+        if pmode != FIT:
+            return None
+        if height > borrow:
+            borrow = height
+    ps = wl.pod_sets[0]
+    flavors = {fr[1]: fname for fr, _ in checks}
+    psa = PodSetFlavors(ps.name, ps.count, flavors=flavors, modes=dict.fromkeys(flavors, PS_FIT), usage=dict(requests))
+    result = FlavorAssignment(pod_sets=[psa], usage={(fname, r): v for r, v in requests}, borrow=borrow)
+    if engine.pool.enabled:
+        placement_stage(engine, wl, cq, result, defer=defer_nodes)
+    return result

@@ -199,6 +199,7 @@ class ShapeGroup:
         "fit_plan",
         "items",
         "quota_blocked",
+        "quota_plan",
         "quota_wait",
         "shape",
         "version",
@@ -219,6 +220,8 @@ class ShapeGroup:
         self.fit_memo: tuple | None = None
         # ``cycle``'s last flavor assignment for this shape that did not fit, with the versions it holds for.
         self.assign_memo: tuple | None = None
+        # ``flavor_assignment.quota_fit_plan`` for this shape (``(None,)``: none), once computed.
+        self.quota_plan: tuple | None = None
 
     def prune(self) -> list[tuple[int, float, str, WorkloadInfo]]:
         """Drop, from the top of the heap, workloads no longer pending in this group; returns the heap."""
