@@ -155,6 +155,7 @@ class CapacityView:
             dom.children_deg = sorted(k.cap << shift | k.rank for k in kids if k.degraded)
         # All domains of a depth, sorted, built for the depths a topology rule asks about (see ``_level``).
         self.levels: dict[int, tuple[SortedEntries, SortedEntries]] = {}
+        self._paths: dict[int, tuple] = {}
 
     def _level(self, depth: int) -> tuple[SortedEntries, SortedEntries]:
         """The codes of the domains at ``depth``: without degraded devices, with (kept up to date)."""
@@ -167,6 +168,7 @@ class CapacityView:
                 sorted(d.cap << shift | d.rank for d in doms if d.degraded),
             )
             self.levels[depth] = lists
+            self._paths = {}  # a path now passes through this depth's lists too
         return lists
 
     def catch_up(self, changed: Sequence[str] | None, version: int) -> None:
@@ -221,27 +223,39 @@ class CapacityView:
         delta = fit - leaf.cap
         if delta == 0:
             return
-        levels = self.levels
         shift = self.shift
         moved = delta << shift
-        dom = leaf
-        parent = dom.parent
-        while parent is not None:
+        path = self._paths.get(i)
+        if path is None:
+            path = self._paths[i] = self._path(leaf)
+        for dom, entries, level in path:
             old = dom.cap << shift | dom.rank
             dom.cap += delta
             new = old + moved
-            entries = parent.children_deg if dom.degraded else parent.children_pref
             del entries[bisect_left(entries, old)]
             insort(entries, new)
-            if levels:
-                level = levels.get(dom.depth)
-                if level is not None:
-                    entries = level[1] if dom.degraded else level[0]
-                    del entries[bisect_left(entries, old)]
-                    insort(entries, new)
+            if level is not None:
+                del level[bisect_left(level, old)]
+                insort(level, new)
+        self.root.cap += delta
+
+    def _path(self, leaf: Domain) -> tuple[tuple[Domain, SortedEntries, SortedEntries | None], ...]:
+        """From ``leaf`` up to the root's children: each domain with the sorted lists that hold its code."""
+        out = []
+        dom = leaf
+        parent = dom.parent
+        while parent is not None:
+            level = self.levels.get(dom.depth)
+            out.append(
+                (
+                    dom,
+                    parent.children_deg if dom.degraded else parent.children_pref,
+                    None if level is None else level[1] if dom.degraded else level[0],
+                )
+            )
             dom = parent
             parent = dom.parent
-        dom.cap += delta
+        return tuple(out)
 
     # ------------------------------------------------------------------ queries
 
