@@ -353,5 +353,5 @@ def assign_if_fits(
     psa = PodSetFlavors(ps.name, ps.count, flavors=flavors, modes=dict.fromkeys(flavors, PS_FIT), usage=dict(requests))
     result = FlavorAssignment(pod_sets=[psa], usage={(fname, r): v for r, v in requests}, borrow=borrow)
     if engine.pool.enabled:
-        placement_stage(engine, wl, cq, result, defer=defer_nodes)
+        placement_stage(engine, wl, cq, result, defer=defer_nodes, fit=True)
     return result

@@ -135,14 +135,21 @@ def place_all(
 
 
 def placement_stage(
-    engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, result: FlavorAssignment, *, defer: bool = False
+    engine: Engine,
+    wl: WorkloadInfo,
+    cq: ClusterQueueInfo,
+    result: FlavorAssignment,
+    *,
+    defer: bool = False,
+    fit: bool | None = None,
 ) -> None:
     """Kueue's TAS step, applied to every flavor: place, else preempt if it could fit, else no fit.
 
     ``defer``: when a single pod set fits as the nodes are, only say so (``result.nodes_deferred``); the
-    cycle places it if it is admitted before anything changes (the same nodes, as nothing changed).
+    cycle places it if it is admitted before anything changes (the same nodes, as nothing changed). ``fit``:
+    whether ``result.mode`` is ``PS_FIT``, when the caller knows.
     """
-    if result.mode == PS_FIT:
+    if (result.mode == PS_FIT) if fit is None else fit:
         result.placement_read = "usage"
         if defer and len(wl.pod_sets) == 1:
             ps = wl.pod_sets[0]

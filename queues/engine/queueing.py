@@ -91,13 +91,26 @@ def reactivate_cq(engine: Engine, cq: ClusterQueueInfo, quota_changed: bool = Tr
         parked, cq.parked = cq.parked, []
         still = cq.parked
         quick = not cq.preempts
+        released = cq.root.released
         for group in parked:
             if group.active:
                 continue
             if quick:
-                if group.quota_blocked and (not quota_changed or _still_short(cq, group)):
-                    still.append(group)
-                    continue
+                if group.quota_blocked:
+                    if not quota_changed:
+                        still.append(group)
+                        continue
+                    # Still short: a ClusterQueue's available quota grows by at most what is released in its
+                    # tree (``QuotaTree``), so a flavor that was short by ``s`` cannot fit before ``s`` more has
+                    # been released there (most parked groups stop here).
+                    wait = group.quota_wait
+                    if wait is not None:
+                        for fr, threshold in wait:
+                            if released.get(fr, 0) >= threshold:
+                                break
+                        else:
+                            still.append(group)
+                            continue
                 if not may_fit(engine, cq, group):
                     still.append(group)
                     continue
@@ -200,22 +213,6 @@ def _may_fit(engine: Engine, cq: ClusterQueueInfo, group: ShapeGroup, head: Work
         released = cq.root.released
         group.quota_wait = tuple([(fr, released.get(fr, 0) + short_by) for fr, short_by in waits])
     return False
-
-
-def _still_short(cq: ClusterQueueInfo, group: ShapeGroup) -> bool:
-    """True when no flavor's quota can have grown enough since the group's last check to fit its head.
-
-    A ClusterQueue's available quota grows by at most what is released in its tree (``QuotaTree``), so a
-    flavor that was short by ``s`` cannot fit before ``s`` more has been released there.
-    """
-    wait = group.quota_wait
-    if not group.quota_blocked or wait is None:
-        return False
-    released = cq.root.released
-    for fr, threshold in wait:
-        if released.get(fr, 0) >= threshold:
-            return False
-    return True
 
 
 def on_release(engine: Engine, cq_name: str | None, nodes: Iterable[str] = ()) -> None:
