@@ -382,26 +382,30 @@ class FreeSummary:
             self._build()
         else:
             index = self.index
+            nodes, free, totals, all_counts = self.nodes, self.free, self.totals, self.counts
             for i in {index.get(n, -1) for n in changed}:
                 if i < 0:
                     continue
-                node = self.nodes[i]
+                node = nodes[i]
                 allocatable, used = node.allocatable, node.used
-                row = self.free[i]
+                row = free[i]
                 for j, res in enumerate(self.resources):
                     new = allocatable.get(res, 0) - used.get(res, 0)
                     old = row[j]
                     if new == old:
                         continue
                     self._figures = None
+                    counts = all_counts[j]
                     if old > 0:
-                        self.totals[j] -= old
-                        self.counts[j][old] -= 1
-                        if not self.counts[j][old]:
-                            del self.counts[j][old]
+                        totals[j] -= old
+                        left = counts[old] - 1
+                        if left:
+                            counts[old] = left
+                        else:
+                            del counts[old]
                     if new > 0:
-                        self.totals[j] += new
-                        self.counts[j][new] += 1
+                        totals[j] += new
+                        counts[new] = counts.get(new, 0) + 1
                     row[j] = new
         self.seen = version
 

@@ -301,7 +301,8 @@ def assign(
 
 def quota_fit_plan(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> tuple | None:
     """What ``assign_if_fits`` checks for a shape: (its flavor, its ((flavor, resource), request) pairs in resource
-    order, its requests); None when the shape is not that simple (then ``assign`` decides).
+    order, then the flavors, modes, requests and usage its assignment holds when it fits, to be copied); None when
+    the shape is not that simple (then ``assign`` decides).
 
     Simple: one pod set whose requests are all positive and covered by one resource group of a single flavor that
     passes its checks (``_check_flavor``).
@@ -328,7 +329,10 @@ def quota_fit_plan(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> tu
         bad = engine.flavor_checks[check_key] = _check_flavor(engine, cq, fname, ps)
     if bad is not None:
         return None
-    return fname, tuple(((fname, r), requests[r]) for r in sorted(requests)), tuple(requests.items())
+    checks = tuple(((fname, r), requests[r]) for r in sorted(requests))
+    flavors = {fr[1]: fname for fr, _ in checks}
+    usage = {(fname, r): v for r, v in requests.items()}
+    return fname, checks, flavors, dict.fromkeys(flavors, PS_FIT), requests, usage
 
 
 def assign_if_fits(
@@ -340,7 +344,7 @@ def assign_if_fits(
     With a single flavor that fits, ``assign`` takes it with the highest borrowing height among its resources and
     no reasons; this builds that result directly.
     """
-    fname, checks, requests = plan
+    _, checks, flavors, modes, requests, usage = plan
     borrow = 0
     for fr, val in checks:
         pmode, height, _, _ = _fits_resource_quota(engine, wl, cq, fr, 0, val, False)
@@ -349,9 +353,8 @@ def assign_if_fits(
         if height > borrow:
             borrow = height
     ps = wl.pod_sets[0]
-    flavors = {fr[1]: fname for fr, _ in checks}
-    psa = PodSetFlavors(ps.name, ps.count, flavors=flavors, modes=dict.fromkeys(flavors, PS_FIT), usage=dict(requests))
-    result = FlavorAssignment(pod_sets=[psa], usage={(fname, r): v for r, v in requests}, borrow=borrow)
+    psa = PodSetFlavors(ps.name, ps.count, flavors=dict(flavors), modes=dict(modes), usage=dict(requests))
+    result = FlavorAssignment(pod_sets=[psa], usage=dict(usage), borrow=borrow)
     if engine.pool.enabled:
         placement_stage(engine, wl, cq, result, defer=defer_nodes, fit=True)
     return result

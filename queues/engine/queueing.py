@@ -290,7 +290,7 @@ def next_head(engine: Engine, cq: ClusterQueueInfo) -> WorkloadInfo | None:
             group.version += 1
             continue
         top = items[0]
-        if (top[0], top[1], top[2]) != (negp, ts, key):
+        if top[2] != key or top[1] != ts or top[0] != negp:
             heapq.heappop(heap)
             push_group(engine, group)
             continue
