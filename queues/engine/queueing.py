@@ -221,16 +221,14 @@ def on_release(engine: Engine, cq_name: str | None, nodes: Iterable[str] = ()) -
         for cq in engine.cqs.values():
             reactivate_cq(engine, cq)
         return
-    cohort = engine.cqs[cq_name].cohort_cqs
+    released_in = engine.cqs[cq_name]
+    cohort = released_in.cohort_cqs
     node_only: list[ClusterQueueInfo] = []
     if engine.pool.enabled:
         freed = set(nodes)
         if freed:
             # Node capacity is shared across cohorts: wake every queue with a flavor on the freed nodes.
-            members = {c.name for c in cohort}
-            for cq in engine.cqs.values():
-                if cq.name in members:
-                    continue
+            for cq in released_in.outside_cqs:
                 memo = cq.wake_memo
                 wake = memo if memo is not None and not cq.blocked and not cq.preempts else _may_wake(cq)
                 if wake and cq_nodes(engine, cq) & freed:

@@ -250,6 +250,7 @@ class ClusterQueueInfo:
         "blocked",
         "checks",
         "cohort_cqs",
+        "outside_cqs",
         "groups",
         "heap",
         "inactive",
@@ -306,6 +307,8 @@ class ClusterQueueInfo:
         self.blocked = False
         self.admitted: dict[str, WorkloadInfo] = {}
         self.cohort_cqs: list[ClusterQueueInfo] = []
+        #: Every other ClusterQueue (not in its cohort tree), in name order.
+        self.outside_cqs: list[ClusterQueueInfo] = []
 
 
 @dataclass(slots=True)

@@ -83,6 +83,8 @@ class Engine:
             self.cqs[spec.name] = self._compile_cq(spec)
         for cq in self.cqs.values():
             cq.cohort_cqs = [self.cqs[name] for name in sorted(self.quota.cohort_cqs(cq.name))]
+            members = {c.name for c in cq.cohort_cqs}
+            cq.outside_cqs = [c for c in self.cqs.values() if c.name not in members]
         self.workloads: dict[str, WorkloadInfo] = {}
         #: The workloads not finished (``workloads`` keeps the finished ones for reports): what scans walk.
         self.live: dict[str, WorkloadInfo] = {}
