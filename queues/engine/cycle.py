@@ -80,6 +80,9 @@ def run_cycle(
     engine.now = now
     outcome = CycleOutcome()
     entries = _nominate(engine, heads if heads is not None else find_heads(engine), outcome)
+    if not entries:
+        # Every head was found inadmissible at nomination (parked): nothing to order or admit.
+        return outcome
     # Kueue's order; among equal borrowing and priority a preemptor from an earlier cycle goes first, so
     # the capacity its victims freed is not taken by a peer that would then be reclaimed in turn.
     pinned = {id(w) for w in engine.preemptors.values()}
