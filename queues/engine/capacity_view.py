@@ -16,7 +16,9 @@ from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Iterator, Sequence
 
-#: A list of (cap, key, domain) kept sorted (plain lists: fan-outs are small, and a move is one memmove).
+#: A sorted list of domain codes: ``cap << shift | rank``, ``rank`` being the domain's place in key order among the
+#: domains of its depth. Ordering the codes orders by (pods that fit, key) with plain integer comparisons (plain
+#: lists: fan-outs are small, and a move is one memmove).
 SortedEntries = list
 
 #: A leaf's capacity when none of the requested resources is reported by its node (no limit).
@@ -29,7 +31,7 @@ UNLIMITED_SUMMARY = 1 << 60
 class Domain:
     """A topology domain (or a node, at the leaves) with how many pods of the view's shape fit in it."""
 
-    __slots__ = ("cap", "children_deg", "children_pref", "degraded", "depth", "key", "leaf_index", "parent")
+    __slots__ = ("cap", "children_deg", "children_pref", "degraded", "depth", "key", "leaf_index", "parent", "rank")
 
     def __init__(self, key: tuple[str, ...], parent: Domain | None, depth: int, leaf_index: int = -1) -> None:
         self.key = key
@@ -38,7 +40,9 @@ class Domain:
         self.leaf_index = leaf_index
         self.cap = 0
         self.degraded = False
-        # Children by (cap, key): those without degraded devices, and those with.
+        #: Place in key order among the domains of its depth (see ``SortedEntries``).
+        self.rank = 0
+        # Children codes: those without degraded devices, and those with.
         self.children_pref: SortedEntries = []
         self.children_deg: SortedEntries = []
 
@@ -121,7 +125,7 @@ class CapacityView:
             leaf.degraded = skel.degraded
             self.leaves.append(leaf)
         self.leaf_depth = len(static.leaves[0].key) if static.leaves else 1
-        # Internal caps bottom-up, then the sorted children and depth lists.
+        # Internal caps bottom-up, then the ranks, the sorted children and the depth lists.
         internal = sorted((d for d in domains_by_key.values() if d is not self.root), key=lambda d: -d.depth)
         children: dict[int, list[Domain]] = {}
         for leaf in self.leaves:
@@ -130,28 +134,41 @@ class CapacityView:
             kids = children.get(id(dom), [])
             dom.cap = sum(k.cap for k in kids)
             children.setdefault(id(dom.parent), []).append(dom)
+        #: Per depth, its domains in key order (a domain's index is its rank).
+        self.by_depth: dict[int, list[Domain]] = {}
+        for dom in [*internal, *self.leaves]:
+            self.by_depth.setdefault(dom.depth, []).append(dom)
+        widest = 1
+        for doms in self.by_depth.values():
+            doms.sort(key=lambda d: d.key)
+            for rank, dom in enumerate(doms):
+                dom.rank = rank
+            widest = max(widest, len(doms))
+        self.shift = widest.bit_length()
+        self.mask = (1 << self.shift) - 1
+        shift = self.shift
         for dom in [self.root, *internal]:
             kids = children.get(id(dom), [])
             if dom is self.root:
                 dom.cap = sum(k.cap for k in kids)
-            dom.children_pref = sorted((k.cap, k.key, k) for k in kids if not k.degraded)
-            dom.children_deg = sorted((k.cap, k.key, k) for k in kids if k.degraded)
-        self.by_depth: dict[int, list[Domain]] = {}
-        for dom in [*internal, *self.leaves]:
-            self.by_depth.setdefault(dom.depth, []).append(dom)
+            dom.children_pref = sorted(k.cap << shift | k.rank for k in kids if not k.degraded)
+            dom.children_deg = sorted(k.cap << shift | k.rank for k in kids if k.degraded)
         # All domains of a depth, sorted, built for the depths a topology rule asks about (see ``_level``).
         self.levels: dict[int, tuple[SortedEntries, SortedEntries]] = {}
+        self._paths: dict[int, tuple] = {}
 
     def _level(self, depth: int) -> tuple[SortedEntries, SortedEntries]:
-        """The domains at ``depth`` sorted by (cap, key): without degraded devices, with (kept up to date)."""
+        """The codes of the domains at ``depth``: without degraded devices, with (kept up to date)."""
         lists = self.levels.get(depth)
         if lists is None:
             doms = self.by_depth.get(depth, [])
+            shift = self.shift
             lists = (
-                sorted((d.cap, d.key, d) for d in doms if not d.degraded),
-                sorted((d.cap, d.key, d) for d in doms if d.degraded),
+                sorted(d.cap << shift | d.rank for d in doms if not d.degraded),
+                sorted(d.cap << shift | d.rank for d in doms if d.degraded),
             )
             self.levels[depth] = lists
+            self._paths = {}  # a path now passes through this depth's lists too
         return lists
 
     def catch_up(self, changed: Sequence[str] | None, version: int) -> None:
@@ -163,16 +180,36 @@ class CapacityView:
             self._build()
         else:
             index = self.index
-            for i in {index[n] for n in changed if n in index}:
-                self._update_leaf(i)
+            for i in {index.get(n, -1) for n in changed}:
+                if i >= 0:
+                    self._update_leaf(i)
         self.seen = version
 
     def _update_leaf(self, i: int) -> None:
-        fit, blocking, frees = self._leaf_figures(i)
-        old_frees = self.leaf_free[i]
-        for j, f in enumerate(frees):
-            self.sums[j] += f - old_frees[j]
-        self.leaf_free[i] = frees
+        wanted = self.wanted
+        total = self.columns[0][i] if len(wanted) == 1 else None
+        if total is not None:
+            # One resource reported by the node (the common case), as ``_leaf_figures`` computes it.
+            res, need = wanted[0]
+            free = total if self.empty else total - self.nodes[i].used.get(res, 0)
+            if free < 0:
+                free = 0
+            fit = free // need
+            if fit >= UNBOUNDED:
+                fit = UNBOUNDED
+            blocking = res if fit == 0 else ""
+            row = self.leaf_free[i]
+            if row[0] != free:
+                self.sums[0] += free - row[0]
+                row[0] = free
+        else:
+            fit, blocking, frees = self._leaf_figures(i)
+            old_frees = self.leaf_free[i]
+            if frees != old_frees:
+                sums = self.sums
+                for j, f in enumerate(frees):
+                    sums[j] += f - old_frees[j]
+                self.leaf_free[i] = frees
         old_block = self.leaf_block[i]
         if old_block != blocking:
             if old_block:
@@ -186,25 +223,39 @@ class CapacityView:
         delta = fit - leaf.cap
         if delta == 0:
             return
-        levels = self.levels
+        shift = self.shift
+        moved = delta << shift
+        path = self._paths.get(i)
+        if path is None:
+            path = self._paths[i] = self._path(leaf)
+        for dom, entries, level in path:
+            old = dom.cap << shift | dom.rank
+            dom.cap += delta
+            new = old + moved
+            del entries[bisect_left(entries, old)]
+            insort(entries, new)
+            if level is not None:
+                del level[bisect_left(level, old)]
+                insort(level, new)
+        self.root.cap += delta
+
+    def _path(self, leaf: Domain) -> tuple[tuple[Domain, SortedEntries, SortedEntries | None], ...]:
+        """From ``leaf`` up to the root's children: each domain with the sorted lists that hold its code."""
+        out = []
         dom = leaf
         parent = dom.parent
         while parent is not None:
-            key = dom.key
-            old = (dom.cap, key, dom)
-            dom.cap += delta
-            new = (dom.cap, key, dom)
-            entries = parent.children_deg if dom.degraded else parent.children_pref
-            del entries[bisect_left(entries, old)]
-            insort(entries, new)
-            level = levels.get(dom.depth)
-            if level is not None:
-                entries = level[1] if dom.degraded else level[0]
-                del entries[bisect_left(entries, old)]
-                insort(entries, new)
+            level = self.levels.get(dom.depth)
+            out.append(
+                (
+                    dom,
+                    parent.children_deg if dom.degraded else parent.children_pref,
+                    None if level is None else level[1] if dom.degraded else level[0],
+                )
+            )
             dom = parent
             parent = dom.parent
-        dom.cap += delta
+        return tuple(out)
 
     # ------------------------------------------------------------------ queries
 
@@ -226,22 +277,24 @@ class CapacityView:
 
     def best_fit_at(self, depth: int, count: int) -> Domain | None:
         """The domain at ``depth`` with room for ``count`` pods and the least room (a non-degraded node first)."""
+        low = count << self.shift
         for sl in self._level(depth):
-            i = bisect_left(sl, (count,))
+            i = bisect_left(sl, low)
             if i < len(sl):
-                return sl[i][2]
+                return self.by_depth[depth][sl[i] & self.mask]
         return None
 
     def largest_at(self, depth: int) -> Domain | None:
         """The domain at ``depth`` with the most room (the smallest key among equals); None without domains."""
-        best: tuple[int, tuple[str, ...], Domain] | None = None
+        shift = self.shift
+        best: int | None = None
         for sl in self._level(depth):
             if not sl:
                 continue
-            top = sl[bisect_left(sl, (sl[-1][0],))]
-            if best is None or top[0] > best[0] or (top[0] == best[0] and top[1] < best[1]):
+            top = sl[bisect_left(sl, sl[-1] >> shift << shift)]
+            if best is None or top >> shift > best >> shift or (top >> shift == best >> shift and top < best):
                 best = top
-        return best[2] if best is not None else None
+        return self.by_depth[depth][best & self.mask] if best is not None else None
 
     def fill(self, domain: Domain, count: int) -> list[str]:
         """Assign ``count`` pods inside ``domain`` (which has room for them), as ``placement._fill`` does.
@@ -249,43 +302,46 @@ class CapacityView:
         Nodes with degraded devices are used last; each group is filled on as few sub-domains as possible,
         best-fit on the last one.
         """
-        if domain.is_leaf:
+        if domain.leaf_index >= 0:
             return [self.nodes[domain.leaf_index].name] * count
         pref, deg = domain.children_pref, domain.children_deg
-        if not deg or deg[-1][0] <= 0:
-            return self._fill_children(pref, count)
+        kids = self.by_depth[domain.depth + 1]
+        if not deg or deg[-1] >> self.shift <= 0:
+            return self._fill_children(pref, kids, count)
         # Asking the preferred children for more than they hold fills each of them completely.
-        first = self._fill_children(pref, count)
-        return first + self._fill_children(deg, count - len(first))
+        first = self._fill_children(pref, kids, count)
+        return first + self._fill_children(deg, kids, count - len(first))
 
-    def _fill_children(self, children: SortedEntries, count: int) -> list[str]:
-        """``count`` pods over ``children`` (sorted by (cap, key)): fewest children, best-fit on the last."""
+    def _fill_children(self, children: SortedEntries, kids: list[Domain], count: int) -> list[str]:
+        """``count`` pods over ``children`` (codes of ``kids``): fewest children, best-fit on the last."""
+        shift, mask = self.shift, self.mask
         remaining = count
         out: list[str] = []
         taken: set[int] = set()
-        order = _biggest_first(children)
+        order = _biggest_first(children, shift)
         while remaining > 0:
-            i = bisect_left(children, (remaining,))
-            while i < len(children) and id(children[i][2]) in taken:
+            i = bisect_left(children, remaining << shift)
+            while i < len(children) and children[i] & mask in taken:
                 i += 1
             if i < len(children):
-                out.extend(self.fill(children[i][2], remaining))
+                out.extend(self.fill(kids[children[i] & mask], remaining))
                 return out
             entry = next(order, None)
-            if entry is None or entry[0] <= 0:
+            if entry is None or entry >> shift <= 0:
                 break
-            taken.add(id(entry[2]))
-            out.extend(self.fill(entry[2], entry[0]))
-            remaining -= entry[0]
+            taken.add(entry & mask)
+            cap = entry >> shift
+            out.extend(self.fill(kids[entry & mask], cap))
+            remaining -= cap
         return out
 
 
-def _biggest_first(sl: SortedEntries) -> Iterator[tuple]:
-    """Entries by cap descending, key ascending among equal caps (the order ``placement._fill_children`` pops)."""
+def _biggest_first(sl: SortedEntries, shift: int) -> Iterator[int]:
+    """Codes by cap descending, key ascending among equal caps (the order ``placement._fill_children`` pops)."""
     end = len(sl)
     while end > 0:
-        cap = sl[end - 1][0]
-        start = bisect_left(sl, (cap,))
+        cap = sl[end - 1] >> shift
+        start = bisect_left(sl, cap << shift)
         for j in range(start, end):
             yield sl[j]
         end = start
@@ -325,22 +381,31 @@ class FreeSummary:
         if changed is None or len(changed) > len(self.nodes):
             self._build()
         else:
-            for i in {self.index[n] for n in changed if n in self.index}:
-                self._figures = None
-                row = self.free[i]
+            index = self.index
+            nodes, free, totals, all_counts = self.nodes, self.free, self.totals, self.counts
+            for i in {index.get(n, -1) for n in changed}:
+                if i < 0:
+                    continue
+                node = nodes[i]
+                allocatable, used = node.allocatable, node.used
+                row = free[i]
                 for j, res in enumerate(self.resources):
-                    new = self._free(i, res)
+                    new = allocatable.get(res, 0) - used.get(res, 0)
                     old = row[j]
                     if new == old:
                         continue
+                    self._figures = None
+                    counts = all_counts[j]
                     if old > 0:
-                        self.totals[j] -= old
-                        self.counts[j][old] -= 1
-                        if not self.counts[j][old]:
-                            del self.counts[j][old]
+                        totals[j] -= old
+                        left = counts[old] - 1
+                        if left:
+                            counts[old] = left
+                        else:
+                            del counts[old]
                     if new > 0:
-                        self.totals[j] += new
-                        self.counts[j][new] += 1
+                        totals[j] += new
+                        counts[new] = counts.get(new, 0) + 1
                     row[j] = new
         self.seen = version
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from . import messages as msg
 from .decisions import AdmissionDecision, PodSetAssignment, Preemption
 from .fair_sharing import tournament
-from .flavor_assignment import assign
+from .flavor_assignment import assign, assign_if_fits, quota_fit_plan
 from .model import Eviction, FlavorResource
 from .pod_placement import placement_ok
 from .preemption import preemption_targets
@@ -52,14 +52,24 @@ def find_heads(engine: Engine) -> list[tuple[ClusterQueueInfo, WorkloadInfo]]:
     another queue (which the preemptor would reclaim again at the same instant, endlessly).
     """
     out = []
-    for cq in engine.cqs.values():
-        if cq.blocked or not cq.heap:
+    cqs = engine.cqs
+    queued = engine.queued
+    preemptors = engine.preemptors
+    # Name order, as ``engine.cqs``; only queues with heap entries can have a head.
+    for name in sorted(queued):
+        cq = cqs[name]
+        if not cq.heap:
+            queued.discard(name)
             continue
-        head = _pinned(engine, cq) if engine.preemptors else None
+        if cq.blocked:
+            continue
+        head = _pinned(engine, cq) if preemptors else None
         if head is None:
             head = next_head(engine, cq)
         if head is not None:
             out.append((cq, head))
+        elif not cq.heap:
+            queued.discard(name)
     return out
 
 
@@ -70,6 +80,9 @@ def run_cycle(
     engine.now = now
     outcome = CycleOutcome()
     entries = _nominate(engine, heads if heads is not None else find_heads(engine), outcome)
+    if not entries:
+        # Every head was found inadmissible at nomination (parked): nothing to order or admit.
+        return outcome
     # Kueue's order; among equal borrowing and priority a preemptor from an earlier cycle goes first, so
     # the capacity its victims freed is not taken by a peer that would then be reclaimed in turn.
     pinned = {id(w) for w in engine.preemptors.values()}
@@ -90,11 +103,11 @@ def run_cycle(
     waiting: dict[int, int] = {}
     for e in entries:
         if e.nominated:
-            tree = id(e.cq.node.root())
+            tree = id(e.cq.root)
             waiting[tree] = waiting.get(tree, 0) + 1
     for e in ordered:
         wl, cq, assignment = e.wl, e.cq, e.assignment
-        tree = id(cq.node.root())
+        tree = id(cq.root)
         if e.nominated:
             waiting[tree] -= 1
         if not e.nominated:
@@ -157,16 +170,22 @@ def _nominate(
     # Without preemption a head that fails ``may_fit`` is inadmissible (an exact shortcut). It still needs its full
     # assignment when that could reserve capacity (``_unreclaimable_reservation``) that another head of its cohort
     # tree might otherwise take: one that passes, or whose queue preempts (only those can be admitted).
-    quick = {id(wl): not may_fit(engine, cq, wl.group) for cq, wl in heads if not cq.preempts and wl.group is not None}
-    live: set[int] = {id(cq.node.root()) for cq, wl in heads if not quick.get(id(wl), False)}
+    quick: list[bool] = []
+    live: set[int] = set()
+    for cq, wl in heads:
+        group = wl.group
+        failed = not cq.preempts and group is not None and not may_fit(engine, cq, group)
+        quick.append(failed)
+        if not failed:
+            live.add(id(cq.root))
     fair = engine.fair is not None
     if fair and not live:
         return _all_inadmissible(engine, heads, outcome)
-    for cq, wl in heads:
+    for (cq, wl), failed in zip(heads, quick, strict=True):
         wl.note = None
-        if quick.get(id(wl), False):
+        if failed:
             if fair:
-                if id(cq.node.root()) not in live:
+                if id(cq.root) not in live:
                     # Fair sharing's order reads every head's usage and borrowing (not its placement): it stays in
                     # the tournament with its quota assignment and is found inadmissible in its turn. With no head
                     # of its tree that may be admitted, its reservation could hold nothing up.
@@ -174,7 +193,7 @@ def _nominate(
                         CycleEntry(wl, cq, assign(engine, wl, cq, place=False, explain=False), [], False, quick=True)
                     )
                     continue
-            elif not (id(cq.node.root()) in live and _may_reserve(cq, wl)):
+            elif not (id(cq.root) in live and _may_reserve(cq, wl)):
                 _inadmissible(engine, wl, cq, outcome)
                 continue
         assignment = _assign(engine, wl, cq)
@@ -258,12 +277,17 @@ def _assign(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> FlavorAss
     group = wl.group
     if cq.preempts or group is None:
         return assign(engine, wl, cq, defer_nodes=True, explain=False)
-    root = cq.node.root()
+    root = cq.root
     pool = engine.pool
     memo = group.assign_memo
     if memo is not None and memo[0] == root.usage_version and memo[1] in (None, pool.version, -pool.nodes_version - 1):
         return memo[2]
-    result = assign(engine, wl, cq, defer_nodes=True, explain=False)
+    plan = group.quota_plan
+    if plan is None:
+        plan = group.quota_plan = quota_fit_plan(engine, wl, cq) or (None,)
+    result = assign_if_fits(engine, wl, cq, plan, defer_nodes=True) if plan[0] is not None else None
+    if result is None:
+        result = assign(engine, wl, cq, defer_nodes=True, explain=False)
     if result.mode == PS_FIT:
         group.assign_memo = None
     else:

@@ -72,8 +72,15 @@ def _fits_resource_quota(
     engine, wl: WorkloadInfo, cq: ClusterQueueInfo, fr: FlavorResource, assumed: int, request: int, explain: bool
 ) -> tuple[int, int, str | tuple, dict | None]:
     node = cq.node
-    available = QuotaTree.available(node, fr)
-    maximum = QuotaTree.potential_available(node, fr)
+    # ``QuotaTree``'s caches read here first (most lookups hit them).
+    cached = node.available_cache.get(fr)
+    if cached is not None and cached[0] == cq.root.usage_version:
+        available = cached[1]
+    else:
+        available = QuotaTree.available(node, fr)
+    maximum = node.potential.get(fr)
+    if maximum is None:
+        maximum = QuotaTree.potential_available(node, fr)
     val = assumed + request
     info = (
         {"flavor": fr[0], "resource": fr[1], "request": val, "available": available, "maximum": maximum}
@@ -159,12 +166,17 @@ def _find_flavor(
     best: dict[str, str] = {}
     best_modes: dict[str, int] = {}
     best_mode = (NOFIT, 1 << 30)
+    checks = ps.flavor_checks
     for fname in rg.flavors:
-        check_key = (cq.name, fname, wl.shape, ps.name)
-        bad = engine.flavor_checks.get(check_key, False)
+        bad = checks.get((cq.name, fname), False)
         if bad is False:
-            bad = _check_flavor(engine, cq, fname, ps)
-            engine.flavor_checks[check_key] = bad
+            # Shared by the workloads of the same shape; kept on the pod set too (hashing the shape costs).
+            check_key = (cq.name, fname, wl.shape, ps.name)
+            bad = engine.flavor_checks.get(check_key, False)
+            if bad is False:
+                bad = _check_flavor(engine, cq, fname, ps)
+                engine.flavor_checks[check_key] = bad
+            checks[(cq.name, fname)] = bad
         if bad is not None:
             reasons.append(bad[0])
             if explain:
@@ -186,7 +198,8 @@ def _find_flavor(
                 if reason and SEVERITY[info["kind"]] > SEVERITY[flavor_kind]:
                     flavor_kind = info["kind"]
             mode = (pmode, borrow)
-            if _preferred(rep, mode, preference):
+            # A mode is never preferred to itself (skips the call in the common case: all resources fit).
+            if mode != rep and _preferred(rep, mode, preference):
                 rep = mode
             if rep[0] == NOFIT:
                 break
@@ -283,4 +296,65 @@ def assign(
         return result
     if place and engine.pool.enabled:
         placement_stage(engine, wl, cq, result, defer=defer_nodes)
+    return result
+
+
+def quota_fit_plan(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> tuple | None:
+    """What ``assign_if_fits`` checks for a shape: (its flavor, its ((flavor, resource), request) pairs in resource
+    order, then the flavors, modes, requests and usage its assignment holds when it fits, to be copied); None when
+    the shape is not that simple (then ``assign`` decides).
+
+    Simple: one pod set whose requests are all positive and covered by one resource group of a single flavor that
+    passes its checks (``_check_flavor``).
+    """
+    if len(wl.pod_sets) != 1:
+        return None
+    ps = wl.pod_sets[0]
+    requests = dict(ps.total)
+    if "pods" in cq.rg_of:
+        requests["pods"] = ps.count
+    if not requests or any(v <= 0 for v in requests.values()):
+        return None
+    groups = {cq.rg_of.get(r) for r in requests}
+    if len(groups) != 1 or None in groups:
+        return None
+    (idx,) = groups
+    rg = cq.rgs[idx]
+    if len(rg.flavors) != 1:
+        return None
+    fname = rg.flavors[0]
+    check_key = (cq.name, fname, wl.shape, ps.name)
+    bad = engine.flavor_checks.get(check_key, False)
+    if bad is False:
+        bad = engine.flavor_checks[check_key] = _check_flavor(engine, cq, fname, ps)
+    if bad is not None:
+        return None
+    checks = tuple(((fname, r), requests[r]) for r in sorted(requests))
+    flavors = {fr[1]: fname for fr, _ in checks}
+    usage = {(fname, r): v for r, v in requests.items()}
+    return fname, checks, flavors, dict.fromkeys(flavors, PS_FIT), requests, usage
+
+
+def assign_if_fits(
+    engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, plan: tuple, *, defer_nodes: bool = False
+) -> FlavorAssignment | None:
+    """``assign(engine, wl, cq, defer_nodes=..., explain=False)`` for a shape with a ``quota_fit_plan`` when every
+    resource fits its quota as it is; None otherwise (``assign`` then decides, as without this shortcut).
+
+    With a single flavor that fits, ``assign`` takes it with the highest borrowing height among its resources and
+    no reasons; this builds that result directly.
+    """
+    _, checks, flavors, modes, requests, usage = plan
+    borrow = 0
+    for fr, val in checks:
+        pmode, height, _, _ = _fits_resource_quota(engine, wl, cq, fr, 0, val, False)
+        if pmode != FIT:
+            return None
+        if height > borrow:
+            borrow = height
+    ps = wl.pod_sets[0]
+    psa = PodSetFlavors(ps.name, ps.count, flavors=dict(flavors), modes=dict(modes), usage=dict(requests))
+    result = FlavorAssignment(pod_sets=[psa], usage=dict(usage), borrow=borrow)
+    if engine.pool.enabled:
+        placement_stage(engine, wl, cq, result, defer=defer_nodes, fit=True)
     return result

@@ -165,6 +165,8 @@ class NodePool:
         self._summaries: dict[tuple, FreeSummary] = {}
         self._views: dict[tuple, CapacityView] = {}
         self._place_cache: dict[tuple, PlacementResult] = {}
+        # ``_fit_view``'s view per request object (by id, with the request to check it is the same object).
+        self._fit_views: dict[int, tuple[PodSetRequest, CapacityView]] = {}
         # Names of the nodes whose usage changed, in order; ``version`` counts every change ever made.
         self._log: list[str] = []
         self._log_base = 0
@@ -193,6 +195,7 @@ class NodePool:
         self._summaries.clear()
         self._views.clear()
         self._place_cache.clear()
+        self._fit_views.clear()
         self.version += 1
         self.nodes_version += 1
         self._log = []
@@ -231,10 +234,12 @@ class NodePool:
     def _changed(self, name: str) -> None:
         self.version += 1
         self._log.append(name)
-        if len(self._log) > 4 * len(self.nodes) + 4096:
-            # Views that have not caught up by now rebuild from scratch (see ``_changes_since``).
-            self._log = []
-            self._log_base = self.version
+        keep = len(self.nodes)
+        if len(self._log) > 4 * keep + 4096:
+            # Keep the last ``keep`` changes: a view further behind has more changes than nodes and rebuilds from
+            # scratch anyway (``CapacityView.catch_up``); one within them still catches up.
+            self._log = self._log[-keep:] if keep else []
+            self._log_base = self.version - len(self._log)
 
     def _changes_since(self, seen: int) -> list[str] | None:
         """The nodes changed after version ``seen`` (None when the log no longer reaches back that far)."""
@@ -330,16 +335,37 @@ class NodePool:
 
     def fits(self, req: PodSetRequest) -> bool:
         """Whether ``place(req)`` would succeed now, without choosing the nodes (same views, no result built)."""
-        cached = self._place_cache.get((req.key, False, False, False, self.version))
-        if cached is not None:
-            return cached.ok
+        view = self._fit_view(req)
         levels = req.levels
-        view = self._view(req, self._static(req, False, levels), levels, False, False)
         required = req.required
         if required and required in levels:
             return view.best_fit_at(view.depth_of(levels.index(required)), req.count) is not None
         # Otherwise placement falls back to any nodes: a preferred domain with room has it within the root's.
         return view.root.cap >= req.count
+
+    def place_nodes(self, req: PodSetRequest) -> list[str] | None:
+        """The nodes ``place(req)`` chooses now, sorted (None when it does not fit), without its full result."""
+        nodes = self._choose(req, self._fit_view(req), req.levels)[0]
+        return sorted(nodes) if nodes is not None else None
+
+    def _fit_view(self, req: PodSetRequest) -> CapacityView:
+        """``_view`` for ``req`` as the cycle places it (usage counted, health exclusions kept), caught up.
+
+        Kept per request object: the cycle asks about the same few requests over and over, and their cache keys
+        are nested tuples whose hashing is not cached.
+        """
+        entry = self._fit_views.get(id(req))
+        if entry is not None and entry[0] is req:
+            view = entry[1]
+            if view.seen != self.version:
+                view.catch_up(self._changes_since(view.seen), self.version)
+            return view
+        levels = req.levels
+        view = self._view(req, self._static(req, False, levels), levels, False, False)
+        if len(self._fit_views) > 1024:
+            self._fit_views.clear()
+        self._fit_views[id(req)] = (req, view)
+        return view
 
     def _view(self, req: PodSetRequest, static: _Static, levels: tuple[str, ...], healthy: bool, empty: bool):
         """The capacity view for this filter and per-pod request, caught up with the pool's changes."""
@@ -361,6 +387,22 @@ class NodePool:
         levels = () if ignore_topology else req.levels
         static = self._static(req, healthy, levels)
         view = self._view(req, static, levels, healthy, empty)
+        result_nodes, fit, used_level, best_key = self._choose(req, view, levels)
+        return PlacementResult(
+            ok=result_nodes is not None,
+            nodes=sorted(result_nodes) if result_nodes is not None else [],
+            fit=fit,
+            total_nodes=static.total,
+            exclusions=view.exclusions(),
+            level=used_level,
+            free_units=view.free_units(),
+            best_domain=best_key,
+        )
+
+    def _choose(
+        self, req: PodSetRequest, view: CapacityView, levels: tuple[str, ...]
+    ) -> tuple[list[str] | None, int, str | None, tuple[str, ...]]:
+        """(the nodes, unsorted, or None; pods that fit; the topology level used; the best domain when none fits)."""
         root = view.root
         count = req.count
         candidates_levels: list[int] = []
@@ -395,16 +437,7 @@ class NodePool:
             fit = min(count, root.cap)
         if result_nodes is not None:
             fit = count
-        return PlacementResult(
-            ok=result_nodes is not None,
-            nodes=sorted(result_nodes) if result_nodes is not None else [],
-            fit=fit,
-            total_nodes=static.total,
-            exclusions=view.exclusions(),
-            level=used_level,
-            free_units=view.free_units(),
-            best_domain=best_key,
-        )
+        return result_nodes, fit, used_level, best_key
 
 
 class _Static:

@@ -26,11 +26,26 @@ def podset_request(
     engine: Engine, cq: ClusterQueueInfo, ps: PodSetInfo, flavors: Mapping[str, str]
 ) -> tuple[PodSetRequest, str | None]:
     """The node request for a pod set under its flavors, and the name of its topology (None without TAS)."""
-    names = tuple(sorted(set(flavors.values())))
+    values = flavors.values()
+    names = tuple(values) if len(flavors) == 1 else tuple(sorted(set(values)))
     key = (names, engine.pool.counts_pods)
     cached = ps.requests.get(key)
     if cached is None:
-        cached = ps.requests[key] = _podset_request(engine, ps, names)
+        # Pod sets of the same shape share their requests (most workloads are one of a few shapes).
+        spec = ps.spec
+        shared_key = (
+            key,
+            ps.count,
+            tuple(ps.per_pod.items()),
+            tuple(spec.node_selector.items()),
+            spec.node_affinity,
+            spec.tolerations,
+            spec.topology,
+        )
+        cached = engine.podset_requests.get(shared_key)
+        if cached is None:
+            cached = engine.podset_requests[shared_key] = _podset_request(engine, ps, names)
+        ps.requests[key] = cached
     return cached
 
 
@@ -82,8 +97,12 @@ def place_all(
     *,
     empty: bool = False,
     healthy: bool = False,
+    lean: bool = False,
 ) -> list[list[str]] | None:
-    """Place every pod set in turn (earlier pod sets' pods count for later ones); None if any fails."""
+    """Place every pod set in turn (earlier pod sets' pods count for later ones); None if any fails.
+
+    ``lean``: only the nodes are wanted (``NodePool.place_nodes``): the pod sets' ``placement`` is left as it is.
+    """
     placed: list[tuple[str, dict[str, int]]] = []
     out: list[list[str]] = []
     ok = True
@@ -96,30 +115,41 @@ def place_all(
             out.append([])
             continue
         req, _ = podset_request(engine, cq, ps, psa.flavors)
-        res = engine.pool.place(req, empty=empty, healthy=healthy)
-        psa.placement = res
-        if not res.ok:
+        if lean and not empty and not healthy:
+            nodes = engine.pool.place_nodes(req)
+        else:
+            res = engine.pool.place(req, empty=empty, healthy=healthy)
+            psa.placement = res
+            nodes = res.nodes if res.ok else None
+        if nodes is None:
             ok = False
             break
         if not empty and i < last:
-            pods = [(n, ps.per_pod) for n in res.nodes]
+            pods = [(n, ps.per_pod) for n in nodes]
             engine.pool.add(pods)
             placed.extend(pods)
-        out.append(res.nodes)
+        out.append(nodes)
     if placed:
         engine.pool.remove(placed)
     return out if ok else None
 
 
 def placement_stage(
-    engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, result: FlavorAssignment, *, defer: bool = False
+    engine: Engine,
+    wl: WorkloadInfo,
+    cq: ClusterQueueInfo,
+    result: FlavorAssignment,
+    *,
+    defer: bool = False,
+    fit: bool | None = None,
 ) -> None:
     """Kueue's TAS step, applied to every flavor: place, else preempt if it could fit, else no fit.
 
     ``defer``: when a single pod set fits as the nodes are, only say so (``result.nodes_deferred``); the
-    cycle places it if it is admitted before anything changes (the same nodes, as nothing changed).
+    cycle places it if it is admitted before anything changes (the same nodes, as nothing changed). ``fit``:
+    whether ``result.mode`` is ``PS_FIT``, when the caller knows.
     """
-    if result.mode == PS_FIT:
+    if (result.mode == PS_FIT) if fit is None else fit:
         result.placement_read = "usage"
         if defer and len(wl.pod_sets) == 1:
             ps = wl.pod_sets[0]
@@ -181,6 +211,4 @@ def placement_ok(
     engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: FlavorAssignment
 ) -> list[list[str]] | None:
     """Where the assignment's pod sets would go now (node names per pod set), or None if one does not fit."""
-    return place_all(
-        engine, wl, cq, [PodSetFlavors(p.name, p.count, flavors=dict(p.flavors)) for p in assignment.pod_sets]
-    )
+    return place_all(engine, wl, cq, assignment.pod_sets, lean=True)

@@ -48,7 +48,9 @@ def push_group(engine: Engine, group: ShapeGroup) -> None:
     """Push the group's head onto its ClusterQueue's heap (older entries for the group become stale)."""
     head = group.items[0]
     group.version += 1
-    heapq.heappush(group.cq.heap, (head[0], head[1], head[2], next(engine.heap_seq), group.version, group))
+    cq = group.cq
+    heapq.heappush(cq.heap, (head[0], head[1], head[2], next(engine.heap_seq), group.version, group))
+    engine.queued.add(cq.name)
 
 
 def activate(engine: Engine, group: ShapeGroup) -> None:
@@ -67,7 +69,7 @@ def park(engine: Engine, group: ShapeGroup) -> None:
         return
     group.active = False
     memo = group.fit_memo
-    if memo is not None and memo[0] == group.cq.node.root().usage_version and memo[1] == engine.pool.version:
+    if memo is not None and memo[0] == group.cq.root.usage_version and memo[1] == engine.pool.version:
         # ``may_fit`` just judged it at this very state: keep what it found blocks the group.
         group.quota_blocked, group.quota_wait = memo[3], memo[4]
     else:
@@ -87,16 +89,31 @@ def reactivate_cq(engine: Engine, cq: ClusterQueueInfo, quota_changed: bool = Tr
     cq.blocked = False
     if cq.parked:
         parked, cq.parked = cq.parked, []
+        still = cq.parked
         quick = not cq.preempts
+        released = cq.root.released
         for group in parked:
             if group.active:
                 continue
-            if quick and group.quota_blocked and (not quota_changed or _still_short(cq, group)):
-                cq.parked.append(group)
-                continue
-            if quick and not may_fit(engine, cq, group):
-                cq.parked.append(group)
-                continue
+            if quick:
+                if group.quota_blocked:
+                    if not quota_changed:
+                        still.append(group)
+                        continue
+                    # Still short: a ClusterQueue's available quota grows by at most what is released in its
+                    # tree (``QuotaTree``), so a flavor that was short by ``s`` cannot fit before ``s`` more has
+                    # been released there (most parked groups stop here).
+                    wait = group.quota_wait
+                    if wait is not None:
+                        for fr, threshold in wait:
+                            if released.get(fr, 0) >= threshold:
+                                break
+                        else:
+                            still.append(group)
+                            continue
+                if not may_fit(engine, cq, group):
+                    still.append(group)
+                    continue
             activate(engine, group)
         cq.wake_memo = None
 
@@ -140,7 +157,7 @@ def may_fit(engine: Engine, cq: ClusterQueueInfo, group: ShapeGroup) -> bool:
     if not items:
         group.quota_blocked = False
         return False
-    version = cq.node.root().usage_version
+    version = cq.root.usage_version
     pool_version = engine.pool.version
     memo = group.fit_memo
     if memo is not None and memo[0] == version and memo[1] == pool_version:
@@ -163,13 +180,17 @@ def _may_fit(engine: Engine, cq: ClusterQueueInfo, group: ShapeGroup, head: Work
         return True
     checks, need, resources = plan
     node = cq.node
+    # ``QuotaTree.available``'s own cache, read here first (most checks hit it).
+    cache = node.available_cache
+    version = cq.root.usage_version
     available = QuotaTree.available
     pool = engine.pool
     quota_ok = False
     waits = []
     for needs, summary_key in checks:
         for fr, v in needs:
-            a = available(node, fr)
+            cached = cache.get(fr)
+            a = cached[1] if cached is not None and cached[0] == version else available(node, fr)
             if v > a:
                 waits.append((fr, v - a))
                 break
@@ -189,25 +210,9 @@ def _may_fit(engine: Engine, cq: ClusterQueueInfo, group: ShapeGroup, head: Work
                 return True
     if not quota_ok:
         group.quota_blocked = True
-        released = node.root().released
-        group.quota_wait = tuple((fr, released.get(fr, 0) + short_by) for fr, short_by in waits)
+        released = cq.root.released
+        group.quota_wait = tuple([(fr, released.get(fr, 0) + short_by) for fr, short_by in waits])
     return False
-
-
-def _still_short(cq: ClusterQueueInfo, group: ShapeGroup) -> bool:
-    """True when no flavor's quota can have grown enough since the group's last check to fit its head.
-
-    A ClusterQueue's available quota grows by at most what is released in its tree (``QuotaTree``), so a
-    flavor that was short by ``s`` cannot fit before ``s`` more has been released there.
-    """
-    wait = group.quota_wait
-    if not group.quota_blocked or wait is None:
-        return False
-    released = cq.node.root().released
-    for fr, threshold in wait:
-        if released.get(fr, 0) >= threshold:
-            return False
-    return True
 
 
 def on_release(engine: Engine, cq_name: str | None, nodes: Iterable[str] = ()) -> None:
@@ -216,20 +221,25 @@ def on_release(engine: Engine, cq_name: str | None, nodes: Iterable[str] = ()) -
         for cq in engine.cqs.values():
             reactivate_cq(engine, cq)
         return
-    targets = {c.name: c for c in engine.cqs[cq_name].cohort_cqs}
-    node_only: dict[str, ClusterQueueInfo] = {}
+    released_in = engine.cqs[cq_name]
+    cohort = released_in.cohort_cqs
+    node_only: list[ClusterQueueInfo] = []
     if engine.pool.enabled:
         freed = set(nodes)
         if freed:
             # Node capacity is shared across cohorts: wake every queue with a flavor on the freed nodes.
-            for cq in engine.cqs.values():
-                if cq.name not in targets and _may_wake(cq) and cq_nodes(engine, cq) & freed:
-                    node_only[cq.name] = cq
-    for name in sorted((*targets, *node_only)):
-        if name in targets:
-            reactivate_cq(engine, targets[name])
-        else:
-            reactivate_cq(engine, node_only[name], quota_changed=False)
+            for cq in released_in.outside_cqs:
+                memo = cq.wake_memo
+                wake = memo if memo is not None and not cq.blocked and not cq.preempts else _may_wake(cq)
+                if wake and cq_nodes(engine, cq) & freed:
+                    node_only.append(cq)
+    if not node_only:
+        # ``cohort_cqs`` is in name order.
+        for cq in cohort:
+            reactivate_cq(engine, cq)
+        return
+    for cq in sorted((*cohort, *node_only), key=lambda c: c.name):
+        reactivate_cq(engine, cq, quota_changed=cq not in node_only)
 
 
 def _may_wake(cq: ClusterQueueInfo) -> bool:
@@ -278,7 +288,7 @@ def next_head(engine: Engine, cq: ClusterQueueInfo) -> WorkloadInfo | None:
             group.version += 1
             continue
         top = items[0]
-        if (top[0], top[1], top[2]) != (negp, ts, key):
+        if top[2] != key or top[1] != ts or top[0] != negp:
             heapq.heappop(heap)
             push_group(engine, group)
             continue

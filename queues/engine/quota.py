@@ -308,15 +308,27 @@ class QuotaTree:
     @staticmethod
     def lowest_subtree_that_fits(node: QuotaNode, fr: FlavorResource, val: int) -> tuple[int, bool]:
         """(borrowing height, may reclaim in hierarchy): 0 when ``val`` fits in the queue's own quota."""
-        if not (node.parent is not None and node.borrowing_with(fr, val)):
-            return 0, node.parent is not None
-        remaining = val - node.local_available(fr)
-        tracking = node
-        for tracking in node.path_to_root():
-            if not tracking.borrowing_with(fr, remaining):
+        parent = node.parent
+        if parent is None:
+            return 0, False
+        used = node.usage.get(fr, 0)
+        if used + val <= node.subtree.get(fr, 0):
+            return 0, True
+        # ``borrowing_with`` and ``local_available`` up the path, written out (this runs for every assignment).
+        guaranteed = node.guaranteed.get(fr, 0)
+        remaining = val - (guaranteed - used if guaranteed > used else 0)
+        tracking = parent
+        while tracking is not None:
+            used = tracking.usage.get(fr, 0)
+            if used + remaining <= tracking.subtree.get(fr, 0):
                 return tracking.height, tracking.parent is not None
-            remaining -= tracking.local_available(fr)
-        return tracking.height, tracking.parent is not None
+            guaranteed = tracking.guaranteed.get(fr, 0)
+            if guaranteed > used:
+                remaining -= guaranteed - used
+            if tracking.parent is None:
+                break
+            tracking = tracking.parent
+        return tracking.height, False
 
     @staticmethod
     def path(node: QuotaNode) -> str:

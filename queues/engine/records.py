@@ -43,10 +43,12 @@ PENDING, RESERVED, ADMITTED, EVICTING, FINISHED = "pending", "reserved", "admitt
 class PodSetInfo:
     """A pod set's requests, per pod and in total (zero requests dropped, resources sorted)."""
 
-    __slots__ = ("count", "name", "per_pod", "requests", "spec", "total")
+    __slots__ = ("count", "flavor_checks", "name", "per_pod", "requests", "spec", "total")
 
     def __init__(self, spec: PodSet) -> None:
         self.spec = spec
+        # ``flavor_assignment``'s flavor checks of this pod set, by (ClusterQueue, flavor).
+        self.flavor_checks: dict[tuple[str, str], tuple[str, str] | None] = {}
         # ``pod_placement.podset_request``'s node requests, by (the flavors assigned, whether nodes count pods).
         self.requests: dict[tuple, tuple] = {}
         self.name = spec.name
@@ -76,8 +78,9 @@ class PodSetFlavors:
         """Kueue's representative mode of the pod set."""
         if self.failed:
             return PS_NOFIT
-        worst = min(self.modes.values(), default=PS_FIT)
-        if not self.reasons and worst == PS_FIT:
+        modes = self.modes
+        worst = min(modes.values()) if modes else PS_FIT
+        if worst == PS_FIT and not self.reasons:
             return PS_FIT
         if not self.flavors:
             return PS_NOFIT
@@ -196,6 +199,7 @@ class ShapeGroup:
         "fit_plan",
         "items",
         "quota_blocked",
+        "quota_plan",
         "quota_wait",
         "shape",
         "version",
@@ -216,11 +220,16 @@ class ShapeGroup:
         self.fit_memo: tuple | None = None
         # ``cycle``'s last flavor assignment for this shape that did not fit, with the versions it holds for.
         self.assign_memo: tuple | None = None
+        # ``flavor_assignment.quota_fit_plan`` for this shape (``(None,)``: none), once computed.
+        self.quota_plan: tuple | None = None
 
     def prune(self) -> list[tuple[int, float, str, WorkloadInfo]]:
         """Drop, from the top of the heap, workloads no longer pending in this group; returns the heap."""
         items = self.items
-        while items and (items[0][3].state != PENDING or items[0][3].group is not self):
+        while items:
+            wl = items[0][3]
+            if wl.state == PENDING and wl.group is self:
+                break
             heapq.heappop(items)
         return items
 
@@ -246,12 +255,14 @@ class ClusterQueueInfo:
         "inactive",
         "name",
         "node",
+        "outside_cqs",
         "parked",
         "path",
         "preempts",
         "quotas",
         "rg_of",
         "rgs",
+        "root",
         "spec",
         "stopped",
         "strict",
@@ -263,6 +274,8 @@ class ClusterQueueInfo:
         self.spec = spec
         self.name = spec.name
         self.node = node
+        #: The root of its cohort tree (itself without a cohort): the tree does not change.
+        self.root = node.root()
         self.rgs = [
             ResourceGroupInfo(tuple(g.covered_resources), tuple(f.name for f in g.flavors))
             for g in spec.resource_groups
@@ -294,6 +307,8 @@ class ClusterQueueInfo:
         self.blocked = False
         self.admitted: dict[str, WorkloadInfo] = {}
         self.cohort_cqs: list[ClusterQueueInfo] = []
+        #: Every other ClusterQueue (not in its cohort tree), in name order.
+        self.outside_cqs: list[ClusterQueueInfo] = []
 
 
 @dataclass(slots=True)

@@ -83,14 +83,20 @@ class Engine:
             self.cqs[spec.name] = self._compile_cq(spec)
         for cq in self.cqs.values():
             cq.cohort_cqs = [self.cqs[name] for name in sorted(self.quota.cohort_cqs(cq.name))]
+            members = {c.name for c in cq.cohort_cqs}
+            cq.outside_cqs = [c for c in self.cqs.values() if c.name not in members]
         self.workloads: dict[str, WorkloadInfo] = {}
         #: The workloads not finished (``workloads`` keeps the finished ones for reports): what scans walk.
         self.live: dict[str, WorkloadInfo] = {}
         self.cq_node_cache: dict[str, set[str]] = {}
         self.flavor_checks: dict[tuple, tuple[str, str] | None] = {}
+        #: ``pod_placement.podset_request``'s node requests shared by pod sets of the same shape.
+        self.podset_requests: dict[tuple, tuple] = {}
         self.evicting: set[str] = set()
         self.dirty: set[str] = set()
         self.heap_seq = _counter()
+        #: Names of the ClusterQueues whose heap may hold entries (``cycle.find_heads`` looks at these only).
+        self.queued: set[str] = set()
         self.spec_state = state
         unplaced: list[WorkloadInfo] = []
         for spec in sorted(state.workloads, key=lambda w: w.key):

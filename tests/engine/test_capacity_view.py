@@ -103,10 +103,13 @@ def test_views_agree_with_a_full_scan(nodes, ops):
         kwargs = {"empty": op == "empty", "healthy": op == "healthy", "ignore_topology": op == "plain"}
         # The cycle's "does it fit, never mind where" (asked before the placement itself is cached).
         fits = pool.fits(req) if op == "place" else None
+        # The cycle's "where, never mind why" (``placement_ok``).
+        chosen = pool.place_nodes(req) if op == "place" else None
         new = pool.place(req, **kwargs)
         old = ref.place(req, **kwargs)
         _same(new, old)
         assert fits is None or fits == old.ok
+        assert op != "place" or chosen == (old.nodes if old.ok else None)
         assert pool.free_summary(req.node_labels, req.per_pod) == ref.free_summary(req.node_labels, req.per_pod)
         if new.ok and op == "place":
             pods = [(n, dict(req.per_pod)) for n in new.nodes]
@@ -130,4 +133,28 @@ def test_a_long_change_log_makes_views_rebuild_and_still_agree():
             p.remove([("n1", {GPU: 1})])
     for p in (pool, ref):
         p.add([("n0", {GPU: 7}), ("n3", {GPU: 5})])
+    _same(pool.place(req), ref.place(req))
+
+
+def test_a_view_within_the_kept_log_tail_catches_up_and_still_agrees():
+    nodes = [
+        Node(name=f"n{i}", labels={"rack": f"r{i % 3}"}, capacity={GPU: 8}, allocatable={GPU: 8}) for i in range(6)
+    ]
+    pool = NodePool(nodes)
+    ref = reference_placement.NodePool(nodes)
+    req = PodSetRequest(count=3, per_pod={GPU: 2}, node_labels={}, levels=("rack",), required="rack")
+    # Fill the log up to just below its limit, use the view, then cross the limit: the log keeps its tail.
+    limit = 4 * len(nodes) + 4096
+    while len(pool._log) < limit - 1:
+        for p in (pool, ref):
+            p.add([("n1", {GPU: 1})])
+        if len(pool._log) < limit - 1:
+            for p in (pool, ref):
+                p.remove([("n1", {GPU: 1})])
+    _same(pool.place(req), ref.place(req))
+    view = next(iter(pool._views.values()))
+    for p in (pool, ref):
+        p.add([("n0", {GPU: 7}), ("n3", {GPU: 5})])
+    assert len(pool._log) <= len(nodes)
+    assert pool._changes_since(view.seen) is not None
     _same(pool.place(req), ref.place(req))
