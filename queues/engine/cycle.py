@@ -196,9 +196,8 @@ def _nominate(
             elif not (id(cq.root) in live and _may_reserve(cq, wl)):
                 _inadmissible(engine, wl, cq, outcome)
                 continue
-        assignment = _assign(engine, wl, cq)
+        assignment, mode = _assign(engine, wl, cq)
         targets: list[tuple[WorkloadInfo, str]] = []
-        mode = assignment.mode
         nominated = False
         if mode == PS_FIT:
             nominated = True
@@ -267,8 +266,9 @@ def _may_reserve(cq: ClusterQueueInfo, wl: WorkloadInfo) -> bool:
     return any(fr[1] in wanted and usage.get(fr, 0) < q.nominal for fr, q in cq.quotas.items())
 
 
-def _assign(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> FlavorAssignment:
-    """The head's flavor assignment, reusing its group's last one that did not fit when nothing changed since.
+def _assign(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> tuple[FlavorAssignment, int]:
+    """The head's flavor assignment and its mode, reusing its group's last one that did not fit when nothing
+    changed since.
 
     For a queue that does not preempt, the assignment depends only on the shape, the quota usage of its tree
     and — once quota fits — the nodes' usage (their versions); one that needs preemption looks at other
@@ -276,27 +276,29 @@ def _assign(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> FlavorAss
     """
     group = wl.group
     if cq.preempts or group is None:
-        return assign(engine, wl, cq, defer_nodes=True, explain=False)
+        result = assign(engine, wl, cq, defer_nodes=True, explain=False)
+        return result, result.mode
     root = cq.root
     pool = engine.pool
     memo = group.assign_memo
     if memo is not None and memo[0] == root.usage_version and memo[1] in (None, pool.version, -pool.nodes_version - 1):
-        return memo[2]
+        return memo[2], memo[3]
     plan = group.quota_plan
     if plan is None:
         plan = group.quota_plan = quota_fit_plan(engine, wl, cq) or (None,)
     result = assign_if_fits(engine, wl, cq, plan, defer_nodes=True) if plan[0] is not None else None
     if result is None:
         result = assign(engine, wl, cq, defer_nodes=True, explain=False)
-    if result.mode == PS_FIT:
+    mode = result.mode
+    if mode == PS_FIT:
         group.assign_memo = None
     else:
         # Read the versions after: assign tries placements and undoes them, which counts as changes. An
         # assignment that failed on quota never looked at the nodes: it holds whatever they do (None); one
         # that only probed an empty cluster holds while no node joins or leaves (a negative key).
         nodes = {"": None, "empty": -pool.nodes_version - 1, "usage": pool.version}[result.placement_read]
-        group.assign_memo = (root.usage_version, nodes, result)
-    return result
+        group.assign_memo = (root.usage_version, nodes, result, mode)
+    return result, mode
 
 
 def _fits_now(engine: Engine, e: CycleEntry, victims: list[WorkloadInfo], changed: bool) -> list[list[str]] | None:

@@ -153,7 +153,11 @@ def may_fit(engine: Engine, cq: ClusterQueueInfo, group: ShapeGroup) -> bool:
     a full evaluation (Kueue would evaluate and park it again with the same result). The check depends only
     on the group's shape, so it is prepared once per group.
     """
-    items = group.prune()
+    items = group.items
+    if items:
+        first = items[0][3]
+        if first.state != PENDING or first.group is not group:
+            items = group.prune()
     if not items:
         group.quota_blocked = False
         return False
@@ -282,7 +286,11 @@ def next_head(engine: Engine, cq: ClusterQueueInfo) -> WorkloadInfo | None:
         if version != group.version or not group.active:
             heapq.heappop(heap)
             continue
-        items = group.prune()
+        items = group.items
+        if items:
+            first = items[0][3]
+            if first.state != PENDING or first.group is not group:
+                items = group.prune()
         if not items:
             heapq.heappop(heap)
             group.version += 1

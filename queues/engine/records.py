@@ -53,8 +53,15 @@ class PodSetInfo:
         self.requests: dict[tuple, tuple] = {}
         self.name = spec.name
         self.count = spec.count
-        self.per_pod = {r: v for r, v in sorted(spec.requests.items()) if v > 0}
-        self.total = {r: v * spec.count for r, v in self.per_pod.items()}
+        count = spec.count
+        per_pod: dict[str, int] = {}
+        total: dict[str, int] = {}
+        for r, v in sorted(spec.requests.items()):
+            if v > 0:
+                per_pod[r] = v
+                total[r] = v * count
+        self.per_pod = per_pod
+        self.total = total
 
 
 @dataclass(slots=True)

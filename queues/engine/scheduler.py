@@ -109,7 +109,9 @@ class Engine:
             self._mark_borrowing(cq)
         # A preemptor keeps its ClusterQueue's head until it is admitted or found inadmissible (see heads()).
         self.preemptors: dict[str, WorkloadInfo] = {}
-        for wl in sorted(self.workloads.values(), key=lambda w: w.key):
+        # Only evicting workloads name a preemptor to pin: sort those, not every workload.
+        evicting = [wl for wl in self.workloads.values() if wl.state == EVICTING]
+        for wl in sorted(evicting, key=lambda w: w.key):
             preemptor = self.workloads.get(wl.eviction.preemptor or "") if wl.eviction is not None else None
             if wl.state == EVICTING and preemptor is not None and preemptor.state == PENDING and preemptor.cq:
                 self.preemptors.setdefault(preemptor.cq, preemptor)
@@ -178,7 +180,7 @@ class Engine:
         labels = self.namespaces.get(spec.namespace, {NAMESPACE_NAME_LABEL: spec.namespace})
         if not selector_matches(cq.spec.namespace_selector, labels):
             return msg.NAMESPACE_MISMATCH, "Misconfigured", "namespace_mismatch"
-        if any(state in ("Retry", "Rejected") for state in spec.admission_checks.values()):
+        if spec.admission_checks and any(state in ("Retry", "Rejected") for state in spec.admission_checks.values()):
             return msg.FAILED_CHECKS, "PendingEvaluation", "failed_checks"
         return None
 
