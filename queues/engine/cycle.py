@@ -128,15 +128,17 @@ def run_cycle(
         if e.targets and any(t.key in preempted for t, _ in e.targets):
             wl.note = {"kind": "overlap", "message": msg.OVERLAPPING_TARGETS}
             continue
-        victims = list(preempted.values()) + [t for t, _ in e.targets]
+        victims = [*preempted.values(), *(t for t, _ in e.targets)] if preempted or e.targets else []
         nodes = _fits_now(engine, e, victims, changed)
         if nodes is None:
             wl.note = {"kind": "no_longer_fits", "message": msg.NO_LONGER_FITS}
             continue
-        pods = [
-            (n, ps.per_pod) for ps, ns in zip(wl.pod_sets, nodes or [[]] * len(wl.pod_sets), strict=False) for n in ns
-        ]
         if e.targets:
+            pods = [
+                (n, ps.per_pod)
+                for ps, ns in zip(wl.pod_sets, nodes or [[]] * len(wl.pod_sets), strict=False)
+                for n in ns
+            ]
             for target, _ in e.targets:
                 preempted[target.key] = target
             QuotaTree.add_usage(cq.node, assignment.usage)
