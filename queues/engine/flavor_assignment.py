@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 from . import messages as msg
 from .labels import first_untolerated, node_affinity_matches, taint_go_struct
 from .model import FlavorResource
-from .pod_placement import placement_stage
+from .placement import PodSetRequest
+from .pod_placement import placement_stage, podset_request
 from .preemption import find_targets
 from .quota import QuotaTree
 from .records import (
@@ -332,7 +333,9 @@ def quota_fit_plan(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> tu
     checks = tuple(((fname, r), requests[r]) for r in sorted(requests))
     flavors = {fr[1]: fname for fr, _ in checks}
     usage = {(fname, r): v for r, v in requests.items()}
-    return fname, checks, flavors, dict.fromkeys(flavors, PS_FIT), requests, usage
+    # The pod set's node request, by whether nodes count pods: the same object for every workload of the shape.
+    node_requests: dict[bool, PodSetRequest] = {}
+    return fname, checks, flavors, dict.fromkeys(flavors, PS_FIT), requests, usage, node_requests
 
 
 def assign_if_fits(
@@ -344,7 +347,7 @@ def assign_if_fits(
     With a single flavor that fits, ``assign`` takes it with the highest borrowing height among its resources and
     no reasons; this builds that result directly.
     """
-    _, checks, flavors, modes, requests, usage = plan
+    _, checks, flavors, modes, requests, usage, node_requests = plan
     borrow = 0
     for fr, val in checks:
         pmode, height, _, _ = _fits_resource_quota(engine, wl, cq, fr, 0, val, False)
@@ -355,6 +358,11 @@ def assign_if_fits(
     ps = wl.pod_sets[0]
     psa = PodSetFlavors(ps.name, ps.count, flavors=dict(flavors), modes=dict(modes), usage=dict(requests))
     result = FlavorAssignment(pod_sets=[psa], usage=dict(usage), borrow=borrow)
-    if engine.pool.enabled:
-        placement_stage(engine, wl, cq, result, defer=defer_nodes, fit=True)
+    pool = engine.pool
+    if pool.enabled:
+        counts_pods = pool.counts_pods
+        request = node_requests.get(counts_pods)
+        if request is None:
+            request = node_requests[counts_pods] = podset_request(engine, cq, ps, flavors)[0]
+        placement_stage(engine, wl, cq, result, defer=defer_nodes, fit=True, request=request)
     return result

@@ -142,24 +142,25 @@ def placement_stage(
     *,
     defer: bool = False,
     fit: bool | None = None,
+    request: PodSetRequest | None = None,
 ) -> None:
     """Kueue's TAS step, applied to every flavor: place, else preempt if it could fit, else no fit.
 
     ``defer``: when a single pod set fits as the nodes are, only say so (``result.nodes_deferred``); the
     cycle places it if it is admitted before anything changes (the same nodes, as nothing changed). ``fit``:
-    whether ``result.mode`` is ``PS_FIT``, when the caller knows.
+    whether ``result.mode`` is ``PS_FIT``, when the caller knows. ``request``: the single pod set's node request
+    (``podset_request``), when the caller has it.
     """
     if (result.mode == PS_FIT) if fit is None else fit:
         result.placement_read = "usage"
         if defer and len(wl.pod_sets) == 1:
             ps = wl.pod_sets[0]
-            if (
-                ps.per_pod
-                and ps.count
-                and engine.pool.fits(podset_request(engine, cq, ps, result.pod_sets[0].flavors)[0])
-            ):
-                result.nodes_deferred = True
-                return
+            if ps.per_pod and ps.count:
+                if request is None:
+                    request = podset_request(engine, cq, ps, result.pod_sets[0].flavors)[0]
+                if engine.pool.fits(request):
+                    result.nodes_deferred = True
+                    return
         nodes = place_all(engine, wl, cq, result.pod_sets)
         if nodes is not None:
             for psa, n in zip(result.pod_sets, nodes, strict=False):

@@ -76,13 +76,18 @@ def _reference_heads(engine: Engine) -> list:
 def test_shortcuts_agree_with_the_general_code(monkeypatch, seed):
     st, workloads = _cluster(seed)
     engine = Engine(st, 0.0)
-    used = {"fits": 0, "general": 0}
+    used = {"fits": 0, "general": 0, "kept request": 0}
 
     def checked_assign_if_fits(eng, w, q, plan, *, defer_nodes=False):
         fast = flavor_assignment.assign_if_fits(eng, w, q, plan, defer_nodes=defer_nodes)
         if fast is not None:
             used["fits"] += 1
             assert fast == flavor_assignment.assign(eng, w, q, defer_nodes=defer_nodes, explain=False)
+            if eng.pool.enabled:
+                # The node request kept on the plan is the one this workload's pod set asks for.
+                kept = plan[6][eng.pool.counts_pods]
+                assert kept == pod_placement._podset_request(eng, w.pod_sets[0], (plan[0],))[0]
+                used["kept request"] += 1
         else:
             used["general"] += 1
         return fast
@@ -108,6 +113,7 @@ def test_shortcuts_agree_with_the_general_code(monkeypatch, seed):
         replay.submit_at(spec, spec.created_at)
     result = replay.run(until=None)
     assert used["fits"] > 20
+    assert used["kept request"] > 20
     assert used["general"] > 0
     assert sum(1 for r in result.records.values() if r.admissions) > 100
 
