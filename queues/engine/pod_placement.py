@@ -160,6 +160,7 @@ def placement_stage(
                     request = podset_request(engine, cq, ps, result.pod_sets[0].flavors)[0]
                 if engine.pool.fits(request):
                     result.nodes_deferred = True
+                    result.deferred_request = request
                     return
         nodes = place_all(engine, wl, cq, result.pod_sets)
         if nodes is not None:
@@ -212,4 +213,9 @@ def placement_ok(
     engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: FlavorAssignment
 ) -> list[list[str]] | None:
     """Where the assignment's pod sets would go now (node names per pod set), or None if one does not fit."""
+    request = assignment.deferred_request
+    if request is not None and assignment.nodes_deferred:
+        # ``place_all``'s lean path for its single pod set, with the request it was nominated with.
+        nodes = engine.pool.place_nodes(request)
+        return [nodes] if nodes is not None else None
     return place_all(engine, wl, cq, assignment.pod_sets, lean=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from . import messages as msg
 from .decisions import AdmissionDecision, PodSetAssignment, Preemption
 from .model import ClusterQueue, Eviction, FlavorResource, LocalQueue, PodSet, ResourceQuota, Workload
-from .placement import PlacementResult
+from .placement import PlacementResult, PodSetRequest
 from .quota import QuotaNode, QuotaTree
 
 # Granular flavor modes (Kueue's preemptionMode), ordered worst to best.
@@ -106,6 +106,8 @@ class FlavorAssignment:
     #: The pods fit the nodes as they are, but where was not worked out (``pod_placement.placement_stage``
     #: with ``defer``): the pod sets' ``nodes`` are empty until placed.
     nodes_deferred: bool = False
+    #: With ``nodes_deferred``: the single pod set's node request it was found to fit with.
+    deferred_request: PodSetRequest | None = field(default=None, compare=False)
 
     @property
     def mode(self) -> int:

@@ -2,8 +2,9 @@
 
 A replay of a mixed cluster (cohorts with borrowing limits, one- and two-flavor queues, a preempting queue, a
 pods quota, nodes in racks with topology rules) runs with each shortcut checked at every use against the code
-path it replaces: ``assign_if_fits`` against ``assign``, ``find_heads`` (queued ClusterQueues only) against a
-look at every ClusterQueue, and the shared pod-set requests against freshly built ones.
+path it replaces: ``assign_if_fits`` against ``assign`` (and the node request its plan keeps against a fresh one),
+``find_heads`` (queued ClusterQueues only) against a look at every ClusterQueue, the shared pod-set requests against
+freshly built ones, and ``placement_ok`` of a deferred assignment (its kept request) against ``place_all``.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def _reference_heads(engine: Engine) -> list:
 def test_shortcuts_agree_with_the_general_code(monkeypatch, seed):
     st, workloads = _cluster(seed)
     engine = Engine(st, 0.0)
-    used = {"fits": 0, "general": 0, "kept request": 0}
+    used = {"fits": 0, "general": 0, "kept request": 0, "deferred placement": 0}
 
     def checked_assign_if_fits(eng, w, q, plan, *, defer_nodes=False):
         fast = flavor_assignment.assign_if_fits(eng, w, q, plan, defer_nodes=defer_nodes)
@@ -105,7 +106,15 @@ def test_shortcuts_agree_with_the_general_code(monkeypatch, seed):
         assert shared == pod_placement._podset_request(eng, ps, names)
         return shared
 
+    def checked_placement_ok(eng, w, q, assignment):
+        nodes = pod_placement.placement_ok(eng, w, q, assignment)
+        if assignment.deferred_request is not None:
+            used["deferred placement"] += 1
+        assert nodes == pod_placement.place_all(eng, w, q, assignment.pod_sets, lean=True)
+        return nodes
+
     monkeypatch.setattr(cycle, "assign_if_fits", checked_assign_if_fits)
+    monkeypatch.setattr(cycle, "placement_ok", checked_placement_ok)
     monkeypatch.setattr(engine, "heads", lambda: checked_find_heads(engine))
     monkeypatch.setattr(pod_placement, "podset_request", checked_request)
     replay = Replay(engine, start=0.0)
@@ -114,6 +123,7 @@ def test_shortcuts_agree_with_the_general_code(monkeypatch, seed):
     result = replay.run(until=None)
     assert used["fits"] > 20
     assert used["kept request"] > 20
+    assert used["deferred placement"] > 20
     assert used["general"] > 0
     assert sum(1 for r in result.records.values() if r.admissions) > 100
 
