@@ -223,8 +223,8 @@ class Replay:
                 self.queues[pre.victim_cluster_queue].preempted += 1
                 touched.add(pre.victim_cluster_queue)
                 self._generation[pre.victim] = self._generation.get(pre.victim, 0) + 1
-            evicted = engine.complete_evictions(now)
-            if not outcome.changed and not outcome.parked and not evicted:
+            evicted = engine.complete_evictions(now) if engine.evicting else None
+            if not outcome.admitted and not outcome.preemptions and not outcome.parked and not evicted:
                 break
         return touched
 
