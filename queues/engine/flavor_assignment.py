@@ -308,12 +308,10 @@ def quota_fit_plan(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> tu
     Simple: one pod set whose requests are all positive and covered by one resource group of a single flavor that
     passes its checks (``_check_flavor``).
     """
-    if len(wl.pod_sets) != 1:
+    single = cq.single_pod_set_requests(wl)
+    if single is None:
         return None
-    ps = wl.pod_sets[0]
-    requests = dict(ps.total)
-    if "pods" in cq.rg_of:
-        requests["pods"] = ps.count
+    ps, requests = single
     if not requests or any(v <= 0 for v in requests.values()):
         return None
     groups = {cq.rg_of.get(r) for r in requests}

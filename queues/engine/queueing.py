@@ -125,12 +125,10 @@ def _fit_plan(engine: Engine, cq: ClusterQueueInfo, wl: WorkloadInfo) -> tuple |
     None when the pre-check cannot decide (several pod sets, or requests spread over resource groups): the
     group is then always woken. An empty flavor list means the shape never fits this ClusterQueue.
     """
-    if len(wl.pod_sets) != 1:
+    single = cq.single_pod_set_requests(wl)
+    if single is None:
         return None
-    ps = wl.pod_sets[0]
-    requests = dict(ps.total)
-    if "pods" in cq.rg_of:
-        requests["pods"] = ps.count
+    ps, requests = single
     groups = {cq.rg_of.get(r) for r, v in requests.items() if v > 0}
     if len(groups) != 1:
         return None

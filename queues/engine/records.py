@@ -319,6 +319,17 @@ class ClusterQueueInfo:
         #: Every other ClusterQueue (not in its cohort tree), in name order.
         self.outside_cqs: list[ClusterQueueInfo] = []
 
+    def single_pod_set_requests(self, wl: WorkloadInfo) -> tuple[PodSetInfo, dict[str, int]] | None:
+        """A one-pod-set workload's pod set and its total requests as this queue counts them (with ``pods`` when
+        the queue has a pods quota); None with several pod sets."""
+        if len(wl.pod_sets) != 1:
+            return None
+        ps = wl.pod_sets[0]
+        requests = dict(ps.total)
+        if "pods" in self.rg_of:
+            requests["pods"] = ps.count
+        return ps, requests
+
 
 @dataclass(slots=True)
 class CycleEntry:
