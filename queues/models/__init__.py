@@ -1,0 +1,49 @@
+"""Models of job scheduling: teams and their quotas (Kueue ClusterQueues), cohorts, priorities, jobs.
+
+``teams`` holds the teams, quotas, cohorts, priority classes, API tokens and policy pushes; ``jobs`` the jobs,
+their timeline, stored diagnoses and idle negotiation. Everything is importable from ``queues.models``.
+"""
+
+from queues.models.jobs import (
+    CatalogueEstimate,
+    ClusterDiagnosis,
+    Job,
+    JobDiagnosis,
+    JobEvent,
+    JobIdle,
+    WaitReason,
+)
+from queues.models.teams import (
+    ApiToken,
+    Cohort,
+    Membership,
+    PolicyPreview,
+    PolicyPush,
+    PreemptionWithinClusterQueue,
+    PriorityClass,
+    QuotaLine,
+    ReclaimWithinCohort,
+    Team,
+    TeamQuota,
+)
+
+__all__ = [
+    "ApiToken",
+    "CatalogueEstimate",
+    "ClusterDiagnosis",
+    "Cohort",
+    "Job",
+    "JobDiagnosis",
+    "JobEvent",
+    "JobIdle",
+    "Membership",
+    "PolicyPreview",
+    "PolicyPush",
+    "PreemptionWithinClusterQueue",
+    "PriorityClass",
+    "QuotaLine",
+    "ReclaimWithinCohort",
+    "Team",
+    "TeamQuota",
+    "WaitReason",
+]
