@@ -7,7 +7,6 @@ Shared by ``queues.diagnosis`` (the services), ``queues.diagnosis_store`` (what 
 from __future__ import annotations
 
 import dataclasses
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -21,6 +20,7 @@ from queues import selectors as sel
 from queues.engine import model as m
 from queues.engine.wait_codes import never_fits
 from queues.engine_input import EngineInput, cluster_engine_input, job_workload, ts
+from queues.engine_jobs import PerCluster
 from queues.models import Job, Team, WaitReason
 from queues.services import default_runtime, has_checkpoint_policy
 
@@ -183,9 +183,7 @@ def _class_history(classes: Sequence[int]) -> dict[int, float]:
 #: Per cluster, each workload of its last context with its expected runtime: (the workload as the engine input gave
 #: it, what the runtime read besides the job, the workload with its runtime). The engine input gives the same
 #: workload object for the same job row (``queues.engine_jobs``), so a refresh after one change makes one copy.
-_WITH_RUNTIME: OrderedDict[int, dict[str, tuple[m.Workload, tuple, m.Workload]]] = OrderedDict()
-#: Clusters whose workloads ``_WITH_RUNTIME`` keeps.
-_KEEP_CLUSTERS = 16
+_WITH_RUNTIME: PerCluster[dict[str, tuple[m.Workload, tuple, m.Workload]]] = PerCluster()
 
 
 def engine_context(cluster: Cluster, *, now: datetime) -> EngineContext:
@@ -196,7 +194,7 @@ def engine_context(cluster: Cluster, *, now: datetime) -> EngineContext:
     default = settings.SIMULATED_DEFAULT_RUNTIME_SECONDS
     end_times: dict[str, float] = {}
     workloads = []
-    previous = _WITH_RUNTIME.pop(cluster.pk, {})
+    previous = _WITH_RUNTIME.take(cluster.pk, {})
     current: dict[str, tuple[m.Workload, tuple, m.Workload]] = {}
     for wl in inp.state.workloads:
         job = inp.jobs_by_key[wl.key]
@@ -209,9 +207,7 @@ def engine_context(cluster: Cluster, *, now: datetime) -> EngineContext:
             kept = (wl, reads, dataclasses.replace(wl, runtime=max(float(runtime), 1.0)))
         current[wl.key] = kept
         workloads.append(kept[2])
-    _WITH_RUNTIME[cluster.pk] = current
-    while len(_WITH_RUNTIME) > _KEEP_CLUSTERS:
-        _WITH_RUNTIME.popitem(last=False)
+    _WITH_RUNTIME.put(cluster.pk, current)
     state = dataclasses.replace(inp.state, workloads=tuple(workloads))
     return EngineContext(
         cluster=cluster,

@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import time
-from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -49,7 +48,7 @@ from queues.diagnosis_context import (
 from queues.diagnosis_suggestions import suggestions_for
 from queues.engine.gc_pacing import paused_collections
 from queues.engine_input import ts, workload_key
-from queues.engine_jobs import KEEP_CLUSTERS
+from queues.engine_jobs import PerCluster
 from queues.models import CatalogueEstimate, ClusterDiagnosis, Job, JobDiagnosis
 
 #: Stored diagnoses older than this are recomputed even when no change was counted.
@@ -71,8 +70,8 @@ _CONTENT_FIELDS = (
 )
 #: Rows per statement when the refresh writes or deletes rows.
 STORE_BATCH = 500
-#: Per cluster (the last ``KEEP_CLUSTERS`` refreshed in this process): job id → (its row's content, the digest).
-_DIGESTS: OrderedDict[int, dict[int, tuple[tuple, str]]] = OrderedDict()
+#: Per cluster (the last ones refreshed in this process): job id → (its row's content, the digest).
+_DIGESTS: PerCluster[dict[int, tuple[tuple, str]]] = PerCluster()
 
 
 @dataclass
@@ -149,15 +148,13 @@ def _store(
     """
     fresh: dict[int, tuple[str, tuple]] = {}
     # A content equal to the job's at the last refresh of this process has its digest: no repr and hash of every row.
-    previous = _DIGESTS.pop(cluster.pk, {})
+    previous = _DIGESTS.take(cluster.pk, {})
     for key in pending:
         content = _content(verdicts[key], etas[key])
         pk = ctx.inp.jobs_by_key[key].pk
         kept = previous.get(pk)
         fresh[pk] = (kept[1] if kept is not None and kept[0] == content else _digest(content), content)
-    _DIGESTS[cluster.pk] = {pk: (content, digest) for pk, (digest, content) in fresh.items()}
-    while len(_DIGESTS) > KEEP_CLUSTERS:
-        _DIGESTS.popitem(last=False)
+    _DIGESTS.put(cluster.pk, {pk: (content, digest) for pk, (digest, content) in fresh.items()})
     stored = dict(JobDiagnosis.objects.filter(job__cluster=cluster).values_list("job_id", "digest"))
     gone = [pk for pk in stored if pk not in fresh]
     changed = [

@@ -24,6 +24,7 @@ from django.db.models.sql.constants import MULTI
 
 T = TypeVar("T")
 W = TypeVar("W")
+V = TypeVar("V")
 
 #: Clusters whose rows are kept (the least recently read is dropped first).
 KEEP_CLUSTERS = 16
@@ -70,6 +71,31 @@ def _hashable(row: tuple) -> Hashable:
     return row
 
 
+class PerCluster(Generic[V]):
+    """What this process keeps per cluster from one read to the next, for the last ``keep`` clusters read."""
+
+    def __init__(self, keep: int = KEEP_CLUSTERS) -> None:
+        self._keep = keep
+        self._by_cluster: OrderedDict[int, V] = OrderedDict()
+
+    def take(self, cluster_id: int, default: V) -> V:
+        """What was kept for ``cluster_id`` (``default`` if nothing), no longer kept until ``put`` again."""
+        return self._by_cluster.pop(cluster_id, default)
+
+    def put(self, cluster_id: int, value: V) -> None:
+        """Keep ``value`` for ``cluster_id`` as the most recent; the least recently put cluster beyond ``keep`` goes."""
+        self._by_cluster[cluster_id] = value
+        while len(self._by_cluster) > self._keep:
+            self._by_cluster.popitem(last=False)
+
+    def __getitem__(self, cluster_id: int) -> V:
+        return self._by_cluster[cluster_id]
+
+    def clear(self) -> None:
+        """Forget every cluster."""
+        self._by_cluster.clear()
+
+
 @dataclass(frozen=True, slots=True)
 class _Entry(Generic[T, W]):
     instance: T
@@ -81,8 +107,7 @@ class RowCache(Generic[T, W]):
     """Per cluster: raw row → (instance, what was built from it, the context it was built in)."""
 
     def __init__(self, keep: int = KEEP_CLUSTERS) -> None:
-        self._keep = keep
-        self._clusters: OrderedDict[int, dict[Hashable, _Entry]] = OrderedDict()
+        self._clusters: PerCluster[dict[Hashable, _Entry]] = PerCluster(keep)
         self._contexts: dict[Hashable, Hashable] = {}
 
     def clear(self) -> None:
@@ -107,7 +132,7 @@ class RowCache(Generic[T, W]):
         """(instance, built) of every row of ``raw``, in order: reused where the row and its context were met in the
         last read of ``cluster_id``, else ``build(raw.make(row), context)``; ``on_hit(instance)`` refreshes a reused
         instance's shared relations."""
-        previous = self._clusters.pop(cluster_id, {})
+        previous = self._clusters.take(cluster_id, {})
         current: dict[Hashable, _Entry] = {}
         out = []
         for row in raw.rows:
@@ -121,7 +146,5 @@ class RowCache(Generic[T, W]):
                 on_hit(entry.instance)
             current[key] = entry
             out.append((entry.instance, entry.built))
-        self._clusters[cluster_id] = current
-        while len(self._clusters) > self._keep:
-            self._clusters.popitem(last=False)
+        self._clusters.put(cluster_id, current)
         return out

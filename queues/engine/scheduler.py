@@ -113,7 +113,7 @@ class Engine:
         evicting = [wl for wl in self.workloads.values() if wl.state == EVICTING]
         for wl in sorted(evicting, key=lambda w: w.key):
             preemptor = self.workloads.get(wl.eviction.preemptor or "") if wl.eviction is not None else None
-            if wl.state == EVICTING and preemptor is not None and preemptor.state == PENDING and preemptor.cq:
+            if preemptor is not None and preemptor.state == PENDING and preemptor.cq:
                 self.preemptors.setdefault(preemptor.cq, preemptor)
 
     def _compile_cq(self, spec: ClusterQueue) -> ClusterQueueInfo:

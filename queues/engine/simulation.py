@@ -224,7 +224,7 @@ class Replay:
                 touched.add(pre.victim_cluster_queue)
                 self._generation[pre.victim] = self._generation.get(pre.victim, 0) + 1
             evicted = engine.complete_evictions(now) if engine.evicting else None
-            if not outcome.admitted and not outcome.preemptions and not outcome.parked and not evicted:
+            if not outcome.changed and not outcome.parked and not evicted:
                 break
         return touched
 
