@@ -151,6 +151,22 @@ def _try_next(mode: tuple[int, int], cq: ClusterQueueInfo) -> bool:
     return mode[1] > 0 and fung.when_can_borrow == "TryNextFlavor"
 
 
+def _flavor_check(
+    engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, fname: str, ps: PodSetInfo
+) -> tuple[str, str] | None:
+    """``_check_flavor`` of a pod set on a queue's flavor, shared by the workloads of the same shape and kept on
+    the pod set too (hashing the shape costs)."""
+    checks = ps.flavor_checks
+    bad = checks.get((cq.name, fname), False)
+    if bad is False:
+        check_key = (cq.name, fname, wl.shape, ps.name)
+        bad = engine.flavor_checks.get(check_key, False)
+        if bad is False:
+            bad = engine.flavor_checks[check_key] = _check_flavor(engine, cq, fname, ps)
+        checks[(cq.name, fname)] = bad
+    return bad
+
+
 def _find_flavor(
     engine,
     wl: WorkloadInfo,
@@ -167,17 +183,8 @@ def _find_flavor(
     best: dict[str, str] = {}
     best_modes: dict[str, int] = {}
     best_mode = (NOFIT, 1 << 30)
-    checks = ps.flavor_checks
     for fname in rg.flavors:
-        bad = checks.get((cq.name, fname), False)
-        if bad is False:
-            # Shared by the workloads of the same shape; kept on the pod set too (hashing the shape costs).
-            check_key = (cq.name, fname, wl.shape, ps.name)
-            bad = engine.flavor_checks.get(check_key, False)
-            if bad is False:
-                bad = _check_flavor(engine, cq, fname, ps)
-                engine.flavor_checks[check_key] = bad
-            checks[(cq.name, fname)] = bad
+        bad = _flavor_check(engine, wl, cq, fname, ps)
         if bad is not None:
             reasons.append(bad[0])
             if explain:
@@ -322,11 +329,7 @@ def quota_fit_plan(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> tu
     if len(rg.flavors) != 1:
         return None
     fname = rg.flavors[0]
-    check_key = (cq.name, fname, wl.shape, ps.name)
-    bad = engine.flavor_checks.get(check_key, False)
-    if bad is False:
-        bad = engine.flavor_checks[check_key] = _check_flavor(engine, cq, fname, ps)
-    if bad is not None:
+    if _flavor_check(engine, wl, cq, fname, ps) is not None:
         return None
     checks = tuple(((fname, r), requests[r]) for r in sorted(requests))
     flavors = {fr[1]: fname for fr, _ in checks}
