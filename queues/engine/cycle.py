@@ -128,7 +128,7 @@ def run_cycle(
         if e.targets and any(t.key in preempted for t, _ in e.targets):
             wl.note = {"kind": "overlap", "message": msg.OVERLAPPING_TARGETS}
             continue
-        victims = [*preempted.values(), *(t for t, _ in e.targets)] if preempted or e.targets else []
+        victims = [*preempted.values(), *[t for t, _ in e.targets]] if preempted or e.targets else []
         nodes = _fits_now(engine, e, victims, changed)
         if nodes is None:
             wl.note = {"kind": "no_longer_fits", "message": msg.NO_LONGER_FITS}
@@ -288,9 +288,8 @@ def _assign(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> tuple[Fla
     plan = group.quota_plan
     if plan is None:
         plan = group.quota_plan = quota_fit_plan(engine, wl, cq) or (None,)
-    result = assign_if_fits(engine, wl, cq, plan, defer_nodes=True) if plan[0] is not None else None
-    if result is None:
-        result = assign(engine, wl, cq, defer_nodes=True, explain=False)
+    found = assign_if_fits(engine, wl, cq, plan, defer_nodes=True) if plan[0] is not None else None
+    result = found if found is not None else assign(engine, wl, cq, defer_nodes=True, explain=False)
     mode = result.mode
     if mode == PS_FIT:
         group.assign_memo = None

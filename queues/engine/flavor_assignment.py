@@ -157,13 +157,13 @@ def _flavor_check(
     """``_check_flavor`` of a pod set on a queue's flavor, shared by the workloads of the same shape and kept on
     the pod set too (hashing the shape costs)."""
     checks = ps.flavor_checks
-    bad = checks.get((cq.name, fname), False)
-    if bad is False:
-        check_key = (cq.name, fname, wl.shape, ps.name)
-        bad = engine.flavor_checks.get(check_key, False)
-        if bad is False:
-            bad = engine.flavor_checks[check_key] = _check_flavor(engine, cq, fname, ps)
-        checks[(cq.name, fname)] = bad
+    key = (cq.name, fname)
+    if key in checks:
+        return checks[key]
+    shared = engine.flavor_checks
+    check_key = (cq.name, fname, wl.shape, ps.name)
+    bad = shared[check_key] if check_key in shared else _check_flavor(engine, cq, fname, ps)
+    shared[check_key] = checks[key] = bad
     return bad
 
 
@@ -325,7 +325,7 @@ def quota_fit_plan(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> tu
     if len(groups) != 1 or None in groups:
         return None
     (idx,) = groups
-    rg = cq.rgs[idx]
+    rg = cq.rgs[idx]  # type: ignore[index]
     if len(rg.flavors) != 1:
         return None
     fname = rg.flavors[0]

@@ -485,5 +485,5 @@ def _leaf_skeleton(nodes: list[NodeState], levels: tuple[str, ...]) -> list[Leaf
     """Each node's key in the domain tree over ``levels`` (the hostname level is the node itself)."""
     domain_levels = [lvl for lvl in levels if lvl != HOSTNAME_LABEL]
     return [
-        LeafSkeleton((*(node.labels.get(lvl, "") for lvl in domain_levels), node.name), node.degraded) for node in nodes
+        LeafSkeleton((*[node.labels.get(lvl, "") for lvl in domain_levels], node.name), node.degraded) for node in nodes
     ]

@@ -130,13 +130,13 @@ class QuotaTree:
             _add_quota(node, spec.resource_groups)
             node.fair_weight = spec.fair_weight
             self.cohorts[spec.name] = node
-        for spec in cluster_queues:
-            node = QuotaNode(spec.name, is_cq=True)
-            _add_quota(node, spec.resource_groups)
-            node.fair_weight = spec.fair_weight
-            self.cqs[spec.name] = node
-            if spec.cohort:
-                parent = self._cohort(spec.cohort)
+        for cspec in cluster_queues:
+            node = QuotaNode(cspec.name, is_cq=True)
+            _add_quota(node, cspec.resource_groups)
+            node.fair_weight = cspec.fair_weight
+            self.cqs[cspec.name] = node
+            if cspec.cohort:
+                parent = self._cohort(cspec.cohort)
                 node.parent = parent
                 parent.child_cqs.append(node)
         for spec in cohort_specs.values():

@@ -139,33 +139,37 @@ def _fmt(reason: str | tuple) -> str:
     return msg.max_capacity_exceeded(reason[1], reason[2], reason[3], reason[4], reason[5])
 
 
+#: Every attribute of a ``WorkloadInfo`` (its slots; ``__copy__`` copies them one by one).
+_WORKLOAD_FIELDS = (
+    "admitted_at",
+    "assignment",
+    "borrowing",
+    "cq",
+    "created",
+    "evicted_at",
+    "eviction",
+    "group",
+    "key",
+    "lq",
+    "note",
+    "pending_checks",
+    "pod_sets",
+    "pods",
+    "preempted_by",
+    "priority",
+    "shape",
+    "share_memo",
+    "spec",
+    "state",
+    "ts",
+    "usage",
+)
+
+
 class WorkloadInfo:
     """The engine's working record of one workload: queue, state, assignment, usage and pods."""
 
-    __slots__ = (
-        "admitted_at",
-        "assignment",
-        "borrowing",
-        "cq",
-        "created",
-        "evicted_at",
-        "eviction",
-        "group",
-        "key",
-        "lq",
-        "note",
-        "pending_checks",
-        "pod_sets",
-        "pods",
-        "preempted_by",
-        "priority",
-        "shape",
-        "share_memo",
-        "spec",
-        "state",
-        "ts",
-        "usage",
-    )
+    __slots__ = _WORKLOAD_FIELDS
 
     def __init__(self, spec: Workload) -> None:
         self.spec = spec
@@ -191,6 +195,13 @@ class WorkloadInfo:
         self.note: dict | None = None
         #: ``fair_sharing``'s shares of this workload as a head, with what they were computed from.
         self.share_memo: tuple | None = None
+
+    def __copy__(self) -> WorkloadInfo:
+        """A shallow copy, attribute by attribute (a compiled record has no generic copy)."""
+        twin = WorkloadInfo(self.spec)
+        for name in _WORKLOAD_FIELDS:
+            setattr(twin, name, getattr(self, name))
+        return twin
 
     def sort_key(self) -> tuple:
         """Queue order: priority, then queue time, then key."""

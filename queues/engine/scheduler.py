@@ -52,7 +52,16 @@ from .records import (
     WorkloadInfo,
 )
 
-__all__ = ["ADMITTED", "EVICTING", "FINISHED", "PENDING", "RESERVED", "CycleOutcome", "Engine"]
+__all__ = ["ADMITTED", "EVICTING", "FINISHED", "PENDING", "RESERVED", "CycleOutcome", "Engine", "engines_built"]
+
+#: How many ``Engine``s this process has built (``engines_built``).
+_BUILT = [0]
+
+
+def engines_built() -> int:
+    """How many ``Engine``s this process has built: each explain, settle and replay builds one (tests and
+    benchmarks count them to show a page view builds none)."""
+    return _BUILT[0]
 
 
 class Engine:
@@ -61,6 +70,7 @@ class Engine:
     # ------------------------------------------------------------------ configuration
 
     def __init__(self, state: ClusterState, now: float = 0.0) -> None:
+        _BUILT[0] += 1
         self.now = now
         self.flavors: dict[str, ResourceFlavor] = {f.name: f for f in state.flavors}
         self.topologies: dict[str, Topology] = {t.name: t for t in state.topologies}
@@ -99,8 +109,8 @@ class Engine:
         self.queued: set[str] = set()
         self.spec_state = state
         unplaced: list[WorkloadInfo] = []
-        for spec in sorted(state.workloads, key=lambda w: w.key):
-            wl = self._add(spec)
+        for wspec in sorted(state.workloads, key=lambda w: w.key):
+            wl = self._add(wspec)
             if wl.state in (RESERVED, ADMITTED, EVICTING) and self.pool.enabled and not wl.pods:
                 unplaced.append(wl)
         for wl in sorted(unplaced, key=lambda w: (w.admitted_at or 0.0, w.key)):
@@ -246,9 +256,9 @@ class Engine:
             self.evicting.add(wl.key)
         if wl.admitted_at is None:
             wl.admitted_at = wl.created
-        node = cq.node if cq is not None else None
-        if node is not None:
-            QuotaTree.add_usage(node, usage)
+        qnode = cq.node if cq is not None else None
+        if qnode is not None and cq is not None:
+            QuotaTree.add_usage(qnode, usage)
             cq.admitted[wl.key] = wl
         self.pool.add(pods)
 
@@ -268,7 +278,7 @@ class Engine:
         results = place_all(self, wl, cq, psas)
         if results is None:
             return
-        pods = []
+        pods: list = []
         new_assignment = []
         for ps, a, nodes in zip(wl.pod_sets, wl.assignment, results, strict=True):
             pods.extend((n, ps.per_pod) for n in nodes)
@@ -324,7 +334,7 @@ class Engine:
         self.pool.add_node(node)
         self.pool.enabled = True
         self.spec_state = replace(
-            self.spec_state, nodes=(*(n for n in self.spec_state.nodes if n.name != node.name), node)
+            self.spec_state, nodes=(*[n for n in self.spec_state.nodes if n.name != node.name], node)
         )
         self.cq_node_cache.clear()
         on_release(self, None)

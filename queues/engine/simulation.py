@@ -106,6 +106,8 @@ class Replay:
         self.cycles = 0
         self.outcomes: list[CycleOutcome] = []
         self.on_admit: Callable[[str, float], None] | None = None
+        #: Called with the instant and the outcome of every cycle run (None: nobody listens).
+        self.on_cycle: Callable[[float, CycleOutcome], None] | None = None
         #: keys given quota (admitted or reserved) by the cycles since it was last reset (None: not collected)
         self.granted: list[str] | None = None
         for name in engine.cqs:
@@ -204,6 +206,8 @@ class Replay:
             self.cycles += 1
             if self.record_outcomes:
                 self.outcomes.append(outcome)
+            if self.on_cycle is not None:
+                self.on_cycle(now, outcome)
             for decision in outcome.admitted:
                 key = decision.workload
                 touched.add(decision.cluster_queue)

@@ -26,18 +26,23 @@ from tests.factories import PriorityClassFactory
 pytestmark = pytest.mark.django_db
 
 
+class EngineCount:
+    """Engines built since it was made or last reset: ``count["n"]`` (``scheduler.engines_built``)."""
+
+    def __init__(self) -> None:
+        self.since = scheduler.engines_built()
+
+    def __getitem__(self, key: str) -> int:
+        return scheduler.engines_built() - self.since
+
+    def __setitem__(self, key: str, value: int) -> None:
+        self.since = scheduler.engines_built() - value
+
+
 @pytest.fixture
-def engines(monkeypatch):
+def engines():
     """Counts Engine constructions (every explain, settle and replay builds one)."""
-    counter = {"n": 0}
-    original = scheduler.Engine.__init__
-
-    def counting(self, *args, **kwargs):
-        counter["n"] += 1
-        original(self, *args, **kwargs)
-
-    monkeypatch.setattr(scheduler.Engine, "__init__", counting)
-    return counter
+    return EngineCount()
 
 
 def spec(pool, **kw) -> JobSpec:
