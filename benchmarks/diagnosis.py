@@ -52,7 +52,7 @@ from django.utils import timezone  # noqa: E402
 from pools.models import Cluster, Device, Node, ResourceClass, ResourceClassFlavor, ResourceFlavor  # noqa: E402
 from queues import diagnosis  # noqa: E402
 from queues import engine as eng  # noqa: E402
-from queues.engine import scheduler  # noqa: E402
+from queues.engine import native, scheduler  # noqa: E402
 from queues.engine.wait_codes import never_fits  # noqa: E402
 from queues.engine_input import cluster_engine_input, ts  # noqa: E402
 from queues.models import Cohort, Job, Membership, QuotaLine, Team, TeamQuota  # noqa: E402
@@ -62,24 +62,18 @@ TEAMS = [("t1", "research"), ("t2", "research"), ("t3", "research"), ("t4", "pro
 
 
 class EngineCounter:
-    """Counts ``Engine`` constructions (every explain, settle, replay builds one)."""
+    """Counts ``Engine`` constructions (every explain, settle, replay builds one) inside a ``with`` block."""
 
     def __init__(self) -> None:
         self.count = 0
-        self._orig = scheduler.Engine.__init__
+        self._before = 0
 
     def __enter__(self) -> EngineCounter:
-        orig = self._orig
-
-        def counting(engine, *args, **kwargs):
-            self.count += 1
-            orig(engine, *args, **kwargs)
-
-        scheduler.Engine.__init__ = counting
+        self._before = scheduler.engines_built()
         return self
 
     def __exit__(self, *exc) -> None:
-        scheduler.Engine.__init__ = self._orig
+        self.count = scheduler.engines_built() - self._before
 
 
 def build(pending: int):
@@ -317,6 +311,7 @@ def time_legacy(cluster, pending: int) -> None:
 
 def main() -> None:
     """Build each size, then time reasons, the diagnosis of a change, the polls and the legacy ETAs."""
+    print(native.describe())
     for pending in ARGS.pending:
         cluster, user, watched = build(pending)
         print(f"{pending} pending, {ARGS.nodes} nodes x 8 GPUs full of running jobs:")

@@ -33,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from queues.engine import native
 from queues.engine.model import (
     ClusterQueue,
     ClusterState,
@@ -50,7 +51,7 @@ from queues.engine.model import (
     Workload,
 )
 from queues.engine.scenario import Scenario, run_scenario
-from queues.engine.scheduler import Engine
+from queues.engine.scheduler import CycleOutcome, Engine
 from queues.engine.simulation import Replay
 
 GPU = "nvidia.com/gpu"
@@ -230,10 +231,8 @@ def digest(scenario: Scenario) -> str:
     for when, wl in scenario.submissions:
         replay.submit_at(wl, when)
     stream = hashlib.sha256()
-    cycle = engine.cycle
 
-    def recording_cycle(now: float, heads: list | None = None) -> object:
-        outcome = cycle(now, heads)
+    def record(now: float, outcome: CycleOutcome) -> None:
         if outcome.admitted or outcome.preemptions:
             admitted = [
                 (
@@ -247,9 +246,8 @@ def digest(scenario: Scenario) -> str:
             ]
             preempted = [(p.victim, p.preemptor, p.reason, p.message) for p in outcome.preemptions]
             stream.update(repr((now, admitted, preempted)).encode())
-        return outcome
 
-    engine.cycle = recording_cycle  # type: ignore[method-assign]
+    replay.on_cycle = record
     replay.run(until=None)
     doc = run_scenario(scenario, mode="replay", until=None)
     doc_hash = hashlib.sha256(repr(doc).encode()).hexdigest()
@@ -295,6 +293,7 @@ def main() -> None:
         )
         print(digest(scenario))
         return
+    print(native.describe())
     if args.scaling:
         scaling(
             fair,

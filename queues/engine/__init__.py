@@ -1,4 +1,14 @@
-"""Kueue-equivalent admission engine: pure Python, deterministic, no Django (see docs/engine.md)."""
+"""Kueue-equivalent admission engine: pure Python, deterministic, no Django (see docs/engine.md).
+
+Its hot modules may run from a compiled build of the same sources (``native``): it is put on the search path here,
+before any of them is imported (hence the imports below the call).
+"""
+
+# ruff: noqa: E402
+
+from . import native
+
+native.activate(__path__)
 
 from kernel.quantity import format_quantity, is_device_resource, parse_decimal, parse_quantity
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+import pytest
+
+from queues.engine import native
 from queues.engine.model import (
     Admission,
     AdmissionCheck,
@@ -208,3 +211,10 @@ def state(
         nodes=tuple(nodes),
         workloads=tuple(workloads),
     )
+
+
+#: For a test that swaps an engine module's functions to watch or replace them: the compiled engine calls its own
+#: functions directly, so there it would check nothing. It runs where the engine is plain Python (CI's SQLite run).
+plain_engine_only = pytest.mark.skipif(
+    native.compiled(), reason="patches engine functions: runs on the plain-Python engine (PORTAL_ENGINE_PURE=1)"
+)

@@ -19,7 +19,7 @@ from queues.engine.queueing import next_head
 from queues.engine.scheduler import Engine
 from queues.engine.simulation import Replay
 
-from .builders import GPU, cq, node, state, wl
+from .builders import GPU, cq, node, plain_engine_only, state, wl
 
 LEVELS = ("rack", "kubernetes.io/hostname")
 
@@ -73,6 +73,7 @@ def _reference_heads(engine: Engine) -> list:
     return out
 
 
+@plain_engine_only
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_shortcuts_agree_with_the_general_code(monkeypatch, seed):
     st, workloads = _cluster(seed)

@@ -22,7 +22,7 @@ from queues.engine.model import Cohort, FairSharing, ResourceFlavor, Topology, T
 from queues.engine.scheduler import Engine
 from queues.engine.simulation import Replay
 
-from .builders import GPU, cq, group, node, state, wl
+from .builders import GPU, cq, group, node, plain_engine_only, state, wl
 from .reference_fair import reference_all_inadmissible, reference_candidates, reference_tournament
 
 #: (ClusterQueue, its Cohort): org <- {team-x <- {x1, x2}, y}; solo <- {s1, s2}; lone has no cohort.
@@ -116,18 +116,21 @@ def _reference_decisions(drawn) -> list[tuple]:
         return _decisions(drawn)
 
 
+@plain_engine_only
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(replays(with_nodes=False))
 def test_fair_order_decides_as_the_reference(drawn):
     assert _decisions(drawn) == _reference_decisions(drawn)
 
 
+@plain_engine_only
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(replays(with_nodes=True))
 def test_fair_order_with_nodes_decides_as_the_reference(drawn):
     assert _decisions(drawn) == _reference_decisions(drawn)
 
 
+@plain_engine_only
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(replays(with_nodes=False, preempting=True))
 def test_fair_preemption_decides_as_the_reference(drawn):
