@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import count
 
+from mypy_extensions import mypyc_attr
+
 from kernel.quantity import is_device_resource
 
 from .decisions import QueueStopEviction
@@ -75,6 +77,7 @@ def primary_resource(engine: Engine, cq_name: str) -> tuple[str, int]:
     return resource, nominal
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # the what-if preview meters a replay by overriding its steps
 class Replay:
     """Drives an ``Engine`` through time: at each instant apply events, then run cycles until stable."""
 
