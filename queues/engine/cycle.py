@@ -183,7 +183,8 @@ def _nominate(
     fair = engine.fair is not None
     if fair and not live:
         return _all_inadmissible(engine, heads, outcome)
-    for (cq, wl), failed in zip(heads, quick, strict=True):
+    for i, (cq, wl) in enumerate(heads):
+        failed = quick[i]
         wl.note = None
         if failed:
             if fair:

@@ -185,14 +185,13 @@ def _may_fit(engine: Engine, cq: ClusterQueueInfo, group: ShapeGroup, head: Work
     # ``QuotaTree.available``'s own cache, read here first (most checks hit it).
     cache = node.available_cache
     version = cq.root.usage_version
-    available = QuotaTree.available
     pool = engine.pool
     quota_ok = False
     waits = []
     for needs, summary_key in checks:
         for fr, v in needs:
             cached = cache.get(fr)
-            a = cached[1] if cached is not None and cached[0] == version else available(node, fr)
+            a = cached[1] if cached is not None and cached[0] == version else QuotaTree.available(node, fr)
             if v > a:
                 waits.append((fr, v - a))
                 break

@@ -64,21 +64,48 @@ class PodSetInfo:
         self.total = total
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class PodSetFlavors:
     """A pod set's flavor assignment (internal)."""
 
     name: str
     count: int
-    flavors: dict[str, str] = field(default_factory=dict)
-    modes: dict[str, int] = field(default_factory=dict)
-    reasons: list[str | tuple] = field(default_factory=list)
-    usage: dict[str, int] = field(default_factory=dict)
-    failed: bool = False
-    no_fit_reason: str = ""
-    group_attempts: list[list[dict]] = field(default_factory=list)
-    placement: PlacementResult | None = None
-    nodes: list[str] = field(default_factory=list)
+    flavors: dict[str, str]
+    modes: dict[str, int]
+    reasons: list[str | tuple]
+    usage: dict[str, int]
+    failed: bool
+    no_fit_reason: str
+    group_attempts: list[list[dict]]
+    placement: PlacementResult | None
+    nodes: list[str]
+
+    # Written out (also below): a compiled dataclass's generated __init__ runs as interpreted Python, 4x slower.
+    def __init__(
+        self,
+        name: str,
+        count: int,
+        flavors: dict[str, str] | None = None,
+        modes: dict[str, int] | None = None,
+        reasons: list[str | tuple] | None = None,
+        usage: dict[str, int] | None = None,
+        failed: bool = False,
+        no_fit_reason: str = "",
+        group_attempts: list[list[dict]] | None = None,
+        placement: PlacementResult | None = None,
+        nodes: list[str] | None = None,
+    ) -> None:
+        self.name = name
+        self.count = count
+        self.flavors = {} if flavors is None else flavors
+        self.modes = {} if modes is None else modes
+        self.reasons = [] if reasons is None else reasons
+        self.usage = {} if usage is None else usage
+        self.failed = failed
+        self.no_fit_reason = no_fit_reason
+        self.group_attempts = [] if group_attempts is None else group_attempts
+        self.placement = placement
+        self.nodes = [] if nodes is None else nodes
 
     @property
     def mode(self) -> int:
@@ -94,20 +121,36 @@ class PodSetFlavors:
         return worst
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class FlavorAssignment:
     """Kueue's flavor assignment of a workload: every pod set's flavors, the total usage, the borrowing height."""
 
     pod_sets: list[PodSetFlavors]
     usage: dict[FlavorResource, int]
-    borrow: int = 0
+    borrow: int
     #: Which node state the placement step read: "" none, "empty" only the node set, "usage" current usage.
-    placement_read: str = ""
+    placement_read: str
     #: The pods fit the nodes as they are, but where was not worked out (``pod_placement.placement_stage``
     #: with ``defer``): the pod sets' ``nodes`` are empty until placed.
-    nodes_deferred: bool = False
+    nodes_deferred: bool
     #: With ``nodes_deferred``: the single pod set's node request it was found to fit with.
-    deferred_request: PodSetRequest | None = field(default=None, compare=False)
+    deferred_request: PodSetRequest | None = field(compare=False)
+
+    def __init__(
+        self,
+        pod_sets: list[PodSetFlavors],
+        usage: dict[FlavorResource, int],
+        borrow: int = 0,
+        placement_read: str = "",
+        nodes_deferred: bool = False,
+        deferred_request: PodSetRequest | None = None,
+    ) -> None:
+        self.pod_sets = pod_sets
+        self.usage = usage
+        self.borrow = borrow
+        self.placement_read = placement_read
+        self.nodes_deferred = nodes_deferred
+        self.deferred_request = deferred_request
 
     @property
     def mode(self) -> int:
@@ -342,7 +385,7 @@ class ClusterQueueInfo:
         return ps, requests
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class CycleEntry:
     """A head nominated in a scheduling cycle: its assignment and preemption targets."""
 
@@ -353,16 +396,42 @@ class CycleEntry:
     nominated: bool
     #: A head known inadmissible without its full assignment (``assignment`` has its flavors, usage and
     #: borrowing only, all that fair sharing's order reads): it holds no capacity back.
-    quick: bool = False
+    quick: bool
+
+    def __init__(
+        self,
+        wl: WorkloadInfo,
+        cq: ClusterQueueInfo,
+        assignment: FlavorAssignment,
+        targets: list[tuple[WorkloadInfo, str]],
+        nominated: bool,
+        quick: bool = False,
+    ) -> None:
+        self.wl = wl
+        self.cq = cq
+        self.assignment = assignment
+        self.targets = targets
+        self.nominated = nominated
+        self.quick = quick
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class CycleOutcome:
     """What one cycle did (engine-internal form; the public API converts it)."""
 
-    admitted: list[AdmissionDecision] = field(default_factory=list)
-    preemptions: list[Preemption] = field(default_factory=list)
-    parked: list[str] = field(default_factory=list)
+    admitted: list[AdmissionDecision]
+    preemptions: list[Preemption]
+    parked: list[str]
+
+    def __init__(
+        self,
+        admitted: list[AdmissionDecision] | None = None,
+        preemptions: list[Preemption] | None = None,
+        parked: list[str] | None = None,
+    ) -> None:
+        self.admitted = [] if admitted is None else admitted
+        self.preemptions = [] if preemptions is None else preemptions
+        self.parked = [] if parked is None else parked
 
     @property
     def changed(self) -> bool:
