@@ -278,7 +278,7 @@ class Engine:
         results = place_all(self, wl, cq, psas)
         if results is None:
             return
-        pods: list = []
+        pods: list[tuple[str, dict[str, int]]] = []
         new_assignment = []
         for ps, a, nodes in zip(wl.pod_sets, wl.assignment, results, strict=True):
             pods.extend((n, ps.per_pod) for n in nodes)
