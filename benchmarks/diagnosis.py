@@ -242,9 +242,14 @@ def time_refresh(cluster) -> None:
             if inputs
             else f"compute {result.compute_seconds:.2f} s"
         )
+        pages = getattr(result, "pages", None)
+        whole = f"{pages} pages" if pages is not None else f"{result.jobs} rows"
+        written = f"{result.written} of {whole}"
+        kept = getattr(result, "window_kept", None)
+        replay = "" if kept is None else (", window kept" if kept else f", {result.replays} replay(s)")
         print(
             f"  after a change ({what}): {seconds:8.2f} CPU-s ({split}, store {result.store_seconds:.2f} s, "
-            f"{result.written} of {result.jobs} rows written)"
+            f"{written} written{replay})"
         )
 
 

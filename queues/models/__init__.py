@@ -7,10 +7,11 @@ their timeline, stored diagnoses and idle negotiation. Everything is importable 
 from queues.models.jobs import (
     CatalogueEstimate,
     ClusterDiagnosis,
+    DiagnosisPage,
     Job,
-    JobDiagnosis,
     JobEvent,
     JobIdle,
+    JobSuggestions,
     WaitReason,
 )
 from queues.models.teams import (
@@ -32,10 +33,11 @@ __all__ = [
     "CatalogueEstimate",
     "ClusterDiagnosis",
     "Cohort",
+    "DiagnosisPage",
     "Job",
-    "JobDiagnosis",
     "JobEvent",
     "JobIdle",
+    "JobSuggestions",
     "Membership",
     "PolicyPreview",
     "PolicyPush",
