@@ -26,6 +26,7 @@ diagnosis's, not the set-up's), CPU seconds of:
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import resource
 import subprocess
@@ -106,6 +107,24 @@ def cpu(fn):
     return value, time.process_time() - t
 
 
+class GcTimer:
+    """CPU seconds spent in the cyclic garbage collector while installed (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._began = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._began = time.process_time()
+        else:
+            self.seconds += time.process_time() - self._began
+
+
+GC = GcTimer()
+
+
 def peak_mb() -> float:
     """This process's peak resident set, MB."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -118,14 +137,14 @@ def line(what: str, result, seconds: float) -> None:  # type: ignore[no-untyped-
     print(
         f"  {what}: {seconds:6.2f} CPU-s (input {result.input_seconds:.2f}, reasons + replay + pages "
         f"{result.compute_seconds - result.input_seconds:.2f}, store {result.store_seconds:.2f}; "
-        f"{result.written} of {result.pages} pages written, {replay}, {read})"
+        f"{result.written} of {result.pages} pages written, {replay}, {read}; cyclic GC {result.gc_seconds:.2f})"
     )
 
 
 def time_refreshes(cluster) -> None:
     """The first refresh, then one after each change."""
     with EngineCounter() as engines:
-        result, seconds = cpu(lambda: diagnosis.cluster_diagnosis_refresh(cluster, now=timezone.now()))
+        result, seconds = timed_refresh(cluster, timezone.now())
     line(f"first refresh ({result.jobs} pending, {engines.count} engine(s))", result, seconds)
     changes = (
         ("nothing changed, 5 min later", lambda: None, timedelta(minutes=5)),
@@ -134,11 +153,17 @@ def time_refreshes(cluster) -> None:
     )
     for what, change, later in changes:
         change()  # a counted change: the state version moves
-        result, seconds = cpu(
-            lambda later=later: diagnosis.cluster_diagnosis_refresh(cluster, now=timezone.now() + later)
-        )
+        result, seconds = timed_refresh(cluster, timezone.now() + later)
         line(f"a change ({what})", result, seconds)
     print(f"  peak memory of this process: {peak_mb():.0f} MB")
+
+
+def timed_refresh(cluster, now):  # type: ignore[no-untyped-def]
+    """(result, CPU seconds) of one refresh, the collector's share on the result as ``gc_seconds``."""
+    before = GC.seconds
+    result, seconds = cpu(lambda: diagnosis.cluster_diagnosis_refresh(cluster, now=now))
+    result.gc_seconds = GC.seconds - before
+    return result, seconds
 
 
 def _submit_one(cluster) -> None:

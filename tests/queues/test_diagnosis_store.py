@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from datetime import timedelta
 from functools import partial
 
@@ -412,3 +413,31 @@ def test_suggestions_are_bounded_in_variants_and_time(engines, monkeypatch):
     assert engines["n"] == 1  # one engine for all the variants
     variants = sum(1 for _ in ds._variants(job, team=job.team))
     assert variants > 2  # the cap, not the list, stopped it
+
+
+def test_a_large_kept_input_is_read_once_then_kept_out_of_the_collectors_sight(monkeypatch):
+    """Full collections walked every object of a kept input again (0.5–0.8 CPU-s a refresh at 100,000 pending): a
+    large one is frozen once read (``gc.freeze``), and unfrozen when a full read replaces it; a change brought in
+    from the journal freezes nothing more. Small inputs are never frozen."""
+    pool = busy_pool()
+    waiting(pool, 3)
+    diagnosis_input.forget_kept_inputs()
+    try:
+        diagnosis.cluster_diagnosis_refresh(pool.cluster)
+        assert gc.get_freeze_count() == 0  # a small input: left to the collector
+        monkeypatch.setattr(diagnosis_input, "FREEZE_JOBS", 1)
+        diagnosis_input.forget_kept_inputs()
+        first = diagnosis.cluster_diagnosis_refresh(pool.cluster)
+        assert first.read_everything
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        waiting(pool, 1)  # one more job: a journalled change
+        second = diagnosis.cluster_diagnosis_refresh(pool.cluster)
+        assert not second.read_everything  # brought up to date from the journal
+        assert gc.get_freeze_count() <= frozen  # nothing frozen anew (what the change replaced was freed)
+        diagnosis_input.forget_kept_inputs()
+        diagnosis.cluster_diagnosis_refresh(pool.cluster)  # a full read again: unfrozen, collected, frozen anew
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        diagnosis_input._FROZEN[0] = False
