@@ -1,0 +1,98 @@
+"""Kueue's partial admission: a workload with a pod set that declares ``minCount`` may be admitted with fewer pods.
+
+When the full workload neither fits nor can preempt, Kueue searches the largest pod counts that do
+(``pkg/scheduler/flavorassigner/podset_reducer.go``, ``PodSetReducer.Search``): every variable pod set walks
+down from its count to its ``minCount`` together, in ``total + 1`` steps where ``total`` is the sum of what each
+may drop, and a binary search (Go's ``sort.Search``) finds the first step whose assignment fits or has preemption
+targets. Kueue's counts start from the spec's ``count`` (its reclaimable pods are not taken off during the
+search), and the same is done here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .flavor_assignment import assign
+from .records import PS_FIT, PS_PREEMPT, ClusterQueueInfo, FlavorAssignment, PodSetInfo, WorkloadInfo
+
+if TYPE_CHECKING:
+    from .scheduler import Engine
+
+#: A found reduction: its assignment, its preemption targets (empty: it fits) and the pod sets it admits.
+Found = tuple[FlavorAssignment, list, list[PodSetInfo]]
+
+
+def can_reduce(wl: WorkloadInfo) -> bool:
+    """True when a pod set of ``wl`` declares a ``minCount`` below its count (Kueue's CanBePartiallyAdmitted)."""
+    for ps in wl.full_pod_sets:
+        spec = ps.spec
+        if spec.min_count is not None and spec.count > spec.min_count:
+            return True
+    return False
+
+
+def _counts(full: list[int], deltas: list[int], up: int, down: int) -> list[int]:
+    """Kueue's fillPodSetSizesForSearchIndex: each pod set's count at step ``up`` of ``down``."""
+    return [count - delta * up // down for count, delta in zip(full, deltas, strict=True)]
+
+
+def search(
+    engine: Engine,
+    wl: WorkloadInfo,
+    cq: ClusterQueueInfo,
+    targets_of: Callable[[FlavorAssignment], list],
+    *,
+    explain: bool = False,
+) -> Found | None:
+    """The largest counts that fit (or can preempt: ``targets_of`` finds the targets of a Preempt assignment).
+
+    ``wl.pod_sets`` is restored before returning; the caller installs the found pod sets while it admits them.
+    """
+    specs = [ps.spec for ps in wl.full_pod_sets]
+    full = [s.count for s in specs]
+    deltas = [s.count - (s.min_count if s.min_count is not None else s.count) for s in specs]
+    total = sum(deltas)
+    if total <= 0:
+        return None
+    made: dict[tuple[int, int], PodSetInfo] = {}
+    best: Found | None = None
+    best_step = 0
+    saved = wl.pod_sets
+
+    def fits(step: int) -> bool:
+        nonlocal best, best_step
+        pod_sets = []
+        for i, count in enumerate(_counts(full, deltas, step, total)):
+            info = made.get((i, count))
+            if info is None:
+                info = made[(i, count)] = PodSetInfo(specs[i], count)
+            pod_sets.append(info)
+        wl.pod_sets = pod_sets
+        assignment = assign(engine, wl, cq, defer_nodes=not explain, explain=explain)
+        mode = assignment.mode
+        targets: list = []
+        if mode == PS_PREEMPT:
+            targets = targets_of(assignment)
+        if mode == PS_FIT or targets:
+            best, best_step = (assignment, targets, pod_sets), step
+            return True
+        return False
+
+    try:
+        # Go's sort.Search over [0, total]: the first step that fits; found only if the last success is that step.
+        lo, hi = 0, total + 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if fits(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+    finally:
+        wl.pod_sets = saved
+    if best is None or lo != best_step:
+        return None
+    return best
+
+
+__all__ = ["Found", "can_reduce", "search"]
