@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .flavor_assignment import assign
+from .model import PodSet
 from .records import PS_FIT, PS_PREEMPT, ClusterQueueInfo, FlavorAssignment, PodSetInfo, WorkloadInfo
 
 if TYPE_CHECKING:
@@ -37,6 +38,31 @@ def _counts(full: list[int], deltas: list[int], up: int, down: int) -> list[int]
     return [count - delta * up // down for count, delta in zip(full, deltas, strict=True)]
 
 
+def largest_counts(specs: list[PodSet], fits: Callable[[list[int]], bool]) -> list[int] | None:
+    """Kueue's PodSetReducer.Search: the pod counts of the first step (from the full counts down to every
+    ``minCount``) for which ``fits`` holds, by binary search; None when none does (or nothing can be reduced)."""
+    full = [s.count for s in specs]
+    deltas = [s.count - (s.min_count if s.min_count is not None else s.count) for s in specs]
+    total = sum(deltas)
+    if total <= 0:
+        return None
+    good: list[int] | None = None
+    good_step = 0
+    # Go's sort.Search over [0, total]: the first step that fits; found only if the last success is that step.
+    lo, hi = 0, total + 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        counts = _counts(full, deltas, mid, total)
+        if fits(counts):
+            good, good_step = counts, mid
+            hi = mid
+        else:
+            lo = mid + 1
+    if good is None or lo != good_step:
+        return None
+    return good
+
+
 def search(
     engine: Engine,
     wl: WorkloadInfo,
@@ -50,20 +76,13 @@ def search(
     ``wl.pod_sets`` is restored before returning; the caller installs the found pod sets while it admits them.
     """
     specs = [ps.spec for ps in wl.full_pod_sets]
-    full = [s.count for s in specs]
-    deltas = [s.count - (s.min_count if s.min_count is not None else s.count) for s in specs]
-    total = sum(deltas)
-    if total <= 0:
-        return None
     made: dict[tuple[int, int], PodSetInfo] = {}
-    best: Found | None = None
-    best_step = 0
+    found: dict[tuple[int, ...], Found] = {}
     saved = wl.pod_sets
 
-    def fits(step: int) -> bool:
-        nonlocal best, best_step
+    def fits(counts: list[int]) -> bool:
         pod_sets = []
-        for i, count in enumerate(_counts(full, deltas, step, total)):
+        for i, count in enumerate(counts):
             info = made.get((i, count))
             if info is None:
                 info = made[(i, count)] = PodSetInfo(specs[i], count)
@@ -75,24 +94,15 @@ def search(
         if mode == PS_PREEMPT:
             targets = targets_of(assignment)
         if mode == PS_FIT or targets:
-            best, best_step = (assignment, targets, pod_sets), step
+            found[tuple(counts)] = (assignment, targets, pod_sets)
             return True
         return False
 
     try:
-        # Go's sort.Search over [0, total]: the first step that fits; found only if the last success is that step.
-        lo, hi = 0, total + 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if fits(mid):
-                hi = mid
-            else:
-                lo = mid + 1
+        counts = largest_counts(specs, fits)
     finally:
         wl.pod_sets = saved
-    if best is None or lo != best_step:
-        return None
-    return best
+    return None if counts is None else found[tuple(counts)]
 
 
-__all__ = ["Found", "can_reduce", "search"]
+__all__ = ["Found", "can_reduce", "largest_counts", "search"]

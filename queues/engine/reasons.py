@@ -322,7 +322,13 @@ def _misconfigured(engine: Engine, wl: WorkloadInfo, blocked: tuple[str, str, st
     spec = wl.spec
     cq_name = wl.cq or ""
     if cause == "deactivated":
-        text = "This job is deactivated (spec.active is false); reactivate it to queue it again."
+        if wl.deactivated:
+            text = (
+                f"Kueue deactivated this job ({wl.deactivated}: its pods missed the PodsReady timeout once more than "
+                "waitForPodsReady's backoffLimitCount allows); set spec.active: true to queue it again."
+            )
+        else:
+            text = "This job is deactivated (spec.active is false); reactivate it to queue it again."
         code = "misconfigured"
     elif cause == "local_queue_missing":
         text = (

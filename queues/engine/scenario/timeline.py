@@ -219,6 +219,7 @@ class _Event:
     def __init__(self, timeline: Manifest, position: int, raw: Any) -> None:
         self.timeline = timeline
         self.position = position
+        self.context = ""
         if not isinstance(raw, Mapping):
             raise self.fail("", "expected an object with 'at' and one of " + ", ".join(VERBS))
         self.raw = raw
@@ -233,7 +234,6 @@ class _Event:
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise self.fail("name", "must be a non-empty string")
         self.name = str(name) if name else f"{timeline.name or 'timeline'}.events[{position}]"
-        self.context = ""
 
     def fail(self, path: str, problem: str) -> ScenarioError:
         """A ScenarioError naming the Timeline, the event (and its change once known) and the field."""
