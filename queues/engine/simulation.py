@@ -210,7 +210,9 @@ class Replay:
             ready = pods_ready.ready_at(wl)
             if ready is not None:
                 self._push(max(now, ready), _PODS_READY, key, gen)
-            self._push(max(now, (wl.admitted_at or now) + config.timeout), _PODS_TIMEOUT, key, gen)
+            self._push(
+                max(now, (now if wl.admitted_at is None else wl.admitted_at) + config.timeout), _PODS_TIMEOUT, key, gen
+            )
         for key, wl in sorted(engine.live.items()):
             if wl.state == PENDING and wl.requeue_at is not None:
                 self._push(max(now, wl.requeue_at), _BACKOFF, key, None)
@@ -521,7 +523,7 @@ class Replay:
             return
         runtime = self._runtime(key, wl.spec)
         if runtime is not None:
-            self._schedule_finish(key, max(now, (wl.admitted_at or now) + runtime))
+            self._schedule_finish(key, max(now, (now if wl.admitted_at is None else wl.admitted_at) + runtime))
 
     def _pods_timeout(self, key: str, now: float) -> None:
         """waitForPodsReady's timeout: the workload is evicted (its eviction completes at once) and, unless it was

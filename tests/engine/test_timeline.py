@@ -295,3 +295,30 @@ def test_simulate_command_prints_the_timeline(tmp_path, capsys):
     table = capsys.readouterr().out
     assert "make  1.0s  create Workload/ns/a  yes" in table
     assert "1.0s  ns/a  admitted (cq)  make" in table
+
+
+def test_configuration_patched_mid_run():
+    """Kueue's Configuration changed (a manager restart): fair sharing switched on, and waitForPodsReady's timeout
+    set, take effect from the event on — a workload admitted before whose pods never get Ready is evicted at the
+    new timeout after its admission."""
+    world = base()
+    world.add(
+        {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta1",
+            "kind": "Configuration",
+        }
+    )
+    never = {"sim.portal/pods-ready-after": "never"}
+    world.at("0s", create=workload("stuck", "lq", "1", annotations=never))
+    fair = {"fairSharing": {"enable": True, "preemptionStrategies": ["LessThanOrEqualToFinalShare"]}}
+    world.at("10s", "fair-on", patch="Configuration", with_=fair)
+    world.at("20s", "pods-ready", patch="Configuration", with_={"waitForPodsReady": {"enable": True, "timeout": "1m"}})
+    before = world.run(until="15s")
+    assert before["summary"]["fairSharing"] == {"preemptionStrategies": ["LessThanOrEqualToFinalShare"]}
+    assert "eviction" not in row(before, "stuck")  # v1beta1 without waitForPodsReady: not tracked
+    doc = world.run(until="70s")
+    assert row(doc, "stuck")["eviction"] == {
+        "reason": "PodsReadyTimeout",
+        "message": "Exceeded the PodsReady timeout ns/stuck",
+        "at": 60.0,
+    }
