@@ -11,7 +11,6 @@ from .decisions import AdmissionDecision, PodSetAssignment, Preemption
 from .fair_sharing import tournament
 from .flavor_assignment import assign, assign_if_fits, quota_fit_plan
 from .model import Eviction, FlavorResource
-from .partial_admission import can_reduce
 from .partial_admission import search as reduce_counts
 from .pod_placement import placement_ok
 from .preemption import preemption_targets
@@ -228,7 +227,7 @@ def _nominate(
     for cq, wl in heads:
         group = wl.group
         failed = not cq.preempts and group is not None and not may_fit(engine, cq, group)
-        if failed and can_reduce(wl):
+        if failed and wl.reducible:
             failed = False  # ``may_fit`` checks the full counts; fewer pods may fit
         quick.append(failed)
         if not failed:
@@ -260,7 +259,7 @@ def _nominate(
         elif mode == PS_PREEMPT:
             targets = preemption_targets(engine, wl, cq, assignment)
             nominated = bool(targets)
-        if not nominated and can_reduce(wl):
+        if not nominated and wl.reducible:
             found = reduce_counts(engine, wl, cq, _targets_finder(engine, wl, cq))
             if found is not None:
                 assignment, targets, pod_sets = found

@@ -26,11 +26,7 @@ Found = tuple[FlavorAssignment, list, list[PodSetInfo]]
 
 def can_reduce(wl: WorkloadInfo) -> bool:
     """True when a pod set of ``wl`` declares a ``minCount`` below its count (Kueue's CanBePartiallyAdmitted)."""
-    for ps in wl.full_pod_sets:
-        spec = ps.spec
-        if spec.min_count is not None and spec.count > spec.min_count:
-            return True
-    return False
+    return wl.reducible
 
 
 def _counts(full: list[int], deltas: list[int], up: int, down: int) -> list[int]:

@@ -217,6 +217,7 @@ _WORKLOAD_FIELDS = (
     "pods_ready_at",
     "preempted_by",
     "priority",
+    "reducible",
     "requeue_at",
     "requeue_count",
     "shape",
@@ -247,6 +248,11 @@ class WorkloadInfo:
         )
         #: The pod sets as the spec asks (``pod_sets`` holds fewer pods while partially admitted).
         self.full_pod_sets = self.pod_sets
+        #: Whether a pod set declares a ``minCount`` below its count (Kueue's CanBePartiallyAdmitted).
+        self.reducible = False
+        for ps in spec.pod_sets:
+            if ps.min_count is not None and ps.count > ps.min_count:
+                self.reducible = True
         #: When its pods are all Ready (waitForPodsReady; None: not admitted, or not tracked).
         self.pods_ready_at: float | None = None
         #: Kueue's ``requeueState``: PodsReady-timeout requeues, and when the backoff ends (None: not held).

@@ -25,7 +25,7 @@ A preempted workload restarts with its full run time, as a job without checkpoin
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -159,6 +159,13 @@ class WhatIf:
     replayed: tuple[ReplayedChange, ...] = ()
     apply_at: datetime | None = None
     created_during: tuple[str, ...] = ()
+
+    @property
+    def created_counts(self) -> str:
+        """``created_during`` counted by kind, most first: "QuotaLine ×14, TeamQuota ×3, Cluster"."""
+        counts = Counter(entry.split(" ", 1)[0] for entry in self.created_during)
+        ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        return ", ".join(kind if n == 1 else f"{kind} ×{n}" for kind, n in ordered)
 
     @property
     def node_losses(self) -> tuple[int, int]:

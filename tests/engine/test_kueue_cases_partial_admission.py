@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import pytest
 
+from queues.engine import explain, schedule
 from queues.engine.model import PodSet
 from queues.engine.partial_admission import largest_counts
 from queues.engine.scenario import ScenarioError, loads_scenario
 
+from .builders import GPU, cq, node, state, wl
 from .timeline_builders import World, cluster_queue, flavor, flavor_quotas, history, local_queue, row, workload
 
 INSTANCE = "cloud.provider.com/instance"
@@ -116,3 +118,42 @@ def test_min_count_out_of_range_is_an_input_error():
     with pytest.raises(ScenarioError) as info:
         loads_scenario(World(bad).text())
     assert str(info.value) == "Workload/ns/wl: spec.podSets[0].minCount: must be an integer from 0 to count (3), got 4"
+
+
+# ------------------------------------------------------------------------------------------------ the engine's API
+
+
+def _reducible(key: str, count: int, minimum: int, *, priority: int = 0, created: float = 1.0):
+    return wl(key, pod_sets=[PodSet("main", count, {GPU: 1}, min_count=minimum)], priority=priority, created=created)
+
+
+def test_explain_and_schedule_agree_on_the_reduced_count():
+    """``explain`` says a workload that fits only with fewer pods is admissible, with the counts ``schedule`` then
+    admits it with (and on nodes, the pods of that count)."""
+    s = state(
+        [cq("team", {"f": {"nvidia.com/gpu": 8}})],
+        [wl("team/running", 4, admitted="team", created=0.0, nodes=["n1"]), _reducible("team/sweep", 6, 2)],
+        nodes=[node("n1", 8, labels={})],
+    )
+    seen = explain(s, "team/sweep", 10)
+    assert seen.admissible
+    assert [p.count for p in seen.assignment.pod_sets] == [4]
+    result = schedule(s, 10)
+    (decision,) = result.admitted
+    assert decision.workload == "team/sweep"
+    assert [(p.count, len(p.nodes), p.usage) for p in decision.pod_sets] == [(4, 4, {"nvidia.com/gpu": 4})]
+
+
+def test_reduced_count_reached_by_preemption():
+    """No reduction fits, but one within ``minCount`` can preempt a lower-priority workload: Kueue's search takes
+    an assignment that has preemption targets too (``fits`` with targets); ``explain`` names the victims."""
+    s = state(
+        [cq("team", {"f": {"nvidia.com/gpu": 4}}, within="LowerPriority")],
+        [wl("team/low", 4, admitted="team", created=0.0), _reducible("team/sweep", 6, 2, priority=10)],
+    )
+    seen = explain(s, "team/sweep", 10)
+    assert seen.reason.code == "preemption_in_progress"
+    assert seen.preemption_targets == ("team/low",)
+    assert "fewer pods (main: 4 of 6, partial admission)" in seen.reason.message
+    result = schedule(s, 10)
+    assert [p.victim for p in result.preemptions] == ["team/low"]
