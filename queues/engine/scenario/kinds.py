@@ -234,6 +234,7 @@ def parse_namespaces(objs: list[Manifest]) -> list[Namespace]:
 
 
 NVIDIA_GPU = "nvidia.com/gpu"
+NVIDIA_GPU_SHARED = "nvidia.com/gpu.shared"
 
 
 def parse_node(obj: Manifest) -> Node:
@@ -252,6 +253,7 @@ def parse_node(obj: Manifest) -> Node:
                 raise obj.fail(
                     f"status.{section}.{resource}", f"{amount} devices, at most {MAX_NODE_DEVICE_UNITS} on a node"
                 )
+    dropped = _count_dropped_gpus(obj, capacity, allocatable)
     ready = True
     conditions = [c for c in status.get("conditions") or [] if isinstance(c, Mapping)]
     for cond in conditions:
@@ -267,6 +269,7 @@ def parse_node(obj: Manifest) -> Node:
         gap_by = NODE_REPORTS
         notes = [f"{device}: node condition {text}" for device, text in reported.items()]
         health_reason = health_reason or f"{len(reported)} device(s) excluded for health: {'; '.join(notes[:4])}"
+    health_reason = health_reason or dropped
     return Node(
         name=obj.name,
         labels=obj.labels(),
@@ -279,6 +282,73 @@ def parse_node(obj: Manifest) -> Node:
         degraded_devices=degraded_devices(obj),
         health_gap_by=gap_by,
     )
+
+
+#: GPU Feature Discovery's count of the node's physical NVIDIA cards, and its sharing labels.
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+_SHARING_ON = ("time-slicing", "mps")
+
+
+def _label_int(obj: Manifest, key: str) -> int | None:
+    """An integer label of at most ``MAX_NODE_DEVICE_UNITS``, None when absent; anything else is an error."""
+    raw = obj.labels().get(key)
+    if raw is None or raw == "":
+        return None
+    field = f'metadata.labels["{key}"]'
+    try:
+        number = int(raw)
+    except ValueError:
+        raise obj.fail(field, f"not an integer: {raw!r}") from None
+    if not 0 <= number <= MAX_NODE_DEVICE_UNITS:
+        raise obj.fail(field, f"{number} is not between 0 and {MAX_NODE_DEVICE_UNITS}")
+    return number
+
+
+def _count_dropped_gpus(obj: Manifest, capacity: dict[str, int], allocatable: dict[str, int]) -> str:
+    """As the kube sync counts the cards: units the device plugin dropped from capacity itself (it marked them
+    unhealthy, then restarted) are still there per ``nvidia.com/gpu.count``, out for health. Raises ``capacity``
+    to that count and says which units are out ("" when none is)."""
+    counted = _expected_gpus(obj, capacity)
+    if counted is None:
+        return ""
+    resource, expected = counted
+    reported, capacity[resource] = capacity.get(resource, 0), expected
+    allocatable.setdefault(resource, 0)
+    missing = expected - reported
+    names = ""
+    if resource == NVIDIA_GPU and missing <= 4:
+        names = ", ".join(f"gpu-{i}" for i in range(reported, expected)) + ": "
+    label = obj.labels()[GPU_COUNT_LABEL]
+    return (
+        f"{missing} device(s) excluded for health: {names}node capacity {reported} < {expected} expected from "
+        f"{GPU_COUNT_LABEL}={label} (device plugin dropped devices it marked unhealthy)"
+    )
+
+
+def _expected_gpus(obj: Manifest, capacity: Mapping[str, int]) -> tuple[str, int] | None:
+    """The NVIDIA GPU resource and the units the node has of it per its ``nvidia.com/gpu.count`` label, when that
+    is more than its capacity says (the device plugin dropped units it marked unhealthy), else None. As the kube
+    sync's inventory: only for whole cards (or time-sliced replicas of them) advertised as one resource, not MIG."""
+    labels = obj.labels()
+    count = _label_int(obj, GPU_COUNT_LABEL)
+    if not count:
+        return None
+    nvidia = [r for r, n in capacity.items() if n > 0 and r.startswith("nvidia.com/")]
+    if not nvidia and NVIDIA_GPU in capacity:
+        nvidia = [NVIDIA_GPU]  # cards per gpu.count but the plugin advertises none: every one is out
+    if len(nvidia) != 1 or nvidia[0] not in (NVIDIA_GPU, NVIDIA_GPU_SHARED):
+        return None
+    if "-MIG-" in labels.get("nvidia.com/gpu.product", "") or labels.get("nvidia.com/mig.config", "").startswith(
+        "all-"
+    ):
+        return None  # MIG strategy single: nvidia.com/gpu counts MIG devices, not cards
+    (resource,) = nvidia
+    replicas = max(_label_int(obj, "nvidia.com/gpu.replicas") or 1, 1)
+    shared = (
+        resource == NVIDIA_GPU_SHARED or replicas > 1 or labels.get("nvidia.com/gpu.sharing-strategy") in _SHARING_ON
+    )
+    expected = count * (replicas if shared else 1)
+    return (resource, expected) if expected > capacity.get(resource, 0) else None
 
 
 #: NVSentinel's way of naming a GPU in a condition message: ``ErrorCode:79 GPU:3 …``.
