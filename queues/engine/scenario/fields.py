@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from typing import Any
 
 from queues.engine.model import (
@@ -12,7 +12,6 @@ from queues.engine.model import (
     LabelSelectorRequirement,
     NodeSelectorRequirement,
     NodeSelectorTerm,
-    ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
     Taint,
@@ -91,10 +90,9 @@ def parse_label_selector(obj: Manifest, path: str, value: Any) -> LabelSelector 
     return LabelSelector({str(k): str(v) for k, v in labels.items()}, tuple(exprs))
 
 
-def parse_resource_groups(
-    obj: Manifest, path: str, value: Any, flavors: Mapping[str, ResourceFlavor]
-) -> tuple[ResourceGroup, ...]:
-    """``spec.resourceGroups`` of a ClusterQueue or Cohort; every flavor must exist and appear only once."""
+def parse_resource_groups(obj: Manifest, path: str, value: Any, flavors: Container[str]) -> tuple[ResourceGroup, ...]:
+    """``spec.resourceGroups`` of a ClusterQueue or Cohort; every flavor must exist (in the scenario, at some time)
+    and appear only once."""
     if value is None:
         return ()
     if not isinstance(value, list):
