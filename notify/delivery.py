@@ -25,7 +25,7 @@ from django.contrib.auth import get_user_model
 from django.db import OperationalError, connection, transaction
 from django.db.models import Min, Q
 
-from notify.channels import SendFailed, channel_send
+from notify.channels import SendFailed, SendRefused, channel_send
 from notify.digest import digest_compose
 from notify.kinds import Kind
 from notify.models import Delivery, Digest, Event, Preference
@@ -159,7 +159,7 @@ def delivery_send(*, delivery_id: int, now: datetime) -> str:
     try:
         channel_send(delivery)
     except SendFailed as exc:
-        gave_up = delivery.attempts >= settings.NOTIFY_MAX_ATTEMPTS
+        gave_up = isinstance(exc, SendRefused) or delivery.attempts >= settings.NOTIFY_MAX_ATTEMPTS
         state = Delivery.State.FAILED if gave_up else Delivery.State.SENDING
         Delivery.objects.filter(pk=delivery.pk, state=Delivery.State.SENDING).update(state=state, last_error=str(exc))
         log.warning("notification delivery %s (attempt %s) failed: %s", delivery.pk, delivery.attempts, exc)

@@ -318,6 +318,11 @@ SIMULATED_DCGM_SECONDS = env.float("SIMULATED_DCGM_SECONDS", default=60.0)
 HEALTH_DCGM_ENDPOINTS = env.list("HEALTH_DCGM_ENDPOINTS", default=[])
 HEALTH_SCRAPE_SECONDS = env.float("HEALTH_SCRAPE_SECONDS", default=30.0)
 HEALTH_SCRAPE_TIMEOUT_SECONDS = env.float("HEALTH_SCRAPE_TIMEOUT_SECONDS", default=10.0)
+# Networks the scrapes may reach (exporters run inside the cluster): the private ranges by default; loopback,
+# link-local (cloud metadata) and the rest of the special-use ranges only when listed here (kernel.egress).
+HEALTH_SCRAPE_ALLOWED_NETWORKS = _env_or(
+    "HEALTH_SCRAPE_ALLOWED_NETWORKS", env.list, ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"]
+)
 # Exporter host label → node name, where they differ (e.g. "ip-10-0-0-1=gpu-node-1").
 HEALTH_NODE_MAP = env.dict("HEALTH_NODE_MAP", default={})
 # Seconds between health sweeps (node conditions, inventory changes, repair tickets; kubernetes taints applied).
@@ -402,8 +407,11 @@ IDLE_GRACE_SECONDS = env.int("IDLE_GRACE_SECONDS", default=1800)
 IDLE_SCAN_SECONDS = env.float("IDLE_SCAN_SECONDS", default=60.0)
 NOTIFY_PORTAL_URL = env.str("NOTIFY_PORTAL_URL", default="")
 NOTIFY_KEEP_DAYS = env.int("NOTIFY_KEEP_DAYS", default=90)
-# Hosts users' webhooks may point at (and their subdomains), e.g. hooks.slack.com,webhook.office.com; empty: any.
+# Hosts users' webhooks may point at (and their subdomains), e.g. hooks.slack.com,webhook.office.com; empty: any
+# (check --deploy warns). Whatever the host, the worker connects only to public addresses (kernel.egress) unless the
+# address is in NOTIFY_WEBHOOK_ALLOWED_NETWORKS (CIDRs, e.g. an internal Mattermost's 10.20.0.0/16; empty: none).
 NOTIFY_WEBHOOK_ALLOWED_HOSTS = env.list("NOTIFY_WEBHOOK_ALLOWED_HOSTS", default=[])
+NOTIFY_WEBHOOK_ALLOWED_NETWORKS = env.list("NOTIFY_WEBHOOK_ALLOWED_NETWORKS", default=[])
 CELERY_BEAT_SCHEDULE = {
     "simulated-clusters-tick": {
         "task": "clusters.simulated_clusters_tick",
