@@ -199,8 +199,11 @@ if OIDC_ENABLED:
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
-# Bearer token /metrics requires; empty: the endpoint is open (scrapes from inside the cluster).
+# Bearer token /metrics requires. Without one, /metrics answers 403 when METRICS_REQUIRE_TOKEN (the default in
+# production: it shows every team's spend) and is open otherwise (development; or a production site that serves
+# /metrics only on a network-restricted listener and says so with METRICS_REQUIRE_TOKEN=0). check --deploy warns.
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+METRICS_REQUIRE_TOKEN = _env_or("METRICS_REQUIRE_TOKEN", env.bool, PRODUCTION)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env.str("TIME_ZONE", default="UTC")
