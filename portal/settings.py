@@ -391,6 +391,8 @@ KUEUE_CONFIG_MAP = env.str("KUEUE_CONFIG_MAP", default="kueue-system/kueue-manag
 # restarts Kueue's controller (this Deployment, in the ConfigMap's namespace); needs deploy/kueue-config-write's Role.
 KUEUE_CONFIG_WRITE = env.bool("KUEUE_CONFIG_WRITE", default=False)
 KUEUE_CONTROLLER_DEPLOYMENT = env.str("KUEUE_CONTROLLER_DEPLOYMENT", default="kueue-controller-manager")
+# The drift admin's buttons run on the worker; the page waits this long for the answer (clusters.drift_replies).
+KUBE_DRIFT_REPLY_SECONDS = env.float("KUBE_DRIFT_REPLY_SECONDS", default=20.0)
 # Reconciliation.
 KUBE_RECONCILE_REPORTS_KEPT = env.int("KUBE_RECONCILE_REPORTS_KEPT", default=50)
 KUBE_DEAD_NODE_SECONDS = env.int("KUBE_DEAD_NODE_SECONDS", default=600)
