@@ -54,6 +54,7 @@ app.kubernetes.io/part-of: gpu-pool-portal
 
 {{- define "gpu-pool-portal.image" -}}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- with .Values.image.digest }}@{{ . }}{{ end -}}
 {{- end -}}
 
 {{/* The Secret the chart creates for inline secret values. */}}
