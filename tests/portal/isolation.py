@@ -73,9 +73,7 @@ def build_world() -> World:
         "operator": operator,
         "admin": root,
     }
-    world = World(pool=pool, users=users, job=job, token=token, ticket=ticket, preview=preview)
-    notify_across_teams(world)
-    return world
+    return World(pool=pool, users=users, job=job, token=token, ticket=ticket, preview=preview)
 
 
 def notify_across_teams(w: World, *, webhook_url: str = "") -> Job:
