@@ -34,8 +34,8 @@ fmt: setup
 check-deploy: setup  ## Django's deploy checks with production-like variables
 	PORTAL_MODE=production SECRET_KEY=$$(head -c 48 /dev/urandom | base64) DATABASE_URL=$(PG_URL) \
 	  CELERY_BROKER_URL=redis://127.0.0.1:6379/0 ALLOWED_HOSTS=portal.example.com \
+	  METRICS_TOKEN=$$(head -c 32 /dev/urandom | base64) NOTIFY_WEBHOOK_ALLOWED_HOSTS=hooks.slack.com \
 	  $(PY) manage.py check --deploy --fail-level WARNING
 
-lock: setup  ## re-pin constraints.txt after changing pyproject.toml
-	$(PY) -m pip install --quiet -c constraints.txt -r var/requirements.txt
-	$(PY) -m pip freeze > constraints.txt
+lock: setup  ## re-lock requirements/*.txt (hash-pinned) after changing pyproject.toml or constraints.txt
+	scripts/lock

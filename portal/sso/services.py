@@ -78,9 +78,13 @@ def _user_for(*, issuer: str, subject: str, claims: Mapping[str, Any], now: date
 
 
 def _apply_profile(user: AbstractUser, claims: Mapping[str, Any]) -> list[str]:
-    """Copy the e-mail and names the provider sent (a claim it did not send leaves the field as it is)."""
+    """Copy the e-mail and names the provider sent (a claim it did not send, or one refused as malformed, leaves the
+    field as it is; a refusal is logged)."""
+    sent = profile(claims)
+    if sent.refused:
+        logger.warning("single sign-on: %s sent a malformed %s: not copied", user, ", ".join(sent.refused))
     changed = []
-    for field, value in profile(claims).items():
+    for field, value in sent.fields().items():
         if value and getattr(user, field) != value:
             setattr(user, field, value)
             changed.append(field)
@@ -122,7 +126,9 @@ def sso_sign_in(*, claims: Mapping[str, Any], client_id: str, now: datetime | No
     issuer, subject = claims["iss"], claims["sub"]
     user, created = _user_for(issuer=issuer, subject=subject, claims=claims, now=now)
     identity = SsoIdentity.objects.get(user=user)
-    values = claim_values(claims, client_id=client_id, extra_group_claims=settings.OIDC_EXTRA_GROUP_CLAIMS)
+    values = claim_values(
+        claims, client_id=client_id, issuer=settings.OIDC_OP_ISSUER, extra_group_claims=settings.OIDC_EXTRA_GROUP_CLAIMS
+    )
     if values.groups_overage:
         logger.warning(
             "single sign-on: %s has too many groups for the token (Entra ID overage); map app roles instead", user

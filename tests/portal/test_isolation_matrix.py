@@ -19,10 +19,23 @@ from dataclasses import dataclass, field
 
 import pytest
 from django.contrib import admin
+from django.core import mail
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from tests.portal.isolation import ADMIN_LOGIN, HX_LOGIN, LOGIN, METHODS, ROLES, World, build_world, describe
+from notify.models import Digest
+from tests.notify.receiver import Receiver
+from tests.portal.isolation import (
+    ADMIN_LOGIN,
+    HX_LOGIN,
+    LOGIN,
+    METHODS,
+    ROLES,
+    World,
+    build_world,
+    describe,
+    notify_across_teams,
+)
 
 
 def who(default, **overrides) -> dict:
@@ -273,7 +286,11 @@ SEES_VISION_JOBS = {"member", "lead", "staff", "operator", "admin"}
 
 def _leaks(w: World, role: str, response) -> list[str]:
     """What the answer shows that the role may not see: vision's job name, alice's token."""
-    body = response.content.decode(errors="replace")
+    return _text_leaks(w, role, response.content.decode(errors="replace"))
+
+
+def _text_leaks(w: World, role: str, body: str) -> list[str]:
+    """What a text written for ``role`` (a page, a digest, an email, a webhook payload) shows that it may not."""
     found = []
     if role not in SEES_VISION_JOBS and w.job.name in body:
         found.append(f"the name of vision's job {w.job.name!r}")
@@ -283,6 +300,8 @@ def _leaks(w: World, role: str, response) -> list[str]:
 
 
 CASES = [(route, role, method) for route in ROUTES for role in ROLES for method in METHODS]
+#: Routes that show what notifications said: their world also holds bob's notification of a cross-team preemption.
+NOTIFIED_ROUTES = {"notifications/"}
 
 
 @pytest.mark.django_db
@@ -292,6 +311,8 @@ def test_isolation_matrix(route, role, method):
     row = MATRIX.get(route)
     assert row is not None, f"no matrix entry for route {route!r}: add one to MATRIX (docs/operations.md)"
     w = build_world()
+    if route in NOTIFIED_ROUTES:
+        notify_across_teams(w)  # bob's notification names vision's job: his page must show it as the team only
     expected = {"GET": row.get, "POST": row.post, "HX": row.hx}[method][role]
     response = _ask(w, row, role, method)
     got = describe(response)
@@ -369,3 +390,37 @@ def test_the_leak_check_finds_what_it_looks_for():
     assert _leaks(w, "outsider", alice.get("/jobs/")) == [f"the name of vision's job {w.job.name!r}"]
     assert _leaks(w, "lead", alice.get("/api/tokens/")) == [f"alice's token {w.token.prefix!r}"]
     assert _leaks(w, "member", alice.get("/api/tokens/")) == []
+
+
+# --------------------------------------------------------------------------- notifications, channel by channel
+
+#: Where a notification written for one person goes: the notifications page (its digests), the digest's text, the
+#: email and the incoming-webhook POST.
+NOTIFICATION_CHANNELS = ("page", "digest", "email", "webhook")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("channel", NOTIFICATION_CHANNELS)
+def test_isolation_notification_channels(channel, settings):
+    """bob (another team) is preempted to make room for vision's job: each channel that carries his notification
+    names it "a job of team vision" and passes the matrix's leak check for his role; the same text sent to alice,
+    who may read the name, shows it (so the check is looking at the right text)."""
+    settings.NOTIFY_WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8"]  # the receiver below listens on loopback
+    w = build_world()
+    with Receiver() as hook:
+        notify_across_teams(w, webhook_url=hook.url)
+        payloads = [body["text"] for _, body in hook.posts]
+    bob = w.users["outsider"]
+    client = Client()
+    client.force_login(bob)
+    shown = {
+        "page": lambda: client.get("/notifications/").content.decode(),
+        "digest": lambda: "\n".join(d.subject + "\n" + d.text for d in Digest.objects.filter(recipient=bob)),
+        "email": lambda: "\n".join(m.subject + "\n" + m.body for m in mail.outbox if bob.email in m.to),
+        "webhook": lambda: "\n".join(payloads),
+    }[channel]()
+    assert "a job of team vision" in shown, channel
+    assert not _text_leaks(w, "outsider", shown), f"{channel} to bob shows {_text_leaks(w, 'outsider', shown)}"
+    unredacted = shown.replace("a job of team vision", f"vision/{w.job.name}")
+    assert _text_leaks(w, "outsider", unredacted)  # the check would see the name
+    assert not _text_leaks(w, "member", unredacted)
