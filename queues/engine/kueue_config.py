@@ -134,7 +134,7 @@ def configuration(config: Mapping[str, Any], fail: Fail) -> FairSharing | None:
             "fairSharing.preemptionStrategies",
             f"unsupported combination [{', '.join(chosen)}] (supported: {_supported()})",
         )
-    return FairSharing(chosen)  # type: ignore[arg-type]
+    return FairSharing(chosen)
 
 
 def device_class_mappings(config: Mapping[str, Any], fail: Fail) -> dict[str, tuple[str, ...]]:

@@ -14,7 +14,7 @@ team vision. How to add an entry for a new endpoint: docs/operations.md, "Securi
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -22,7 +22,8 @@ from django.contrib import admin
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from tests.portal.isolation import ADMIN_LOGIN, HX_LOGIN, LOGIN, METHODS, ROLES, World, build_world, describe
+from tests.portal.isolation import ADMIN_LOGIN, HX_LOGIN, LOGIN, METHODS, ROLES, World, build_world, describe, fresh
+from tests.shared_db import shared_rows
 
 
 def who(default, **overrides) -> dict:
@@ -234,6 +235,20 @@ MATRIX: dict[str, Row] = {
 # --------------------------------------------------------------------------- the test
 
 
+@pytest.fixture(scope="module")
+def world(django_db_setup, django_db_blocker) -> Iterator[World]:
+    """One world for the module's ~1,300 cases, built once: each case's changes (a POST that cancels, revokes or
+    submits) roll back to it (tests/shared_db.py)."""
+    with shared_rows(django_db_blocker, build_world) as world:
+        yield world
+
+
+@pytest.fixture
+def w(world, db) -> World:
+    """The module's world, its objects as the database has them now."""
+    return fresh(world)
+
+
 def _routes(resolver: URLResolver, prefix: str = ""):
     """Every route of the URLconf, the admin site as one entry ``admin/``."""
     for pattern in resolver.url_patterns:
@@ -287,11 +302,10 @@ CASES = [(route, role, method) for route in ROUTES for role in ROLES for method 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(("route", "role", "method"), CASES, ids=[f"{r or '/'}|{who}|{m}" for r, who, m in CASES])
-def test_isolation_matrix(route, role, method):
+def test_isolation_matrix(w, route, role, method):
     """Every route × role × method answers as its MATRIX entry says, and shows no other team's job or token."""
     row = MATRIX.get(route)
     assert row is not None, f"no matrix entry for route {route!r}: add one to MATRIX (docs/operations.md)"
-    w = build_world()
     expected = {"GET": row.get, "POST": row.post, "HX": row.hx}[method][role]
     response = _ask(w, row, role, method)
     got = describe(response)
@@ -343,9 +357,8 @@ def _admin_expected(url: str, role: str) -> object:
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(("url", "role"), ADMIN_CASES, ids=[f"{u}|{r}" for u, r in ADMIN_CASES])
-def test_admin_site_matrix(url, role):
+def test_admin_site_matrix(w, url, role):
     """The admin index and each model's changelist, GET, by every role."""
-    w = build_world()
     client = Client()
     if w.users[role] is not None:
         client.force_login(w.users[role])
@@ -361,9 +374,8 @@ def test_admin_group_covers_every_registered_model():
 
 
 @pytest.mark.django_db
-def test_the_leak_check_finds_what_it_looks_for():
+def test_the_leak_check_finds_what_it_looks_for(w):
     """Shown to the wrong role, the member's job list and token list are reported as leaks (the check can fail)."""
-    w = build_world()
     alice = Client()
     alice.force_login(w.users["member"])
     assert _leaks(w, "outsider", alice.get("/jobs/")) == [f"the name of vision's job {w.job.name!r}"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from kernel.quantity import MAX_NODE_DEVICE_UNITS, is_device_resource, parse_quantity
 from queues.engine.kueue_config import configuration, configuration_from_config_map
@@ -11,16 +11,24 @@ from queues.engine.model import (
     AdmissionCheck,
     AdmissionCheckRule,
     BorrowWithinCohort,
+    BorrowWithinCohortPolicy,
     ClusterQueue,
     Cohort,
     FairSharing,
     FlavorFungibility,
+    FungibilityPreference,
     LocalQueue,
     Namespace,
     Node,
     PreemptionPolicy,
+    QueueingStrategy,
+    ReclaimWithinCohortPolicy,
     ResourceFlavor,
+    StopPolicy,
     Topology,
+    WhenCanBorrow,
+    WhenCanPreempt,
+    WithinClusterQueuePolicy,
     WorkloadPriorityClass,
 )
 
@@ -171,23 +179,23 @@ def parse_cluster_queue(obj: Manifest, flavors: Mapping[str, ResourceFlavor]) ->
         name=obj.name,
         cohort=spec.get("cohortName") or spec.get("cohort"),
         namespace_selector=parse_label_selector(obj, "spec.namespaceSelector", spec.get("namespaceSelector")),
-        queueing_strategy=enums["spec.queueingStrategy"],
+        queueing_strategy=cast(QueueingStrategy, enums["spec.queueingStrategy"]),
         resource_groups=parse_resource_groups(obj, "spec.resourceGroups", spec.get("resourceGroups"), flavors),
         preemption=PreemptionPolicy(
-            within_cluster_queue=enums["spec.preemption.withinClusterQueue"],
-            reclaim_within_cohort=enums["spec.preemption.reclaimWithinCohort"],
+            within_cluster_queue=cast(WithinClusterQueuePolicy, enums["spec.preemption.withinClusterQueue"]),
+            reclaim_within_cohort=cast(ReclaimWithinCohortPolicy, enums["spec.preemption.reclaimWithinCohort"]),
             borrow_within_cohort=BorrowWithinCohort(
-                policy=enums["spec.preemption.borrowWithinCohort.policy"],
+                policy=cast(BorrowWithinCohortPolicy, enums["spec.preemption.borrowWithinCohort.policy"]),
                 max_priority_threshold=None if threshold is None else int(threshold),
             ),
         ),
         flavor_fungibility=FlavorFungibility(
-            when_can_borrow="MayStopSearch" if when_borrow == "Borrow" else when_borrow,
-            when_can_preempt="MayStopSearch" if when_preempt == "Preempt" else when_preempt,
-            preference=enums["spec.flavorFungibility.preference"],
+            when_can_borrow="MayStopSearch" if when_borrow == "Borrow" else cast(WhenCanBorrow, when_borrow),
+            when_can_preempt="MayStopSearch" if when_preempt == "Preempt" else cast(WhenCanPreempt, when_preempt),
+            preference=cast(FungibilityPreference, enums["spec.flavorFungibility.preference"]),
         ),
         admission_checks=rules,
-        stop_policy=enums["spec.stopPolicy"],
+        stop_policy=cast(StopPolicy, enums["spec.stopPolicy"]),
         fair_weight=fair_weight(obj),
     )
 
@@ -202,7 +210,12 @@ def parse_local_queues(objs: list[Manifest]) -> list[LocalQueue]:
         if stop not in ("None", "Hold", "HoldAndDrain"):
             raise obj.fail("spec.stopPolicy", f"invalid value {stop!r}")
         local_queues.append(
-            LocalQueue(obj.namespace, obj.name, str(obj.get("spec.clusterQueue", required=True)), stop_policy=stop)
+            LocalQueue(
+                obj.namespace,
+                obj.name,
+                str(obj.get("spec.clusterQueue", required=True)),
+                stop_policy=cast(StopPolicy, stop),
+            )
         )
     return local_queues
 
