@@ -27,6 +27,7 @@ from django.core.cache import caches
 from django.db import connection
 from hypothesis import settings as hypothesis_settings
 
+from tests.demo_db import DemoSnapshot, demo_snapshot_make
 from tests.fixtures import REFERENCE
 
 #: Tests CI runs again on the plain-Python engine (marked ``engine``): the engine's own.
@@ -71,6 +72,12 @@ def _fresh_cache():
     caches["default"].clear()
     yield
     caches["default"].clear()
+
+
+@pytest.fixture(scope="session")
+def demo_snapshot(django_db_setup, django_db_blocker) -> DemoSnapshot:
+    """The demo seeded once per session (per xdist worker), for the modules that only read it (tests/demo_db.py)."""
+    return demo_snapshot_make(django_db_blocker)
 
 
 @pytest.fixture

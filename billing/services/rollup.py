@@ -119,7 +119,7 @@ def month_rollup(*, month: date) -> tuple[int, int]:
         if cap is None:
             cap = capacity[(team_id, currency)] = CapacityTeamMonthly(month=first, team_id=team_id, currency=currency)
         for name, value in zip(CAPACITY_SUMMED, sums, strict=True):
-            setattr(row, name, getattr(row, name) + value)
+            setattr(cap, name, getattr(cap, name) + value)
     UsageTeamMonthly.objects.filter(month=first).delete()
     CapacityTeamMonthly.objects.filter(month=first).delete()
     UsageTeamMonthly.objects.bulk_create(usage.values())
