@@ -46,7 +46,7 @@ SQLITE_TESTS = (
     "tests/portal/test_seed_demo_output.py",
 )
 #: Examples per property under the ``ci`` profile (a property asking for fewer keeps its own number).
-CI_MAX_EXAMPLES = 25
+CI_MAX_EXAMPLES = 10
 #: Tiers a run with no paths and no ``-m`` leaves out.
 SEPARATE_TIERS = ("system", "realcluster")
 
