@@ -2,7 +2,7 @@
 
 Tiers (markers declared in pyproject.toml; docs/operations.md, "Tests and CI", says where each runs):
 - the fast suite: everything not marked below; what ``scripts/test`` runs with no arguments;
-- ``system``: real processes (web server, worker, beat, browser against them), ``tests/system/``;
+- ``system``: real processes (web server, worker, beat, browser against them): everything under ``tests/system/``;
 - ``realcluster``: a real kube-apiserver with Kueue (``scripts/testbed``).
 A run with no paths and no ``-m`` (``scripts/test``, ``pytest``) leaves the last two out and says so; name their
 folder or select them with ``-m system`` / ``-m realcluster`` (they skip where what they need is missing).
@@ -30,6 +30,8 @@ from hypothesis import settings as hypothesis_settings
 from tests.demo_db import DemoSnapshot, demo_snapshot_make
 from tests.fixtures import REFERENCE
 
+#: Folders whose tests are the ``system`` tier, marked or not.
+SYSTEM_TESTS = ("tests/system/",)
 #: Tests CI runs again on the plain-Python engine (marked ``engine``): the engine's own.
 ENGINE_TESTS = ("tests/engine/",)
 #: Tests CI runs again on SQLite (marked ``sqlite``; a module may also mark itself): those of code with a SQLite
@@ -115,6 +117,8 @@ def pytest_collection_modifyitems(config, items):
     plain_run = not config.option.markexpr and config.args_source == pytest.Config.ArgsSource.TESTPATHS
     kept, left_out = [], []
     for item in items:
+        if item.nodeid.startswith(SYSTEM_TESTS) and not item.get_closest_marker("system"):
+            item.add_marker(pytest.mark.system)
         if plain_run and any(item.get_closest_marker(tier) for tier in SEPARATE_TIERS):
             left_out.append(item)
             continue
