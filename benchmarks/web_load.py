@@ -153,11 +153,11 @@ def server_cpu(server: subprocess.Popen) -> float:
     return total
 
 
-async def load(url: str, headers: dict[str, str], cookie: str, *, conditional: bool) -> Run:
+async def load(url: str, headers: dict[str, str], cookie: str, *, conditional: bool, seconds: float) -> Run:
     """``--connections`` clients asking for ``url`` in turn for ``--seconds``; with ``conditional`` each sends back
     the ETag it last got, as a browser does."""
     run = Run()
-    deadline = time.monotonic() + ARGS.seconds
+    deadline = time.monotonic() + seconds
     jar = aiohttp.CookieJar(unsafe=True)
     jar.update_cookies({settings.SESSION_COOKIE_NAME: cookie})
     connector = aiohttp.TCPConnector(limit=ARGS.connections)
@@ -186,9 +186,10 @@ async def load(url: str, headers: dict[str, str], cookie: str, *, conditional: b
 
 def measure(server: subprocess.Popen, name: str, url: str, headers: dict[str, str], cookie: str, **kw) -> None:  # type: ignore[no-untyped-def]
     """One page under load: its line of figures."""
-    asyncio.run(load(url, headers, cookie, conditional=kw.get("conditional", False)))  # warm-up (imports, caches)
+    conditional = kw.get("conditional", False)
+    asyncio.run(load(url, headers, cookie, conditional=conditional, seconds=2.0))  # warm-up: imports, caches
     before, started = server_cpu(server), time.perf_counter()
-    run = asyncio.run(load(url, headers, cookie, **kw))
+    run = asyncio.run(load(url, headers, cookie, conditional=conditional, seconds=ARGS.seconds))
     wall, spent = time.perf_counter() - started, server_cpu(server) - before
     done = len(run.latencies)
     if not done:

@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('pools', '0013_engine_state_changes'),
-        ('queues', '0019_job_idle_negotiation'),
+        ('queues', '0020_policy_preview_apply_at'),
     ]
 
     operations = [
