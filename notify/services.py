@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -33,13 +33,13 @@ def webhook_url_errors(url: str) -> list[str]:
     return url_problems(url, webhook_policy())
 
 
-def preference_get(user: AbstractBaseUser) -> Preference:
+def preference_get(user: User) -> Preference:
     """The user's preferences, or the defaults (unsaved) when they never set any."""
     return Preference.objects.filter(user=user).first() or Preference(user=user)
 
 
 @transaction.atomic
-def preference_set(*, user: AbstractBaseUser, email: bool, webhook_url: str, kinds: Iterable[str]) -> Preference:
+def preference_set(*, user: User, email: bool, webhook_url: str, kinds: Iterable[str]) -> Preference:
     """Store how the user wants to be told: email on/off, an incoming webhook (or none), which kinds."""
     kinds = sorted(set(kinds))
     errors: dict[str, list[str]] = {}
@@ -57,7 +57,7 @@ def preference_set(*, user: AbstractBaseUser, email: bool, webhook_url: str, kin
 
 
 @transaction.atomic
-def test_message_record(*, user: AbstractBaseUser) -> None:
+def test_message_record(*, user: User) -> None:
     """Queue a test message for the user on their channels (with the next digest), to check a webhook works."""
     now = timezone.now()
     events_record(

@@ -15,6 +15,7 @@ express is refused and says why; an unreachable cluster is reported as such and 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,7 +182,7 @@ DriftMessage = tuple[str, str]
 ACTIONS = ("check", "reapply", "adopt")
 
 
-def _row_messages(ids: list[int], service, done: str) -> list[DriftMessage]:  # type: ignore[no-untyped-def]
+def _row_messages(ids: list[int], service: Callable[..., object], done: str) -> list[DriftMessage]:
     out: list[DriftMessage] = []
     for row_id in ids:
         row = KubeConfigObject.objects.filter(pk=row_id).first()

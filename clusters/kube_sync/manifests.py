@@ -150,7 +150,7 @@ def _cluster_queue(quota: TeamQuota, lines: list[QuotaLine]) -> dict:
         "fairSharing": {"weight": _weight(quota.fair_weight)},
         "stopPolicy": quota.stop_policy,
     }
-    if quota.cohort_id:
+    if quota.cohort is not None:
         spec["cohortName"] = quota.cohort.name
     if quota.borrow_within_cohort != "Never" and quota.reclaim_within_cohort != "Never":
         bwc: dict[str, Any] = {"policy": quota.borrow_within_cohort}
@@ -176,7 +176,7 @@ def _flavor(flavor: ResourceFlavor) -> dict:
         ]
     if flavor.tolerations:
         spec["tolerations"] = [{k: v for k, v in t.items() if v not in (None, "")} for t in flavor.tolerations]
-    if flavor.topology_id and flavor.node_labels:
+    if flavor.topology is not None and flavor.node_labels:
         spec["topologyName"] = flavor.topology.name
     return {
         "apiVersion": KUEUE_API,
@@ -201,7 +201,7 @@ def desired_config(cluster: Cluster) -> list[dict]:
     guarantees = cluster_guarantees(cluster, quotas=quotas, lines=[*lines, *all_cohort_lines], cohorts=cohorts.values())
     lines = applied_lines(lines, guarantees)
     all_cohort_lines = applied_lines(all_cohort_lines, guarantees)
-    by_quota: dict[int, list[QuotaLine]] = defaultdict(list)
+    by_quota: dict[int | None, list[QuotaLine]] = defaultdict(list)
     for line in lines:
         by_quota[line.team_quota_id].append(line)
     cohort_names: set[str] = set()
@@ -210,7 +210,7 @@ def desired_config(cluster: Cluster) -> list[dict]:
         while cohort is not None and cohort.name not in cohort_names:
             cohort_names.add(cohort.name)
             cohort = cohorts.get(cohort.parent_id) if cohort.parent_id else None
-    cohort_lines: dict[int, list[QuotaLine]] = defaultdict(list)
+    cohort_lines: dict[int | None, list[QuotaLine]] = defaultdict(list)
     for line in all_cohort_lines:
         if cohorts[line.cohort_id].name in cohort_names:
             cohort_lines[line.cohort_id].append(line)

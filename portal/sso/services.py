@@ -20,7 +20,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractUser, Group
+from django.contrib.auth.models import Group, User
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -64,7 +64,7 @@ def _unique_username(base: str) -> str:
     return candidate
 
 
-def _user_for(*, issuer: str, subject: str, claims: Mapping[str, Any], now: datetime) -> tuple[AbstractUser, bool]:
+def _user_for(*, issuer: str, subject: str, claims: Mapping[str, Any], now: datetime) -> tuple[User, bool]:
     """The user behind (issuer, subject), created on the first sign-in; the identity row locked."""
     identity = SsoIdentity.objects.select_for_update().select_related("user").filter(issuer=issuer, subject=subject)
     found = identity.first()
@@ -77,7 +77,7 @@ def _user_for(*, issuer: str, subject: str, claims: Mapping[str, Any], now: date
     return user, True
 
 
-def _apply_profile(user: AbstractUser, claims: Mapping[str, Any]) -> list[str]:
+def _apply_profile(user: User, claims: Mapping[str, Any]) -> list[str]:
     """Copy the e-mail and names the provider sent (a claim it did not send, or one refused as malformed, leaves the
     field as it is; a refusal is logged)."""
     sent = profile(claims)
@@ -91,7 +91,7 @@ def _apply_profile(user: AbstractUser, claims: Mapping[str, Any]) -> list[str]:
     return changed
 
 
-def _apply_admin(user: AbstractUser, identity: SsoIdentity, granted: bool) -> list[str]:
+def _apply_admin(user: User, identity: SsoIdentity, granted: bool) -> list[str]:
     """Staff and superuser from an admin mapping; taken back when sign-on gave them and no mapping does now."""
     if granted and not (user.is_staff and user.is_superuser):
         user.is_staff = user.is_superuser = True
@@ -104,7 +104,7 @@ def _apply_admin(user: AbstractUser, identity: SsoIdentity, granted: bool) -> li
     return []
 
 
-def _apply_operator(user: AbstractUser, identity: SsoIdentity, granted: bool) -> None:
+def _apply_operator(user: User, identity: SsoIdentity, granted: bool) -> None:
     """The operator group from an operator mapping; left when sign-on gave it and no mapping does now."""
     group = Group.objects.filter(name=OPERATOR_GROUP).first()  # made with its permission by a queues migration
     if group is None:
@@ -120,7 +120,7 @@ def _apply_operator(user: AbstractUser, identity: SsoIdentity, granted: bool) ->
 
 
 @transaction.atomic
-def sso_sign_in(*, claims: Mapping[str, Any], client_id: str, now: datetime | None = None) -> AbstractUser:
+def sso_sign_in(*, claims: Mapping[str, Any], client_id: str, now: datetime | None = None) -> User:
     """The portal user for verified claims (``iss`` and ``sub`` required), with profile and mapping applied."""
     now = now or timezone.now()
     issuer, subject = claims["iss"], claims["sub"]
@@ -136,7 +136,7 @@ def sso_sign_in(*, claims: Mapping[str, Any], client_id: str, now: datetime | No
     rows = matching_mappings(values)
     teams: dict[Team, list[str]] = defaultdict(list)
     for row in rows:
-        if row.grants in SsoMapping.TEAM_GRANTS:
+        if row.grants in SsoMapping.TEAM_GRANTS and row.team is not None:
             teams[row.team].append(row.grants)
     grants = {row.grants for row in rows}
     changed = _apply_profile(user, claims) + _apply_admin(user, identity, SsoMapping.Grant.ADMIN in grants)

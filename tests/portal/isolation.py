@@ -93,6 +93,14 @@ def notify_across_teams(w: World, *, webhook_url: str = "") -> Job:
     return victim
 
 
+def fresh(w: World) -> World:
+    """``w`` with its job, token, ticket and preview read again: a shared world's objects as its database has them
+    now (an earlier test's changes were rolled back, not its Python objects)."""
+    for obj in (w.job, w.token, w.ticket, w.preview):
+        obj.refresh_from_db()
+    return w
+
+
 def describe(response) -> object:
     """The answer as the matrix writes it: a status, or LOGIN / HX_LOGIN / ADMIN_LOGIN."""
     status = response.status_code

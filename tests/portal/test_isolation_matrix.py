@@ -14,7 +14,7 @@ team vision. How to add an entry for a new endpoint: docs/operations.md, "Securi
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -34,8 +34,10 @@ from tests.portal.isolation import (
     World,
     build_world,
     describe,
+    fresh,
     notify_across_teams,
 )
+from tests.shared_db import shared_rows
 
 
 def who(default, **overrides) -> dict:
@@ -247,6 +249,20 @@ MATRIX: dict[str, Row] = {
 # --------------------------------------------------------------------------- the test
 
 
+@pytest.fixture(scope="module")
+def world(django_db_setup, django_db_blocker) -> Iterator[World]:
+    """One world for the module's ~1,300 cases, built once: each case's changes (a POST that cancels, revokes or
+    submits) roll back to it (tests/shared_db.py)."""
+    with shared_rows(django_db_blocker, build_world) as world:
+        yield world
+
+
+@pytest.fixture
+def w(world, db) -> World:
+    """The module's world, its objects as the database has them now."""
+    return fresh(world)
+
+
 def _routes(resolver: URLResolver, prefix: str = ""):
     """Every route of the URLconf, the admin site as one entry ``admin/``."""
     for pattern in resolver.url_patterns:
@@ -306,11 +322,10 @@ NOTIFIED_ROUTES = {"notifications/"}
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(("route", "role", "method"), CASES, ids=[f"{r or '/'}|{who}|{m}" for r, who, m in CASES])
-def test_isolation_matrix(route, role, method):
+def test_isolation_matrix(w, route, role, method):
     """Every route × role × method answers as its MATRIX entry says, and shows no other team's job or token."""
     row = MATRIX.get(route)
     assert row is not None, f"no matrix entry for route {route!r}: add one to MATRIX (docs/operations.md)"
-    w = build_world()
     if route in NOTIFIED_ROUTES:
         notify_across_teams(w)  # bob's notification names vision's job: his page must show it as the team only
     expected = {"GET": row.get, "POST": row.post, "HX": row.hx}[method][role]
@@ -364,9 +379,8 @@ def _admin_expected(url: str, role: str) -> object:
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(("url", "role"), ADMIN_CASES, ids=[f"{u}|{r}" for u, r in ADMIN_CASES])
-def test_admin_site_matrix(url, role):
+def test_admin_site_matrix(w, url, role):
     """The admin index and each model's changelist, GET, by every role."""
-    w = build_world()
     client = Client()
     if w.users[role] is not None:
         client.force_login(w.users[role])
@@ -382,9 +396,8 @@ def test_admin_group_covers_every_registered_model():
 
 
 @pytest.mark.django_db
-def test_the_leak_check_finds_what_it_looks_for():
+def test_the_leak_check_finds_what_it_looks_for(w):
     """Shown to the wrong role, the member's job list and token list are reported as leaks (the check can fail)."""
-    w = build_world()
     alice = Client()
     alice.force_login(w.users["member"])
     assert _leaks(w, "outsider", alice.get("/jobs/")) == [f"the name of vision's job {w.job.name!r}"]
@@ -401,12 +414,11 @@ NOTIFICATION_CHANNELS = ("page", "digest", "email", "webhook")
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("channel", NOTIFICATION_CHANNELS)
-def test_isolation_notification_channels(channel, settings):
+def test_isolation_notification_channels(w, channel, settings):
     """bob (another team) is preempted to make room for vision's job: each channel that carries his notification
     names it "a job of team vision" and passes the matrix's leak check for his role; the same text sent to alice,
     who may read the name, shows it (so the check is looking at the right text)."""
     settings.NOTIFY_WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8"]  # the receiver below listens on loopback
-    w = build_world()
     with Receiver() as hook:
         notify_across_teams(w, webhook_url=hook.url)
         payloads = [body["text"] for _, body in hook.posts]

@@ -73,7 +73,7 @@ def _row(engine: Engine, wl: WorkloadInfo, rec: WorkloadRecord | None, start: fl
         admitted_at = wl.admitted_at
     if wl.state in (PENDING, RESERVED):
         admitted_at = None
-    row = {
+    row: dict[str, object] = {
         "name": wl.key,
         "clusterQueue": wl.cq,
         "state": _state(wl),
