@@ -212,7 +212,7 @@ def desired_config(cluster: Cluster) -> list[dict]:
             cohort = cohorts.get(cohort.parent_id) if cohort.parent_id else None
     cohort_lines: dict[int | None, list[QuotaLine]] = defaultdict(list)
     for line in all_cohort_lines:
-        if cohorts[line.cohort_id].name in cohort_names:
+        if line.cohort_id is not None and cohorts[line.cohort_id].name in cohort_names:
             cohort_lines[line.cohort_id].append(line)
     flavor_names = {ln.flavor.name for ln in lines} | {ln.flavor.name for ls in cohort_lines.values() for ln in ls}
     flavors = list(ResourceFlavor.objects.filter(name__in=flavor_names).select_related("topology").order_by("name"))

@@ -114,7 +114,7 @@ def kube_protection_sync(*, cluster: Cluster, api: KubeApi, now: datetime | None
                     KubeJobState.objects.filter(pk=st.pk).update(protected_until=until)
             elif st.protected_until is not None:
                 if job.state in (Job.State.ADMITTED, Job.State.RUNNING, Job.State.PENDING, Job.State.PREEMPTING):
-                    _patch_label(api, job, job.priority_class.name if job.priority_class_id else None)
+                    _patch_label(api, job, job.priority_class.name if job.priority_class is not None else None)
                 _lowered(job, st, now=now)
                 report.lowered.append(job.pk)
         except KubeNotFound:
@@ -140,7 +140,7 @@ def _raised(job: Job, st: KubeJobState, *, until: datetime, rule: str, now: date
 def _lowered(job: Job, st: KubeJobState, *, now: datetime) -> None:
     """Record that the job's Workload priority is its own again."""
     KubeJobState.objects.filter(pk=st.pk).update(protected_until=None)
-    own = job.priority_class.name if job.priority_class_id else "none"
+    own = job.priority_class.name if job.priority_class is not None else "none"
     record_event(
         job,
         JobEvent.Kind.NOTE,

@@ -75,7 +75,7 @@ def cluster_guarantees(
     *,
     quotas: Sequence[TeamQuota] | None = None,
     lines: Sequence[QuotaLine] | None = None,
-    cohorts: Sequence[Cohort] | None = None,
+    cohorts: Iterable[Cohort] | None = None,
     adjustments: Mapping[str, int] | None = None,
 ) -> ClusterGuarantees:
     """The effective quota of every device quota line of the cluster (its queues' and their cohorts' own) against
