@@ -35,6 +35,7 @@ from django.utils import timezone
 from notify.models import Event
 from pools.health.services import Actor, device_health_set
 from pools.models import Device, HealthState
+from portal.celery import app
 from queues.api.tokens import api_token_create
 from queues.models import Cohort, Membership, QuotaShortfall
 from tests.factories import (
@@ -51,7 +52,7 @@ from tests.factories import (
 from tests.redis_check import redis_answers
 
 ROOT = Path(__file__).resolve().parents[2]
-REDIS_URL = os.environ.get("SYSTEM_TEST_REDIS_URL", "redis://127.0.0.1:6379/8")
+REDIS_URL = os.environ.get("SYSTEM_TEST_REDIS_URL") or os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
 PORT = int(os.environ.get("SYSTEM_TEST_PORT", "18801"))
 BASE = f"http://127.0.0.1:{PORT}"
 PASSWORD = "journey-password-1"
@@ -136,7 +137,8 @@ def portal(org, tmp_path) -> Iterator[Processes]:
     if not _port_free(PORT):
         pytest.fail(f"port {PORT} is taken (SYSTEM_TEST_PORT picks another)")
     procs = Processes(tmp_path)
-    redis.Redis.from_url(REDIS_URL).flushdb()  # what an interrupted earlier run left in this database's queue
+    # what an interrupted earlier run left in the task queue (kombu's Redis keys for it), nothing else
+    redis.Redis.from_url(REDIS_URL).delete(app.conf.task_default_queue, "unacked", "unacked_index")
     py = sys.executable
     procs.start("web", py, "-m", "gunicorn", "portal.wsgi:application", f"--bind=127.0.0.1:{PORT}", "--workers=2",
                 "--timeout=60")  # fmt: skip
