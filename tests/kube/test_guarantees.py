@@ -15,6 +15,7 @@ from clusters.models import KubeJobState
 from clusters.push import policy_push_run
 from pools.health.services import Actor, device_health_set
 from pools.models import Device, HealthState
+from queues.diagnosis import job_diagnosis
 from queues.guarantees.services import effective_quota_refresh
 from queues.models import Cohort, Job, JobEvent, QuotaLine, TeamQuota
 from tests.factories import TeamFactory
@@ -147,3 +148,30 @@ def test_protected_job_has_its_kueue_priority_raised_then_lowered(world, kube, e
 def test_no_protected_priority_class_while_no_class_offers_protection(world, emulator, cluster, api):
     assert kube_config_push(cluster=cluster, api=api).errors == []
     assert emulator.get_obj("WorkloadPriorityClass", "gpupool-protected") is None
+
+
+QUOTA = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h100, 2 more needed"
+
+
+def test_a_wait_in_kueue_due_to_quota_reduced_by_repairs_says_so(org, world, kube, emulator, cluster, api):
+    org.shortfall_policy = Cohort.ShortfallPolicy.PROPORTIONAL
+    org.save()
+    _fail(2, at(1))  # vision's quota in force: 9 of its 10
+    assert kube_config_push(cluster=cluster, api=api).errors == []
+    cq = emulator.get_obj("ClusterQueue", "vision")  # vision holds 8 of its 9
+    cq["status"] = {
+        "flavorsReservation": [{"name": "h100", "resources": [{"name": GPU, "total": "8", "borrowed": "0"}]}]
+    }
+    emulator.put(cq)
+    job = world.submit(gpus=2, minute=2)
+    kube.create_workload(job.k8s_name, NS)
+    kube.pending(job.k8s_name, NS, QUOTA, when=at(3))
+    world.sync()
+    job = world.job(job)
+    assert (job.state, job.wait_reason) == ("pending", "quota_exhausted"), job.wait_message
+    # Kueue's stored reason does not know about the repairs; the diagnosis (job page, API, CLI) says so
+    diagnosis = job_diagnosis(job, now=at(4))
+    assert "guaranteed quota of 10 GPUs of H100 is reduced to 9 while 2 GPUs of H100 are out for repair" in (
+        diagnosis.message
+    )
+    assert diagnosis.details["quotaReducedByRepair"]["applied"] == 9
