@@ -1,10 +1,11 @@
 """Writes of effective quota: shortfalls recorded as they open, change and close; the change pushed and told.
 
 ``effective_quota_refresh`` runs for each cluster at every guarantees sweep (``clusters.guarantees_sweep``, every
-``GUARANTEES_SWEEP_SECONDS``), so a device's health change is seen within one sweep. Idempotent: a second run with nothing changed writes
-nothing. When the quota in force changes (a policy other than warn-only), the cluster is pushed through the audited
-push path (``PolicyPush``: Kueue gets the effective quotas; a simulated cluster reschedules under them); admins, and
-the leads of teams whose guarantee is reduced, are told through the shortfall listener (notifications).
+``GUARANTEES_SWEEP_SECONDS``), so a device's health change is seen within one sweep. Idempotent: a second run with
+nothing changed writes nothing. When the quota in force changes (a policy other than warn-only), the cluster is pushed
+through the audited push path (``PolicyPush``: Kueue gets the effective quotas; a simulated cluster reschedules under
+them); admins, and the leads of teams whose guarantee is reduced, are told through the shortfall listener
+(notifications).
 """
 
 from __future__ import annotations
