@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('pools', '0012_resource_class_kinds'),
+        ('pools', '0013_guarantees'),
     ]
 
     operations = [

@@ -7,8 +7,8 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('pools', '0013_engine_state_changes'),
-        ('queues', '0020_policy_preview_apply_at'),
+        ('pools', '0014_engine_state_changes'),
+        ('queues', '0021_guarantees'),
     ]
 
     operations = [
