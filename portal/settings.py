@@ -330,6 +330,10 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "the embedded broker (sqla+sqlite:///…, docs/operations.md), or a redis:// broker."
     )
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # kombu's Redis transport with the fix that keeps the worker up when it loses the broker while a message is
+    # unacknowledged (portal/broker_safety.py; docs/operations.md, Worker reconnects). rediss:// takes its TLS
+    # settings from the URL's ssl_* parameters, as kombu's own transport does.
+    CELERY_BROKER_TRANSPORT = "portal.broker_safety:Transport"
     # Short socket timeouts: a broker that stops answering is noticed in seconds, not after the kernel's TCP timeout
     # (the worker then reconnects; a publish from the web fails fast and the job waits for the next sweep).
     CELERY_BROKER_TRANSPORT_OPTIONS = {

@@ -143,6 +143,7 @@ class Supervisor:
         code = child.process.poll()
         if code is None:
             return
+        _signal_group(child.process.pid, signal.SIGKILL)  # what it left running (pool processes, an embedded beat)
         uptime = now - child.started
         child.delay = FIRST_DELAY if uptime >= STABLE_SECONDS else min(child.delay * 2, MAX_DELAY)
         child.restarts += 1
@@ -183,7 +184,7 @@ def main() -> int:
     worker = Child(
         "worker",
         [
-            python, "-m", "celery", "-A", "portal", "worker", "--beat", "--concurrency", "1", "--loglevel", "INFO",
+            python, "-m", "celery", "-A", "portal", "worker", "--beat", "--concurrency", "2", "--loglevel", "INFO",
             "--schedule", str(var / "celerybeat-schedule"), "--without-gossip", "--without-mingle",
         ],
         log=var / "worker.log",
