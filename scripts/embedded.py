@@ -145,13 +145,14 @@ class Supervisor:
             return
         _signal_group(child.process.pid, signal.SIGKILL)  # what it left running (pool processes, an embedded beat)
         uptime = now - child.started
-        child.delay = FIRST_DELAY if uptime >= STABLE_SECONDS else min(child.delay * 2, MAX_DELAY)
+        delay = FIRST_DELAY if uptime >= STABLE_SECONDS else child.delay
+        child.delay = min(delay * 2, MAX_DELAY)  # the next one, should it exit quickly again
         child.restarts += 1
-        child.restart_at = now + child.delay
+        child.restart_at = now + delay
         how = f"signal {-code}" if code < 0 else f"status {code}"
         self.say(
             f"{child.name} (pid {child.process.pid}) exited with {how} after {uptime:.0f} s; "
-            f"restarting in {child.delay:.0f} s (restart #{child.restarts}, log: {child.log or 'above'})"
+            f"restarting in {delay:.0f} s (restart #{child.restarts}, log: {child.log or 'above'})"
         )
 
     def _stop(self, signum, frame) -> None:

@@ -64,7 +64,8 @@ class Portal:
         self.processes: dict[str, Proc] = {}
         self.base_url = ""
         self.public_url = ""  # the origin the portal believes it is served at (https behind the TLS proxy)
-        self.allowed: list[re.Pattern] = []
+        # Django logs a refused request's PermissionDenied with its traceback: an answer (403), not a problem.
+        self.allowed: list[re.Pattern] = [re.compile(r"Forbidden \(Permission denied\): ")]
         self.headers: dict[str, str] = {}
 
     # -- processes
