@@ -42,7 +42,7 @@ def free_port() -> int:
     span = os.environ.get("SYSTEM_TEST_PORTS", "")
     if span:
         first, last = (int(x) for x in span.split("-"))
-        candidates: Iterable[int] = range(first, last + 1)
+        candidates: Iterable[int] = _worker_share(range(first, last + 1))
     else:
         candidates = [0]
     for port in candidates:
@@ -60,6 +60,15 @@ def free_port() -> int:
 
 
 _TAKEN: set[int] = set()  # handed out in this run (a port is free until its process binds it)
+
+
+def _worker_share(ports: range) -> range:
+    """This xdist worker's slice of ``ports`` (all of them without xdist): workers never hand out the same port."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or count <= 1:
+        return ports
+    index = int(worker[2:])
+    return ports[index::count]
 
 
 def wait_until(check: Callable[[], Any], *, timeout: float, interval: float = 0.5, what: str = "a condition") -> Any:
