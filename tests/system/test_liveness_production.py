@@ -28,7 +28,7 @@ def test_production_worker_killed_shows_on_status_and_pages_until_it_is_started_
     wait_until(lambda: worker_ok(portal, alice) is False, timeout=60, what="the worker to be down")
     html = wait_until(lambda: job_list_saying(portal, alice, PAUSED), timeout=30, what="the note")
     assert WORKER_GONE in html
-    metrics = portal.session().get(portal.url("/metrics"), timeout=30).text
+    metrics = portal.metrics()
     assert 'portal_component_up{component="worker"} 0.0' in metrics
     assert 'portal_component_up{component="database"} 1.0' in metrics
     assert portal.healthy()  # the web stays ready: it does not need the worker
