@@ -1,0 +1,153 @@
+"""``scripts/testbed build``: the components built from their Go modules into ``var/testbed/bin``.
+
+Each binary is one ``go build`` of the wrapper module (``testbed/go.mod``), so Go's build cache is shared between
+them and between runs: a warm build only relinks what changed (and skips a binary that is up to date).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+
+from testbed import layout
+from testbed.errors import TestbedError
+
+#: Kueue's files ``up`` installs, copied out of the module (read from there, never committed).
+KUEUE_FILES = ("config/components/crd/bases", "config/components/webhook/manifests.yaml")
+
+
+def go_binary() -> str:
+    """The ``go`` command to use ($GO or the one on PATH), or a TestbedError saying how to get it."""
+    name = os.environ.get("GO", "go")
+    found = shutil.which(name)
+    if not found:
+        wanted = layout.pinned_versions()["go"]
+        raise TestbedError(
+            f"Go is missing: {name!r} is not on PATH. The testbed builds etcd, kube-apiserver, Kueue and KWOK from "
+            f"their Go modules and needs Go >= {wanted} (testbed/go.mod); install it (https://go.dev/dl/) or set "
+            "GO=/path/to/go."
+        )
+    return found
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
+def check_go(go: str) -> str:
+    """The Go version (``go1.26.8``), or an error when it is older than go.mod asks."""
+    try:
+        version = subprocess.run(
+            [go, "env", "GOVERSION"], capture_output=True, text=True, check=True, timeout=60
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise TestbedError(f"Go is not usable ({go} env GOVERSION failed: {exc})") from exc
+    wanted = layout.pinned_versions()["go"]
+    if _version_tuple(version) < _version_tuple(wanted):
+        raise TestbedError(f"Go {version} is too old: testbed/go.mod needs go >= {wanted}")
+    return version
+
+
+def ldflags(versions: dict[str, str]) -> str:
+    """Stripped binaries that report the pinned versions (Kubernetes' component-base, Kueue's, KWOK's)."""
+    kube = versions["kubernetes"]
+    major, minor = kube.lstrip("v").split(".")[:2]
+    base = "k8s.io/component-base/version"
+    return " ".join(
+        [
+            "-s -w",
+            f"-X {base}.gitVersion={kube}",
+            f"-X {base}.gitMajor={major}",
+            f"-X {base}.gitMinor={minor}",
+            f"-X {base}.gitTreeState=clean",
+            f"-X {base}.gitCommit=unknown",
+            f"-X {base}.buildDate=1970-01-01T00:00:00Z",
+            f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={versions['kueue']}",
+            f"-X sigs.k8s.io/kwok/pkg/consts.Version={versions['kwok'].lstrip('v')}",
+        ]
+    )
+
+
+def _module_dir(go: str, module: str) -> str:
+    result = subprocess.run(
+        [go, "list", "-m", "-f", "{{.Dir}}", module],
+        cwd=layout.MODULE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if result.returncode != 0 or not result.stdout.strip():
+        raise TestbedError(f"go list -m {module} failed: {result.stderr.strip()}")
+    return result.stdout.strip()
+
+
+def copy_kueue_manifests(go: str) -> None:
+    """Kueue's CRDs and webhook configurations, from the module as go.mod pins it, into the ignored output."""
+    source = _module_dir(go, "sigs.k8s.io/kueue")
+    target = layout.KUEUE_MANIFESTS
+    if target.exists():
+        shutil.rmtree(target)
+    for relative in KUEUE_FILES:
+        src = os.path.join(source, relative)
+        dst = target / relative
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if os.path.isdir(src):
+            shutil.copytree(src, dst)
+        else:
+            shutil.copyfile(src, dst)
+    for path in target.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)  # the module cache is read-only
+
+
+def build(names: Iterable[str] | None = None, *, echo: Callable[[str], None] = print) -> dict[str, float]:
+    """Build the named components (all by default); return the seconds each took."""
+    go = go_binary()
+    go_version = check_go(go)
+    versions = layout.pinned_versions()
+    selected = [layout.BY_NAME[n] for n in names] if names else list(layout.COMPONENTS)
+    layout.BIN_DIR.mkdir(parents=True, exist_ok=True)
+    flags = ldflags(versions)
+    echo(
+        f"building {', '.join(c.name for c in selected)} with {go_version} (Kubernetes {versions['kubernetes']}, "
+        f"Kueue {versions['kueue']}, etcd {versions['etcd']}, KWOK {versions['kwok']}) into {layout.BIN_DIR}"
+    )
+    timings: dict[str, float] = {}
+    for component in selected:
+        started = time.monotonic()
+        result = subprocess.run(
+            [go, "build", "-trimpath", "-ldflags", flags, "-o", str(layout.binary(component.name)), component.package],
+            cwd=layout.MODULE_DIR,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise TestbedError(f"go build {component.package} failed (exit {result.returncode}); its output is above")
+        timings[component.name] = round(time.monotonic() - started, 1)
+        echo(f"  {component.name:<24} {timings[component.name]:7.1f} s   load {_load()}")
+    copy_kueue_manifests(go)
+    info = {"go": go_version, "versions": versions, "seconds": timings, "built_at": time.time()}
+    previous = json.loads(layout.BUILD_INFO.read_text()) if layout.BUILD_INFO.exists() else {}
+    previous.update(info)
+    layout.BUILD_INFO.write_text(json.dumps(previous, indent=2))
+    echo(f"built in {sum(timings.values()):.1f} s")
+    return timings
+
+
+def _load() -> str:
+    try:
+        with open("/proc/loadavg") as handle:
+            return " ".join(handle.read().split()[:3])
+    except OSError:
+        return "?"
+
+
+def missing(names: Iterable[str]) -> list[str]:
+    """The components among ``names`` that are not built yet."""
+    absent = [n for n in names if not layout.binary(n).exists()]
+    if not layout.KUEUE_MANIFESTS.exists():
+        absent.append("kueue-manifests")
+    return absent
