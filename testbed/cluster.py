@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
-import urllib3
 import yaml
 
 from testbed import build, kueue, kwok, layout, pki, ports
@@ -34,7 +33,6 @@ ORDER = ("etcd", "kube-apiserver", "kueue", "kube-controller-manager", "kube-sch
 LOG_TAIL = 40
 SERVICE_CIDR = "10.96.0.0/16"
 
-urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)  # health probes of self-signed servers
 _PROBE = requests.Session()
 _PROBE.trust_env = False  # no proxy from the environment between us and 127.0.0.1
 
@@ -183,6 +181,8 @@ class Testbed:
             hosts=("127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "10.96.0.1"),
         )
         ca.issue("admin", common_name="testbed-admin", organization="system:masters", client=True)
+        for component in ("kube-controller-manager", "kube-scheduler"):
+            ca.issue(component, common_name=component, hosts=("127.0.0.1", "localhost"))
         ca.issue(
             "kueue-webhook",
             common_name="kueue-webhook",
@@ -270,6 +270,10 @@ class Testbed:
             if time.monotonic() > deadline:
                 raise ComponentFailed(name, f"did not become ready within {timeout:.0f} s", self.log(name))
             time.sleep(0.2)
+
+    def _secure_healthz(self, port: int) -> bool:
+        """kube-controller-manager's or kube-scheduler's /healthz (their serving certificates are the testbed CA's)."""
+        return self._http_ok(f"https://127.0.0.1:{port}/healthz", verify=str(self.pki_dir / "ca.crt"))
 
     def _port(self, name: str) -> int:
         return self.state["ports"][name]
@@ -361,8 +365,10 @@ class Testbed:
         }
         self._await("kueue", lambda: bool(api.create(probe, dry_run=True)), 60)
 
-    def _component_kubeconfig_args(self) -> list[str]:
+    def _component_args(self, name: str) -> list[str]:
         return [
+            f"--tls-cert-file={self.pki_dir / f'{name}.crt'}",
+            f"--tls-private-key-file={self.pki_dir / f'{name}.key'}",
             f"--kubeconfig={self.kubeconfig}",
             f"--authentication-kubeconfig={self.kubeconfig}",
             f"--authorization-kubeconfig={self.kubeconfig}",
@@ -375,9 +381,8 @@ class Testbed:
         self._spawn(
             "kube-controller-manager",
             [
-                *self._component_kubeconfig_args(),
+                *self._component_args("kube-controller-manager"),
                 f"--secure-port={port}",
-                f"--cert-dir={self.run_dir / 'kube-controller-manager'}",
                 f"--service-account-private-key-file={self.pki_dir / 'sa.key'}",
                 f"--root-ca-file={self.pki_dir / 'ca.crt'}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
@@ -385,22 +390,19 @@ class Testbed:
                 "--v=1",
             ],
         )
-        self._await(
-            "kube-controller-manager", lambda: self._http_ok(f"https://127.0.0.1:{port}/healthz", verify=False), 120
-        )
+        self._await("kube-controller-manager", lambda: self._secure_healthz(port), 120)
 
     def _start_kube_scheduler(self) -> None:
         port = self._port("kube-scheduler")
         self._spawn(
             "kube-scheduler",
             [
-                *self._component_kubeconfig_args(),
+                *self._component_args("kube-scheduler"),
                 f"--secure-port={port}",
-                f"--cert-dir={self.run_dir / 'kube-scheduler'}",
                 "--v=1",
             ],
         )
-        self._await("kube-scheduler", lambda: self._http_ok(f"https://127.0.0.1:{port}/healthz", verify=False), 120)
+        self._await("kube-scheduler", lambda: self._secure_healthz(port), 120)
 
     def _start_kwok(self) -> None:
         port = self._port("kwok")
@@ -415,6 +417,7 @@ class Testbed:
                 f"--manage-nodes-with-annotation-selector={kwok.NODE_ANNOTATION}=fake",
                 "--node-lease-duration-seconds=40",
                 f"--server-address=127.0.0.1:{port}",
+                *kwok.ADDRESS_FLAGS,
             ],
         )
         self._await("kwok", lambda: self._http_ok(f"http://127.0.0.1:{port}/healthz"), 60)
@@ -478,10 +481,8 @@ class Testbed:
             "etcd": lambda: self._http_ok(f"http://127.0.0.1:{p['etcd']}/health"),
             "kube-apiserver": lambda: self.api().healthy(),
             "kueue": lambda: self._http_ok(f"http://127.0.0.1:{p['kueue-health']}/readyz"),
-            "kube-controller-manager": lambda: self._http_ok(
-                f"https://127.0.0.1:{p['kube-controller-manager']}/healthz", verify=False
-            ),
-            "kube-scheduler": lambda: self._http_ok(f"https://127.0.0.1:{p['kube-scheduler']}/healthz", verify=False),
+            "kube-controller-manager": lambda: self._secure_healthz(p["kube-controller-manager"]),
+            "kube-scheduler": lambda: self._secure_healthz(p["kube-scheduler"]),
             "kwok": lambda: self._http_ok(f"http://127.0.0.1:{p['kwok']}/healthz"),
         }
 

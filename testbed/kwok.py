@@ -7,7 +7,9 @@ Pod lifecycle (the Stage objects below, KWOK's ``kwok.x-k8s.io/v1alpha1`` API):
 - a Job's pod whose container runs ``sleep <d>`` (command or args; ``<d>`` in seconds or a Go duration such as
   ``90s``, ``5m``) succeeds ``<d>`` after it started; one that runs ``false`` fails (exit code 1) at once; any
   other Job pod succeeds after ``DEFAULT_RUN``; pods of other owners run until deleted;
-- a deleted pod is gone one second later (its graceful termination);
+- a deleted pod that still runs is stopped a second later (phase Failed, exit code 137, as the kubelet ends a
+  pod it was asked to delete); a deleted pod that ended is removed once no finalizer is left (the Job controller
+  takes its ``batch.kubernetes.io/job-tracking`` off when it has counted the pod);
 - node heartbeats keep the nodes Ready (and KWOK renews their leases), so kube-controller-manager never taints
   them unreachable.
 """
@@ -103,6 +105,10 @@ conditions:
   type: ContainersReady
 containerStatuses:
 {{{{ range $index, $item := .spec.containers }}}}
+{{{{ $started := $now }}}}
+{{{{ with $root.status.containerStatuses }}}}{{{{ with (index . $index).state.running }}}}
+{{{{ $started = .startedAt }}}}
+{{{{ end }}}}{{{{ end }}}}
 - image: {{{{ $item.image | Quote }}}}
   name: {{{{ $item.name | Quote }}}}
   ready: false
@@ -113,7 +119,7 @@ containerStatuses:
       exitCode: {exit_code}
       finishedAt: {{{{ $now | Quote }}}}
       reason: {reason}
-      startedAt: {{{{ (index $root.status.containerStatuses $index).state.running.startedAt | Quote }}}}
+      startedAt: {{{{ $started | Quote }}}}
 {{{{ end }}}}
 phase: {phase}
 """
@@ -228,11 +234,27 @@ def stages() -> list[dict]:
             {"durationMilliseconds": _millis(DEFAULT_RUN), "durationFrom": {"jq": {"expression": _SLEEP_SECONDS}}},
         ),
         _stage(
+            "pod-terminate",
+            "Pod",
+            [
+                _expr(".metadata.deletionTimestamp", "Exists"),
+                _expr(".status.phase", "NotIn", "Succeeded", "Failed"),
+            ],
+            {
+                "event": {"type": "Normal", "reason": "Killing", "message": "Stopping container (KWOK)"},
+                "statusTemplate": _pod_ended("Failed", 137, "Error"),
+            },
+            {"durationMilliseconds": 1000},
+        ),
+        _stage(
             "pod-delete",
             "Pod",
-            [_expr(".metadata.deletionTimestamp", "Exists")],
+            [
+                _expr(".metadata.deletionTimestamp", "Exists"),
+                _expr(".status.phase", "In", "Succeeded", "Failed"),
+                _expr(".metadata.finalizers", "DoesNotExist"),
+            ],
             {"delete": True},
-            {"durationMilliseconds": 1000},
         ),
     ]
 
@@ -242,13 +264,13 @@ def _millis(duration: str) -> int:
 
 
 def config_yaml() -> str:
-    """KWOK's ``--config`` file: its Configuration (pod IPs) and the stages."""
-    configuration = {
-        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
-        "kind": "KwokConfiguration",
-        "options": {"cidr": "10.64.0.0/12", "nodeIP": "10.32.0.1"},
-    }
-    return yaml.safe_dump_all([configuration, *stages()], sort_keys=False)
+    """KWOK's ``--config`` file: the stages only (a KwokConfiguration in the file would replace KWOK's defaults
+    whole, parallelism included; the pod and node addresses are flags)."""
+    return yaml.safe_dump_all(stages(), sort_keys=False)
+
+
+#: KWOK's flags for the fake pods' and nodes' addresses.
+ADDRESS_FLAGS = ("--cidr=10.64.0.0/12", "--node-ip=10.32.0.1")
 
 
 def gpu_node(

@@ -1,5 +1,6 @@
 """The portal against the testbed: a real API server, etcd, Kueue, kube-controller-manager, kube-scheduler and
-KWOK GPU nodes (``scripts/testbed``, docs/testbed.md), started once per session and shared by the tests.
+KWOK GPU nodes (``scripts/testbed``, docs/testbed.md), started once per session and shared by the tests (or, with ``TESTBED_RUN_DIR``, one started beforehand with
+``scripts/testbed up --nodes 4 --run-dir DIR``).
 
 Each test works in its own names (``<prefix>-vision`` namespace, ``h100-<prefix>`` flavor, …) and removes what
 the portal created in the cluster when it ends, so the tests do not see each other's objects. Tests are skipped
@@ -12,6 +13,7 @@ import itertools
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -25,7 +27,7 @@ from queues.services import JobSpec, job_submit
 from testbed import build, layout
 from testbed.cluster import Testbed
 from testbed.errors import TestbedError
-from testbed.kubeapi import KubeApi
+from testbed.kubeapi import KubeApi, wait_for
 from tests.factories import ResourceClassFactory, ResourceFlavorFactory, TeamFactory, UserFactory
 
 #: Fake nodes of the shared testbed: 8 H100s each, two to a rack, two racks to a block.
@@ -63,6 +65,14 @@ def testbed(tmp_path_factory) -> Testbed:
         if os.environ.get("TESTBED_REQUIRED"):
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
+    reuse = os.environ.get("TESTBED_RUN_DIR")
+    if reuse:  # a testbed started with `scripts/testbed up --nodes 4 --run-dir DIR`, kept between test runs
+        bed = Testbed(run_dir=Path(reuse).resolve())
+        states = bed.status()
+        if not states or any(v != "up" for v in states.values()) or bed.state.get("nodes", 0) < NODES:
+            pytest.fail(f"TESTBED_RUN_DIR={reuse}: no testbed with {NODES} nodes runs there ({states})", pytrace=False)
+        yield bed
+        return
     bed = Testbed(
         run_dir=tmp_path_factory.mktemp("testbed"),
         port_range=os.environ.get("TESTBED_PORTS", "18400-18499"),
@@ -93,9 +103,14 @@ def prefix(kubectl) -> str:
 
 
 def _remove_portal_objects(kubectl: KubeApi) -> None:
-    """Delete what the portal created (and take its label off at once: deleting waits for Kueue's finalizers and
-    the namespace controller, and a later test's push must not see the leftovers as its orphans)."""
+    """Delete what the portal created and wait until the pods of its namespaces are gone (they hold the nodes'
+    GPUs); take the portal's label off at once (deleting waits for Kueue's finalizers and the namespace controller,
+    and a later test's push must not see the leftovers as its orphans)."""
     selector = f"{MANAGED_BY}={PORTAL}"
+    namespaces = [n["metadata"]["name"] for n in kubectl.list("Namespace", label_selector=selector)]
+    for namespace in namespaces:
+        for job in kubectl.list("Job", namespace):
+            kubectl.delete("Job", job["metadata"]["name"], namespace)
     for kind in CONFIG_KINDS:
         for obj in kubectl.list(kind, label_selector=selector):
             name, namespace = obj["metadata"]["name"], obj["metadata"].get("namespace", "")
@@ -104,6 +119,11 @@ def _remove_portal_objects(kubectl: KubeApi) -> None:
                 kubectl.patch(kind, name, {"metadata": {"labels": {MANAGED_BY: None}}}, namespace)
             except TestbedError:
                 pass  # already gone
+    wait_for(
+        "the pods of the test's namespaces to be gone",
+        lambda: not any(kubectl.list("Pod", namespace) for namespace in namespaces),
+        timeout=60,
+    )
 
 
 @pytest.fixture(autouse=True)
