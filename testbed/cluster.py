@@ -216,10 +216,11 @@ class Testbed:
     def _metrics_certificate(self, ca: pki.Authority) -> None:
         """Kueue reads its metrics certificate from a fixed path; shared by every testbed on the machine."""
         target = kueue.METRICS_CERT_DIR
-        if (target / "tls.crt").exists() and (target / "tls.key").exists():
+        if all((target / name).exists() for name in ("tls.crt", "tls.key", "ca.crt")):
             return
         try:
             target.mkdir(parents=True, exist_ok=True)
+            (target / "ca.crt").write_bytes(ca.pem)
             ca.issue(
                 "metrics",
                 common_name="kueue-metrics",
@@ -364,6 +365,55 @@ class Testbed:
             "metadata": {"name": "testbed-webhook-probe"},
         }
         self._await("kueue", lambda: bool(api.create(probe, dry_run=True)), 60)
+        self._metrics_reader(api)
+
+    def _metrics_reader(self, api: KubeApi) -> None:
+        """A ServiceAccount allowed to read Kueue's /metrics (its filter asks the API server about bearer tokens
+        only) and a token for it in ``metrics-token``."""
+        name, namespace = "testbed-metrics-reader", kueue.NAMESPACE
+        api.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}})
+        rbac = "rbac.authorization.k8s.io/v1"
+        api.apply(
+            {
+                "apiVersion": rbac,
+                "kind": "ClusterRole",
+                "metadata": {"name": name},
+                "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+            }
+        )
+        api.apply(
+            {
+                "apiVersion": rbac,
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+            }
+        )
+        token = api.request(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+            body={
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": 86400},
+            },
+        )["status"]["token"]
+        path = self.run_dir / "metrics-token"
+        path.write_text(token)
+        path.chmod(0o600)
+
+    def kueue_metrics(self) -> str:
+        """Kueue's Prometheus metrics, as the testbed's metrics reader."""
+        token = (self.run_dir / "metrics-token").read_text()
+        response = _PROBE.get(
+            f"https://127.0.0.1:{self.state['ports']['kueue-metrics']}/metrics",
+            headers={"Authorization": f"Bearer {token}"},
+            verify=str(kueue.METRICS_CERT_DIR / "ca.crt"),
+            timeout=10,
+        )
+        response.raise_for_status()
+        return response.text
 
     def _component_args(self, name: str) -> list[str]:
         return [

@@ -1,5 +1,5 @@
 """Why a job waits, from what real Kueue and kube-scheduler write: quota, borrowing limit, no matching flavor,
-capacity, preemption — the code, the sentence on the job page, and Kueue's own text kept beside it."""
+capacity — the code, the sentence on the job page, and Kueue's own text kept beside it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import html
 import pytest
 from django.urls import reverse
 
-from queues.models import Cohort, PriorityClass
+from queues.models import Cohort
 from testbed import kwok
 from tests.factories import ResourceClassFactory, ResourceFlavorFactory
 
@@ -97,20 +97,3 @@ def test_capacity_when_quota_admits_more_than_the_nodes_hold(world, kubectl):
     )
     assert extra.state in ("pending", "admitted")
     assert "Insufficient nvidia.com/gpu" in extra.kueue_message or "nvidia.com/gpu" in str(extra.wait_details)
-
-
-def test_preempted_job_says_who_preempted_it(world, client):
-    urgent = PriorityClass.objects.create(name=f"{world.prefix}-urgent", value=1000)
-    world.quota.within_cluster_queue = "LowerPriority"
-    world.quota.save()
-    assert world.push().errors == []
-    victims = [world.submit(f"low{i}", gpus=8, command=LONG) for i in range(2)]
-    for victim in victims:
-        world.until_state(victim, "running")
-    boss = world.submit("boss", gpus=8, command=LONG, priority_class=urgent)
-    world.until_state(boss, "running", timeout=90)
-    victim = next(v for v in (world.job(v) for v in victims) if v.preemption_count)
-    victim = _waiting(world, victim)
-    page = _page(client, world, victim)
-    assert "boss" in page
-    assert victim.events.filter(kind="preempted").exists()
