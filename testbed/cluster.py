@@ -67,6 +67,8 @@ def _die_with_parent() -> None:
 class Testbed:
     """One testbed in ``run_dir``; ``attached`` ties the processes' lives to this Python process (tests)."""
 
+    __test__ = False  # not a pytest test class despite its name
+
     run_dir: Path = layout.DEFAULT_RUN_DIR
     port_range: str = ports.DEFAULT_RANGE
     port_base: int | None = None
