@@ -1,6 +1,6 @@
 """The portal against the testbed: a real API server, etcd, Kueue, kube-controller-manager, kube-scheduler and
 KWOK GPU nodes (``scripts/testbed``, docs/testbed.md), started once per session and shared by the tests (or, with ``TESTBED_RUN_DIR``, one started beforehand with
-``scripts/testbed up --nodes 4 --run-dir DIR``).
+``scripts/testbed up --nodes 4 --framework batch/job --framework pod --framework deployment --run-dir DIR``).
 
 Each test works in its own names (``<prefix>-vision`` namespace, ``h100-<prefix>`` flavor, …) and removes what
 the portal created in the cluster when it ends, so the tests do not see each other's objects. Tests are skipped
@@ -32,6 +32,9 @@ from tests.factories import ResourceClassFactory, ResourceFlavorFactory, TeamFac
 
 #: Fake nodes of the shared testbed: 8 H100s each, two to a rack, two racks to a block.
 NODES = 4
+#: Kueue's integrations whose controllers the testbed runs: batch Jobs, plain Pods (development sessions) and
+#: Deployments (inference services; kube-controller-manager runs the Deployment and ReplicaSet controllers).
+FRAMEWORKS = ("batch/job", "pod", "deployment")
 H100 = "NVIDIA-H100-80GB-HBM3"
 CONFIG_KINDS = (
     "LocalQueue",
@@ -69,14 +72,21 @@ def testbed(tmp_path_factory) -> Testbed:
     if reuse:  # a testbed started with `scripts/testbed up --nodes 4 --run-dir DIR`, kept between test runs
         bed = Testbed(run_dir=Path(reuse).resolve())
         states = bed.status()
-        if not states or any(v != "up" for v in states.values()) or bed.state.get("nodes", 0) < NODES:
-            pytest.fail(f"TESTBED_RUN_DIR={reuse}: no testbed with {NODES} nodes runs there ({states})", pytrace=False)
+        wanted = f"{NODES} nodes and Kueue's {', '.join(FRAMEWORKS)} integrations"
+        if (
+            not states
+            or any(v != "up" for v in states.values())
+            or bed.state.get("nodes", 0) < NODES
+            or not set(FRAMEWORKS) <= set(bed.state.get("frameworks", ()))
+        ):
+            pytest.fail(f"TESTBED_RUN_DIR={reuse}: no testbed with {wanted} runs there ({states})", pytrace=False)
         yield bed
         return
     bed = Testbed(
         run_dir=tmp_path_factory.mktemp("testbed"),
         port_range=os.environ.get("TESTBED_PORTS", "18400-18499"),
         nodes=NODES,
+        frameworks=FRAMEWORKS,
         attached=True,
         echo=lambda line: None,
     )
