@@ -17,8 +17,17 @@ from collections.abc import Callable, Iterable
 from testbed import layout
 from testbed.errors import TestbedError
 
-#: Kueue's files ``up`` installs, copied out of the module (read from there, never committed).
-KUEUE_FILES = ("config/components/crd/bases", "config/components/webhook/manifests.yaml")
+#: The files ``up`` installs from Kueue's and JobSet's modules (read from there, never committed).
+MANIFESTS = {
+    "sigs.k8s.io/kueue": (
+        "KUEUE_MANIFESTS",
+        ("config/components/crd/bases", "config/components/webhook/manifests.yaml"),
+    ),
+    "sigs.k8s.io/jobset": (
+        "JOBSET_MANIFESTS",
+        ("config/components/crd/bases", "config/components/webhook/manifests.yaml"),
+    ),
+}
 
 
 def go_binary() -> str:
@@ -69,6 +78,7 @@ def ldflags(versions: dict[str, str]) -> str:
             f"-X {base}.buildDate=1970-01-01T00:00:00Z",
             f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={versions['kueue']}",
             f"-X sigs.k8s.io/kwok/pkg/consts.Version={versions['kwok'].lstrip('v')}",
+            f"-X sigs.k8s.io/jobset/pkg/version.GitVersion={versions['jobset']}",
         ]
     )
 
@@ -86,22 +96,23 @@ def _module_dir(go: str, module: str) -> str:
     return result.stdout.strip()
 
 
-def copy_kueue_manifests(go: str) -> None:
-    """Kueue's CRDs and webhook configurations, from the module as go.mod pins it, into the ignored output."""
-    source = _module_dir(go, "sigs.k8s.io/kueue")
-    target = layout.KUEUE_MANIFESTS
-    if target.exists():
-        shutil.rmtree(target)
-    for relative in KUEUE_FILES:
-        src = os.path.join(source, relative)
-        dst = target / relative
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if os.path.isdir(src):
-            shutil.copytree(src, dst)
-        else:
-            shutil.copyfile(src, dst)
-    for path in target.rglob("*"):
-        path.chmod(0o755 if path.is_dir() else 0o644)  # the module cache is read-only
+def copy_manifests(go: str) -> None:
+    """Kueue's and JobSet's CRDs and webhook configurations, from the modules go.mod pins, into the ignored output."""
+    for module, (attribute, files) in MANIFESTS.items():
+        source = _module_dir(go, module)
+        target = getattr(layout, attribute)
+        if target.exists():
+            shutil.rmtree(target)
+        for relative in files:
+            src = os.path.join(source, relative)
+            dst = target / relative
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if os.path.isdir(src):
+                shutil.copytree(src, dst)
+            else:
+                shutil.copyfile(src, dst)
+        for path in target.rglob("*"):
+            path.chmod(0o755 if path.is_dir() else 0o644)  # the module cache is read-only
 
 
 def build(names: Iterable[str] | None = None, *, echo: Callable[[str], None] = print) -> dict[str, float]:
@@ -128,7 +139,7 @@ def build(names: Iterable[str] | None = None, *, echo: Callable[[str], None] = p
             raise TestbedError(f"go build {component.package} failed (exit {result.returncode}); its output is above")
         timings[component.name] = round(time.monotonic() - started, 1)
         echo(f"  {component.name:<24} {timings[component.name]:7.1f} s   load {_load()}")
-    copy_kueue_manifests(go)
+    copy_manifests(go)
     info = {"go": go_version, "versions": versions, "seconds": timings, "built_at": time.time()}
     previous = json.loads(layout.BUILD_INFO.read_text()) if layout.BUILD_INFO.exists() else {}
     previous.update(info)
@@ -150,4 +161,6 @@ def missing(names: Iterable[str]) -> list[str]:
     absent = [n for n in names if not layout.binary(n).exists()]
     if not layout.KUEUE_MANIFESTS.exists():
         absent.append("kueue-manifests")
+    if "jobset" in names and not layout.JOBSET_MANIFESTS.exists():
+        absent.append("jobset-manifests")
     return absent

@@ -24,12 +24,12 @@ from pathlib import Path
 import requests
 import yaml
 
-from testbed import build, kueue, kwok, layout, pki, ports
-from testbed.errors import TestbedError
+from testbed import build, jobset, kueue, kwok, layout, pki, ports
+from testbed.errors import ApiError, TestbedError
 from testbed.kubeapi import KubeApi, wait_for
 
 STATE = "state.json"
-ORDER = ("etcd", "kube-apiserver", "kueue", "kube-controller-manager", "kube-scheduler", "kwok")
+ORDER = ("etcd", "kube-apiserver", "kueue", "kube-controller-manager", "kube-scheduler", "kwok", "jobset")
 LOG_TAIL = 40
 SERVICE_CIDR = "10.96.0.0/16"
 
@@ -127,6 +127,15 @@ class Testbed:
     def up(self) -> dict:
         """Start the testbed; return its state. On any failure everything started is stopped again."""
         wanted = [n for n in ORDER if self.nodes or not layout.BY_NAME[n].with_nodes_only]
+        if jobset.FRAMEWORK in self.frameworks and not self.nodes:
+            raise TestbedError(f"--framework {jobset.FRAMEWORK} needs --nodes: JobSets run as Jobs, with their pods")
+        if jobset.FRAMEWORK not in self.frameworks and "jobset" in wanted:
+            wanted.remove("jobset")
+        needs = [
+            f"{f} needs {n}" for f, n in kueue.REQUIRES.items() if f in self.frameworks and n not in self.frameworks
+        ]
+        if needs:
+            raise TestbedError(f"--framework: {'; '.join(needs)} (add --framework for it)")
         absent = build.missing(wanted)
         if absent:
             raise TestbedError(
@@ -190,6 +199,13 @@ class Testbed:
             common_name="kueue-webhook",
             hosts=("127.0.0.1", "localhost"),
             directory=self.run_dir / "kueue" / "webhook-certs",
+            names=("tls.crt", "tls.key"),
+        )
+        ca.issue(
+            "jobset-webhook",
+            common_name="jobset-webhook",
+            hosts=("127.0.0.1", "localhost"),
+            directory=self.run_dir / "jobset" / "webhook-certs",
             names=("tls.crt", "tls.key"),
         )
         pki.service_account_keys(self.pki_dir)
@@ -343,9 +359,11 @@ class Testbed:
         )
         api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": kueue.NAMESPACE}})
         api.apply(kueue.config_map(config))
-        for crd in kueue.crds(webhook_url=url, ca_pem=self._ca.pem):
+        # Kueue sets up an integration's controller only if its CRD is served when it starts
+        extra = jobset.crds() if jobset.FRAMEWORK in self.frameworks else []
+        for crd in [*kueue.crds(webhook_url=url, ca_pem=self._ca.pem), *extra]:
             api.apply(crd)
-        for crd in kueue.crds(webhook_url=url, ca_pem=self._ca.pem):
+        for crd in [*kueue.crds(webhook_url=url, ca_pem=self._ca.pem), *extra]:
             name = crd["metadata"]["name"]
             wait_for(f"CRD {name} established", lambda n=name: _established(api, n), timeout=60)
         for hooks in kueue.webhook_configurations(webhook_url=url, ca_pem=self._ca.pem, frameworks=self.frameworks):
@@ -474,6 +492,40 @@ class Testbed:
         )
         self._await("kwok", lambda: self._http_ok(f"http://127.0.0.1:{port}/healthz"), 60)
 
+    def _start_jobset(self) -> None:
+        api = self.api()
+        url = f"https://127.0.0.1:{self._port('jobset-webhook')}"
+        for hooks in jobset.webhook_configurations(webhook_url=url, ca_pem=self._ca.pem):
+            api.apply(hooks)
+        config = jobset.configuration(
+            ports=self.state["ports"], webhook_cert_dir=self.run_dir / "jobset" / "webhook-certs"
+        )
+        config_path = self.run_dir / "jobset" / "config.yaml"
+        config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+        self._spawn(
+            "jobset",
+            [f"--config={config_path}"],
+            cwd=self.run_dir / "jobset",
+            env={"KUBECONFIG": str(self.kubeconfig)},
+        )
+        health = f"http://127.0.0.1:{self._port('jobset-health')}/readyz"
+        self._await("jobset", lambda: self._http_ok(health), 120)
+        probe = {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "metadata": {"name": "testbed-webhook-probe", "namespace": "default"},
+            "spec": {"replicatedJobs": []},
+        }
+
+        def webhooks_answer() -> bool:
+            try:
+                api.create(probe, dry_run=True)
+            except ApiError as exc:  # an answer from JobSet's validating webhook is an answer
+                return exc.status == 422 and "admission webhook" in exc.body
+            return True
+
+        self._await("jobset", webhooks_answer, 60)
+
     def _add_nodes(self) -> None:
         api = self.api()
         for node in kwok.gpu_nodes(self.nodes):
@@ -536,6 +588,7 @@ class Testbed:
             "kube-controller-manager": lambda: self._secure_healthz(p["kube-controller-manager"]),
             "kube-scheduler": lambda: self._secure_healthz(p["kube-scheduler"]),
             "kwok": lambda: self._http_ok(f"http://127.0.0.1:{p['kwok']}/healthz"),
+            "jobset": lambda: self._http_ok(f"http://127.0.0.1:{p['jobset-health']}/readyz"),
         }
 
 

@@ -40,6 +40,8 @@ FRAMEWORK_RESOURCES = {
     "leaderworkerset.x-k8s.io/leaderworkerset": ("leaderworkerset.x-k8s.io", "leaderworkersets"),
 }
 DEFAULT_FRAMEWORKS = ("batch/job",)
+#: Integrations that need another one enabled too (Kueue refuses its configuration otherwise).
+REQUIRES = {"deployment": "pod", "statefulset": "pod", "leaderworkerset.x-k8s.io/leaderworkerset": "pod"}
 
 #: As the release's config/components/webhook kustomization sets on every integration's webhook.
 SYSTEM_NAMESPACES_EXCLUDED = {

@@ -15,8 +15,9 @@ REPO_ROOT = MODULE_DIR.parent
 OUT_DIR = Path(os.environ.get("TESTBED_OUT", REPO_ROOT / "var" / "testbed"))
 BIN_DIR = OUT_DIR / "bin"
 DEFAULT_RUN_DIR = OUT_DIR / "run"
-#: Kueue's CRDs and webhook manifests, copied out of the module at build time (``up`` needs no Go).
+#: Kueue's and JobSet's CRDs and webhook manifests, copied out of their modules at build time (``up`` needs no Go).
 KUEUE_MANIFESTS = BIN_DIR / "kueue-manifests"
+JOBSET_MANIFESTS = BIN_DIR / "jobset-manifests"
 BUILD_INFO = BIN_DIR / "build.json"
 
 
@@ -36,6 +37,8 @@ COMPONENTS = (
     Component("kube-controller-manager", "k8s.io/kubernetes/cmd/kube-controller-manager", True),
     Component("kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler", True),
     Component("kwok", "sigs.k8s.io/kwok/cmd/kwok", True),
+    # JobSet's controller: started by ``up --nodes N --framework jobset.x-k8s.io/jobset`` only.
+    Component("jobset", "sigs.k8s.io/jobset", True),
 )
 BY_NAME = {c.name: c for c in COMPONENTS}
 
@@ -48,6 +51,7 @@ def pinned_versions() -> dict[str, str]:
         "kueue": r"sigs\.k8s\.io/kueue (v\S+)",
         "kwok": r"sigs\.k8s\.io/kwok (v\S+)",
         "etcd": r"go\.etcd\.io/etcd/server/v3 (v\S+)",
+        "jobset": r"sigs\.k8s\.io/jobset (v\S+)",
         "go": r"^go (\S+)",
     }
     found = {}

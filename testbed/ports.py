@@ -28,6 +28,9 @@ COMPONENT_PORTS = (
     "kube-controller-manager",
     "kube-scheduler",
     "kwok",
+    "jobset-webhook",
+    "jobset-metrics",
+    "jobset-health",
 )
 BLOCK = len(COMPONENT_PORTS)
 DEFAULT_RANGE = "18400-18499"

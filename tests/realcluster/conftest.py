@@ -1,6 +1,7 @@
 """The portal against the testbed: a real API server, etcd, Kueue, kube-controller-manager, kube-scheduler and
 KWOK GPU nodes (``scripts/testbed``, docs/testbed.md), started once per session and shared by the tests (or, with ``TESTBED_RUN_DIR``, one started beforehand with
-``scripts/testbed up --nodes 4 --framework batch/job --framework pod --framework deployment --run-dir DIR``).
+``scripts/testbed up --nodes 4 --framework batch/job --framework pod --framework deployment
+--framework jobset.x-k8s.io/jobset --run-dir DIR``).
 
 Each test works in its own names (``<prefix>-vision`` namespace, ``h100-<prefix>`` flavor, …) and removes what
 the portal created in the cluster when it ends, so the tests do not see each other's objects. Tests are skipped
@@ -32,9 +33,10 @@ from tests.factories import ResourceClassFactory, ResourceFlavorFactory, TeamFac
 
 #: Fake nodes of the shared testbed: 8 H100s each, two to a rack, two racks to a block.
 NODES = 4
-#: Kueue's integrations whose controllers the testbed runs: batch Jobs, plain Pods (development sessions) and
-#: Deployments (inference services; kube-controller-manager runs the Deployment and ReplicaSet controllers).
-FRAMEWORKS = ("batch/job", "pod", "deployment")
+#: Kueue's integrations whose controllers the testbed runs: batch Jobs, plain Pods (development sessions),
+#: Deployments (inference services; kube-controller-manager runs the Deployment and ReplicaSet controllers) and
+#: JobSets (distributed training; the testbed runs JobSet's controller).
+FRAMEWORKS = ("batch/job", "pod", "deployment", "jobset.x-k8s.io/jobset")
 H100 = "NVIDIA-H100-80GB-HBM3"
 CONFIG_KINDS = (
     "LocalQueue",

@@ -1,6 +1,7 @@
-"""The workload kinds whose controllers the testbed runs, through real Kueue: a development session (a plain Pod,
-gated by Kueue's pod integration until admitted) and an inference service (a Deployment whose replicas Kueue
-admits pod by pod). JobSet, PyTorchJob, RayJob and LeaderWorkerSet need controllers the testbed does not build."""
+"""The workload kinds whose controllers the testbed runs, through real Kueue: distributed training as a JobSet (its
+launcher and workers admitted together), a development session (a plain Pod, gated by Kueue's pod integration
+until admitted) and an inference service (a Deployment whose replicas Kueue admits pod by pod). PyTorchJob, RayJob
+and LeaderWorkerSet need controllers the testbed does not build."""
 
 from __future__ import annotations
 
@@ -16,12 +17,25 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def kinds(world):
     """The class allows sessions and inference services too."""
-    world.rc.allowed_kinds = [WorkloadKind.BATCH, WorkloadKind.SESSION, WorkloadKind.INFERENCE]
+    world.rc.allowed_kinds = [WorkloadKind.BATCH, WorkloadKind.JOBSET, WorkloadKind.SESSION, WorkloadKind.INFERENCE]
     world.rc.save()
     report = world.push()
     assert report.errors == []
     assert not report.kueue_config.needs_attention, report.kueue_config.problem
     return world
+
+
+def test_a_jobset_runs_its_launcher_and_workers_to_the_end(kinds, kubectl):
+    world = kinds
+    job = world.submit("ddp", pods=2, gpus=4, kind=WorkloadKind.JOBSET, command=["sleep", "3"])
+    jobset = kubectl.get("JobSet", job.k8s_name, job.k8s_namespace)
+    assert [rj["name"] for rj in jobset["spec"]["replicatedJobs"]] == ["launcher", "workers"]
+    job = world.until_state(job, "running", "succeeded", timeout=90)
+    workload = world.workload(job)
+    assert [ps["name"] for ps in workload["status"]["admission"]["podSetAssignments"]] == ["launcher", "workers"]
+    assert Allocation.objects.filter(job=job).count() == 8
+    job = world.until_state(job, "succeeded", timeout=90)
+    assert not Allocation.objects.filter(job=job, ended_at__isnull=True).exists()
 
 
 def test_a_development_session_is_gated_admitted_and_runs_until_stopped(kinds, kubectl):

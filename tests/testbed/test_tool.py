@@ -61,6 +61,15 @@ def test_up_before_build_names_what_is_missing(tmp_path):
     assert "scripts/testbed build" in result.stderr
 
 
+def test_integrations_that_need_another_are_refused(tmp_path):
+    result = _cli("up", "--nodes", "1", "--framework", "deployment", "--run-dir", str(tmp_path))
+    assert result.returncode == 2
+    assert "deployment needs pod" in result.stderr
+    result = _cli("up", "--framework", "jobset.x-k8s.io/jobset", "--run-dir", str(tmp_path))
+    assert result.returncode == 2
+    assert "needs --nodes" in result.stderr
+
+
 def test_status_of_a_folder_without_a_testbed(tmp_path):
     result = _cli("status", "--run-dir", str(tmp_path))
     assert result.returncode == 1
@@ -72,7 +81,7 @@ def test_status_of_a_folder_without_a_testbed(tmp_path):
     [
         ("18400", "expected FIRST-LAST"),
         ("80-90", "must lie within 1024-65535"),
-        ("18400-18402", "a testbed needs 9"),
+        ("18400-18402", "a testbed needs 12"),
     ],
 )
 def test_port_ranges_are_checked(text, message):
@@ -132,6 +141,7 @@ def test_ldflags_carry_the_pinned_versions():
     assert "-X k8s.io/component-base/version.gitVersion=v1.36.3" in flags
     assert "-X k8s.io/component-base/version.gitMinor=36" in flags
     assert "-X sigs.k8s.io/kueue/pkg/version.GitVersion=v0.19.2" in flags
+    assert "-X sigs.k8s.io/jobset/pkg/version.GitVersion=v0.12.0" in flags
     assert "-s -w" in flags
 
 
