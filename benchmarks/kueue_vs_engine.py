@@ -19,7 +19,7 @@ figures beside the published ``rangespec.yaml`` of the same config (which are fo
 queue on Kueue's CI machines: a run with fewer cohorts is not held to them, they are shown for scale).
 
     python benchmarks/kueue_vs_engine.py [--trace baseline|tas|both] [--cohorts 1] [--workload-scale 1]
-                                         [--csv-dir var/benchmarks] [--ports 18400-18499]
+                                         [--time-scale 1] [--csv-dir var/benchmarks] [--ports 18400-18499]
 
 Needs the testbed built (``scripts/testbed build --minimal``); it starts its own (etcd, kube-apiserver, Kueue) on
 free loopback ports and stops it at the end.
@@ -30,9 +30,10 @@ from __future__ import annotations
 import argparse
 import csv
 import heapq
+import os
+import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -48,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 from queues.engine.scenario import loads_scenario  # noqa: E402
 from queues.engine.scheduler import Engine  # noqa: E402
 from queues.engine.simulation import Replay, primary_resource  # noqa: E402
+from testbed import layout  # noqa: E402
 from testbed.cluster import Testbed  # noqa: E402
 from testbed.errors import ApiError, TestbedError  # noqa: E402
 from testbed.kubeapi import KubeApi, path_of  # noqa: E402
@@ -142,7 +144,7 @@ class Trace:
         return "tas-flavor" if self.kind == "tas" else "rf"
 
 
-def make_trace(kind: str, *, cohorts: int, workload_scale: int) -> Trace:
+def make_trace(kind: str, *, cohorts: int, workload_scale: int, time_scale: float = 1.0) -> Trace:
     """Kueue's generator, as its runner lays it out: queue ``cq-0-<q>-cohort-<c>``, workload
     ``<class>-<set>-<n>-0`` created at (n + 1) x interval after the start, each set of a queue in parallel."""
     sets = BASELINE_SETS if kind == "baseline" else TAS_SETS
@@ -155,7 +157,17 @@ def make_trace(kind: str, *, cohorts: int, workload_scale: int) -> Trace:
             for s, (count, interval, klass, runtime, priority, cpu, pods, topo) in enumerate(sets):
                 for n in range(max(1, count // workload_scale)):
                     items.append(
-                        Item(cq, f"{klass}-{s}-{n}-0", klass, priority, cpu, pods, topo, (n + 1) * interval, runtime)
+                        Item(
+                            cq,
+                            f"{klass}-{s}-{n}-0",
+                            klass,
+                            priority,
+                            cpu,
+                            pods,
+                            topo,
+                            round((n + 1) * interval * time_scale),
+                            round(runtime * time_scale),
+                        )
                     )
     nodes = []
     if kind == "tas":
@@ -803,17 +815,24 @@ def main() -> None:
     parser.add_argument("--trace", choices=("baseline", "tas", "both"), default="both")
     parser.add_argument("--cohorts", type=int, default=1, help="cohorts of 6 ClusterQueues (Kueue's config: 5)")
     parser.add_argument("--workload-scale", type=int, default=1, help="divide each workload set's count by this")
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="multiply creation intervals and runtimes by this (the same load, arriving more slowly)",
+    )
     parser.add_argument("--csv-dir", type=Path, default=ROOT / "var" / "benchmarks")
     parser.add_argument("--ports", default="18400-18499")
     parser.add_argument("--timeout", type=float, default=1800)
     args = parser.parse_args()
     kinds = ("baseline", "tas") if args.trace == "both" else (args.trace,)
     for kind in kinds:
-        trace = make_trace(kind, cohorts=args.cohorts, workload_scale=args.workload_scale)
+        trace = make_trace(kind, cohorts=args.cohorts, workload_scale=args.workload_scale, time_scale=args.time_scale)
         print(f"{kind}: engine replay of {len(trace.items)} workloads", flush=True)
         ideal = run_engine(trace)
-        with tempfile.TemporaryDirectory(prefix="kueue-vs-engine-") as tmp:
-            bed = Testbed(run_dir=Path(tmp), port_range=args.ports, attached=True, echo=lambda s: None)
+        run_dir = layout.OUT_DIR / f"bench-{os.getpid()}"  # under var/: other people's clean-ups of /tmp miss it
+        try:
+            bed = Testbed(run_dir=run_dir, port_range=args.ports, attached=True, echo=lambda s: None)
             print(f"{kind}: starting a testbed (etcd, kube-apiserver, Kueue)", flush=True)
             bed.up()
             try:
@@ -825,6 +844,8 @@ def main() -> None:
                 kueue.notes.append(scheduler_figures(bed.kueue_metrics(), kueue.wall_ms))
             finally:
                 bed.down(quiet=True)
+        finally:
+            shutil.rmtree(run_dir, ignore_errors=True)
         if run.errors:
             print(f"  {len(run.errors)} errors, first: {run.errors[:3]}")
         seen = run_engine(as_kueue_saw_it(trace, run))

@@ -158,6 +158,7 @@ def _load() -> str:
 
 def missing(names: Iterable[str]) -> list[str]:
     """The components among ``names`` that are not built yet."""
+    names = list(names)
     absent = [n for n in names if not layout.binary(n).exists()]
     if not layout.KUEUE_MANIFESTS.exists():
         absent.append("kueue-manifests")

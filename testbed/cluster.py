@@ -78,6 +78,8 @@ class Testbed:
     attached: bool = False
     echo: Callable[[str], None] = print
     state: dict = field(default_factory=dict)
+    _processes: dict[str, subprocess.Popen] = field(default_factory=dict, init=False, repr=False)
+    _ca: pki.Authority | None = field(default=None, init=False, repr=False)
 
     # --- paths ---------------------------------------------------------------------------------------------
 
@@ -268,7 +270,6 @@ class Testbed:
             preexec_fn=_die_with_parent if self.attached else None,
         )
         log.close()
-        self._processes = getattr(self, "_processes", {})
         self._processes[name] = process
         self.state["pids"][name] = process.pid
         self._save()
@@ -359,7 +360,7 @@ class Testbed:
         )
         api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": kueue.NAMESPACE}})
         api.apply(kueue.config_map(config))
-        # Kueue sets up an integration's controller only if its CRD is served when it starts
+        # served before Kueue starts, so it sets its JobSet integration up at once
         extra = jobset.crds() if jobset.FRAMEWORK in self.frameworks else []
         for crd in [*kueue.crds(webhook_url=url, ca_pem=self._ca.pem), *extra]:
             api.apply(crd)
@@ -545,7 +546,7 @@ class Testbed:
             if pid and _is_ours(pid, name):
                 _terminate(pid)
                 stopped.append(name)
-        for process in getattr(self, "_processes", {}).values():
+        for process in self._processes.values():
             with contextlib.suppress(Exception):
                 process.wait(timeout=1)
         if self.state:
