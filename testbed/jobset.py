@@ -11,10 +11,9 @@ import base64
 import copy
 from pathlib import Path
 
-import yaml
-
 from testbed import layout
 from testbed.errors import TestbedError
+from testbed.kueue import load_documents
 
 FRAMEWORK = "jobset.x-k8s.io/jobset"
 POD_SELECTOR = {"matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]}
@@ -28,16 +27,13 @@ def _manifests_dir() -> Path:
 
 def crds() -> list[dict]:
     """JobSet's CustomResourceDefinitions (one version: no conversion webhook)."""
-    return [yaml.safe_load(p.read_text()) for p in sorted((_manifests_dir() / "crd" / "bases").glob("*.yaml"))]
+    return [doc for p in sorted((_manifests_dir() / "crd" / "bases").glob("*.yaml")) for doc in load_documents(p)]
 
 
 def webhook_configurations(*, webhook_url: str, ca_pem: bytes) -> list[dict]:
     """JobSet's Mutating- and ValidatingWebhookConfiguration on loopback, ``jobset-`` named."""
     out = []
-    for doc in yaml.safe_load_all((_manifests_dir() / "webhook" / "manifests.yaml").read_text()):
-        if not doc:
-            continue
-        doc = copy.deepcopy(doc)
+    for doc in load_documents(_manifests_dir() / "webhook" / "manifests.yaml"):
         doc["metadata"] = {"name": f"jobset-{doc['metadata']['name']}"}
         for hook in doc["webhooks"]:
             path = hook["clientConfig"]["service"]["path"]

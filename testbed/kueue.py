@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
 from pathlib import Path
 
 import yaml
@@ -51,6 +52,19 @@ SYSTEM_NAMESPACES_EXCLUDED = {
 }
 
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the CRDs are megabytes of YAML
+
+
+@functools.lru_cache(maxsize=64)
+def _documents(path: Path) -> tuple:
+    return tuple(d for d in yaml.load_all(path.read_text(), Loader=_LOADER) if d)
+
+
+def load_documents(path: Path) -> list[dict]:
+    """The YAML documents of a manifest file (parsed once per process; the caller gets its own copies)."""
+    return copy.deepcopy(list(_documents(path)))
+
+
 def _manifests_dir() -> Path:
     if not layout.KUEUE_MANIFESTS.exists():
         raise TestbedError(f"Kueue's manifests are missing ({layout.KUEUE_MANIFESTS}): run scripts/testbed build")
@@ -61,7 +75,7 @@ def crds(*, webhook_url: str, ca_pem: bytes) -> list[dict]:
     """Kueue's CustomResourceDefinitions, the converted ones calling ``webhook_url``/convert."""
     out = []
     for path in sorted((_manifests_dir() / "crd" / "bases").glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
+        (crd,) = load_documents(path)
         if crd["spec"]["names"]["plural"] in CONVERTED_CRDS:
             crd["spec"]["conversion"] = {
                 "strategy": "Webhook",
@@ -83,7 +97,7 @@ def webhook_configurations(*, webhook_url: str, ca_pem: bytes, frameworks: tuple
     if unknown:
         raise TestbedError(f"--framework {', '.join(unknown)}: the testbed knows {', '.join(FRAMEWORK_RESOURCES)}")
     wanted = {FRAMEWORK_RESOURCES[f] for f in frameworks}
-    docs = [d for d in yaml.safe_load_all((_manifests_dir() / "webhook" / "manifests.yaml").read_text()) if d]
+    docs = load_documents(_manifests_dir() / "webhook" / "manifests.yaml")
     out = []
     for doc in docs:
         doc = copy.deepcopy(doc)

@@ -100,9 +100,9 @@ def test_a_block_with_a_taken_port_is_skipped():
     with _listen() as sock:
         taken = sock.getsockname()[1]
         low = taken - 3
-        with ports.allocate(f"{low}-{low + 3 * ports.BLOCK}") as chosen:
+        with ports.allocate(f"{low}-{low + 10 * ports.BLOCK}") as chosen:
             assert taken not in chosen.values()
-            assert min(chosen.values()) == low + ports.BLOCK
+            assert min(chosen.values()) >= low + ports.BLOCK  # the first block holds the taken port
             assert len(set(chosen.values())) == ports.BLOCK
 
 
