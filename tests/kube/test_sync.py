@@ -52,7 +52,7 @@ def test_lifecycle_at_the_cluster_times(world, kube, emulator):
     assert (job.state, job.wait_reason) == ("pending", "quota_exhausted")
     assert "16 GPUs on H100" in job.wait_message
     assert job.kueue_message == QUOTA
-    assert job.workload_name == workload_name(job.k8s_name)
+    assert job.workload_name == workload_name(job.k8s_name, job.k8s_uid)
     kube.admit(
         job.k8s_name, NS, cluster_queue="vision", flavor="h100", nodes=["gpu-a1", "gpu-a2"], gpus_per_pod=4, when=at(5)
     )
@@ -286,7 +286,7 @@ def test_cluster_events_reach_the_timeline_once(world, kube, emulator):
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"name": "e1", "namespace": NS, "uid": "ev-1"},
-        "involvedObject": {"kind": "Workload", "name": workload_name(job.k8s_name), "namespace": NS},
+        "involvedObject": {"kind": "Workload", "name": workload_name(job.k8s_name, job.k8s_uid), "namespace": NS},
         "reason": "QuotaReserved",
         "message": "Quota reserved in ClusterQueue vision, wait time since queued was 3s",
         "type": "Normal",
