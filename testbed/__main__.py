@@ -27,6 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--minimal", action="store_true", help="only what `up` without --nodes runs: etcd, kube-apiserver, kueue"
     )
+    b.add_argument("--force", action="store_true", help="build again even what is up to date")
 
     run_dir = argparse.ArgumentParser(add_help=False)
     run_dir.add_argument(
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             if unknown:
                 raise TestbedError(f"unknown component {', '.join(unknown)}: choose from {', '.join(layout.BY_NAME)}")
             names = ["etcd", "kube-apiserver", "kueue"] if args.minimal else (args.components or None)
-            build.build(names)
+            build.build(names, force=args.force)
             return 0
         if args.command == "up":
             if args.nodes < 0:

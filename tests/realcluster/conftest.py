@@ -51,11 +51,14 @@ _prefixes = itertools.count(1)
 
 
 def pytest_collection_modifyitems(items):
-    """Every test here is a ``realcluster`` test."""
+    """Every test here is a ``realcluster`` test, and all of them run in one xdist worker (``scripts/test`` runs
+    ``--dist loadgroup``): the testbed is per session, so each worker that got one would start a testbed of its
+    own (seven processes, about 1.5 GiB) and the tests would wait for the other testbeds' CPU."""
     here = os.path.dirname(__file__)
     for item in items:
         if str(item.fspath).startswith(here):
             item.add_marker(pytest.mark.realcluster)
+            item.add_marker(pytest.mark.xdist_group("realcluster"))
 
 
 @pytest.fixture(scope="session")
