@@ -188,7 +188,7 @@ _WITH_RUNTIME: PerCluster[dict[str, tuple[m.Workload, tuple, m.Workload]]] = Per
 
 def engine_context(cluster: Cluster, *, now: datetime) -> EngineContext:
     """Build the engine state of ``cluster`` once; every explain / estimate of a request reuses it."""
-    inp = cluster_engine_input(cluster=cluster)
+    inp = cluster_engine_input(cluster=cluster, now=now)
     simulated = is_simulated(cluster)
     history = {} if simulated else _class_history({j.resource_class_id for j in inp.jobs_by_key.values()})
     default = settings.SIMULATED_DEFAULT_RUNTIME_SECONDS

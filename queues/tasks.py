@@ -7,6 +7,8 @@ from celery import shared_task
 from queues.idle import idle_negotiations_scan
 from queues.policy.previews import policy_preview_run
 from queues.policy.previews import policy_previews_sweep as sweep
+from queues.reservations.previews import reservation_preview_run, reservation_previews_sweep
+from queues.reservations.services import reservation_edges_apply
 
 
 @shared_task(name="queues.policy_preview", ignore_result=True, acks_late=True)
@@ -17,11 +19,25 @@ def policy_preview(preview_id: int) -> None:
 
 @shared_task(name="queues.policy_previews_sweep", ignore_result=True)
 def policy_previews_sweep() -> None:
-    """Beat entry: delete old what-if previews and fail those whose worker died mid-replay."""
+    """Beat entry: delete old what-if previews (of policy changes and of reservations) and fail those whose worker
+    died mid-replay."""
     sweep()
+    reservation_previews_sweep()
 
 
 @shared_task(name="queues.idle_scan", ignore_result=True)
 def idle_scan() -> None:
     """Beat entry: advance the idle-GPU negotiations (warn, withdraw, checkpoint, release); idempotent."""
     idle_negotiations_scan()
+
+
+@shared_task(name="queues.reservation_edges", ignore_result=True)
+def reservation_edges() -> None:
+    """Beat entry: apply the reservation windows' edges that are due (pushed ahead of a start); idempotent."""
+    reservation_edges_apply()
+
+
+@shared_task(name="queues.reservation_preview", ignore_result=True, acks_late=True)
+def reservation_preview(preview_id: int) -> None:
+    """Replay a queued reservation preview (a redelivered message finds it no longer queued and does nothing)."""
+    reservation_preview_run(preview_id=preview_id)

@@ -1,7 +1,8 @@
 """Models of job scheduling: teams and their quotas (Kueue ClusterQueues), cohorts, priorities, jobs.
 
 ``teams`` holds the teams, quotas, cohorts, priority classes, API tokens and policy pushes; ``jobs`` the jobs,
-their timeline, stored diagnoses and idle negotiation. Everything is importable from ``queues.models``.
+their timeline, stored diagnoses and idle negotiation; ``reservations`` the teams' reservations of capacity.
+Everything is importable from ``queues.models``.
 """
 
 from queues.models.jobs import (
@@ -13,6 +14,7 @@ from queues.models.jobs import (
     JobIdle,
     WaitReason,
 )
+from queues.models.reservations import Reservation, ReservationPolicy, ReservationPreview
 from queues.models.teams import (
     ApiToken,
     Cohort,
@@ -43,6 +45,9 @@ __all__ = [
     "PriorityClass",
     "QuotaLine",
     "ReclaimWithinCohort",
+    "Reservation",
+    "ReservationPolicy",
+    "ReservationPreview",
     "Team",
     "TeamQuota",
     "WaitReason",
