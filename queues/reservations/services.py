@@ -188,8 +188,8 @@ def reservation_request(
     else:
         row.state, row.decision, row.decided_at = Reservation.State.APPROVED, Reservation.Decision.AUTO, now
     row.save()
-    if row.state == Reservation.State.APPROVED:
-        reservation_edges_apply(now=now, cluster=cluster)
+    if row.state == Reservation.State.APPROVED and reservation_edges_apply(now=now, cluster=cluster):
+        row.refresh_from_db()
     return row
 
 
@@ -227,7 +227,8 @@ def reservation_approve(
     )
     row.decision_note = note.strip()[:300]
     row.save(update_fields=["state", "decision", "decided_by", "decided_at", "decision_note"])
-    reservation_edges_apply(now=now, cluster=row.cluster)
+    if reservation_edges_apply(now=now, cluster=row.cluster):
+        row.refresh_from_db()
     return row
 
 
@@ -271,7 +272,8 @@ def reservation_cancel(*, reservation: Reservation, user: AbstractBaseUser, now:
         raise Conflict(f"Reservation {hold_name(row)}'s window is over: nothing to cancel.")
     row.state, row.cancelled_at, row.cancelled_by = Reservation.State.CANCELLED, now, user
     row.save(update_fields=["state", "cancelled_at", "cancelled_by"])
-    reservation_edges_apply(now=now, cluster=row.cluster)
+    if reservation_edges_apply(now=now, cluster=row.cluster):
+        row.refresh_from_db()
     return row
 
 
