@@ -117,7 +117,7 @@ def cluster_diagnosis_refresh(
         if early is not None:
             etas[key] = early
         else:
-            etas[key] = eta_at(ctx, found.admitted_at[key], team=ctx.inp.jobs_by_key[key].team)
+            etas[key] = eta_at(ctx, found.admitted_at[key], team=ctx.inp.jobs_by_key[key].team, key=key)
     compute = time.process_time() - began
     started = time.process_time()
     written = _store(cluster, ctx, pending, verdicts, etas, version=version, now=now, compute=compute)

@@ -27,12 +27,13 @@ from django.db.models import Q
 from django.utils import timezone
 
 from kernel.quantity import format_quantity
-from pools.models import USABLE_HEALTH, Cluster, Device, ResourceFlavor
+from pools.models import Cluster, ResourceFlavor
 from queues.engine import model as m
 from queues.engine.messages import noun
 from queues.engine.reservations import hold_quota
 from queues.engine_input import live_policy_rows, policy_state
 from queues.models import Reservation, ReservationPolicy, Team, TeamQuota
+from queues.reservations.capacity import healthy_capacity
 from queues.reservations.holds import hold_name, lead, until_text
 
 
@@ -81,21 +82,6 @@ class Verdict:
 
     refusals: list[str] = field(default_factory=list)
     needs_admin: list[str] = field(default_factory=list)
-
-
-def healthy_capacity(*, cluster: Cluster, flavor: ResourceFlavor, resource_name: str) -> int:
-    """Devices of the flavor and resource on the cluster that could run a job: healthy or degraded, on present, ready,
-    schedulable nodes."""
-    return Device.objects.filter(
-        node__cluster=cluster,
-        node__flavor=flavor,
-        node__gone_at__isnull=True,
-        node__ready=True,
-        node__unschedulable=False,
-        gone_at__isnull=True,
-        resource_name=resource_name,
-        health__in=USABLE_HEALTH,
-    ).count()
 
 
 def _when(start: datetime, end: datetime) -> str:
