@@ -139,7 +139,7 @@ def configuration(config: Mapping[str, Any], fail: Fail) -> FairSharing | None:
             "fairSharing.preemptionStrategies",
             f"unsupported combination [{', '.join(chosen)}] (supported: {_supported()})",
         )
-    return FairSharing(chosen)  # type: ignore[arg-type]
+    return FairSharing(chosen)
 
 
 def device_class_mappings(config: Mapping[str, Any], fail: Fail) -> dict[str, tuple[str, ...]]:
@@ -232,7 +232,7 @@ def wait_for_pods_ready(config: Mapping[str, Any] | None, fail: Fail) -> WaitFor
         timeout=timeout,
         block_admission=block,
         recovery_timeout=recovery,
-        requeuing_timestamp=timestamp,
+        requeuing_timestamp="Creation" if timestamp == "Creation" else "Eviction",
         backoff_limit_count=_count(strategy, "backoffLimitCount", path, fail, least=0),
         backoff_base_seconds=float(base) if base is not None else defaults.backoff_base_seconds,
         backoff_max_seconds=float(most) if most is not None else defaults.backoff_max_seconds,

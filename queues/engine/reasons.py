@@ -693,7 +693,7 @@ def _cohort_idle(cq: ClusterQueueInfo, fr: tuple[str, str]) -> int:
     return max(0, total - used)
 
 
-def _binding_limit(node, fr) -> str:  # type: ignore[no-untyped-def]
+def _binding_limit(node, fr) -> str:
     """The queue or cohort whose borrowingLimit caps the available quota the most."""
     cur = node
     while cur is not None:

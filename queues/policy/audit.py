@@ -10,6 +10,8 @@ from heapq import merge
 
 from django.apps import apps
 
+from kernel.csv_cells import csv_row
+
 #: The policy models whose history is kept, as ``app_label.ModelName``.
 POLICY_MODELS = (
     "queues.TeamQuota",
@@ -108,17 +110,19 @@ def audit_csv(entries: list[AuditEntry]) -> str:
     for e in entries:
         for c in e.changes or (Change("", "", ""),):
             writer.writerow(
-                [
-                    e.at.isoformat(),
-                    e.user,
-                    e.model,
-                    e.object_id,
-                    e.object_repr,
-                    e.action,
-                    c.field,
-                    c.before,
-                    c.after,
-                    e.reason,
-                ]
+                csv_row(
+                    [
+                        e.at.isoformat(),
+                        e.user,
+                        e.model,
+                        e.object_id,
+                        e.object_repr,
+                        e.action,
+                        c.field,
+                        c.before,
+                        c.after,
+                        e.reason,
+                    ]
+                )
             )
     return out.getvalue()

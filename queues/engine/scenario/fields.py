@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Container, Mapping
-from typing import Any
+from typing import Any, Literal, cast
 
 from queues.engine.model import (
     DEGRADED_DEVICES_LABEL,
@@ -15,6 +15,7 @@ from queues.engine.model import (
     ResourceGroup,
     ResourceQuota,
     Taint,
+    TaintEffect,
     Toleration,
 )
 
@@ -44,7 +45,7 @@ def parse_taints(obj: Manifest, path: str, value: Any) -> tuple[Taint, ...]:
         effect = t.get("effect") or ""
         if effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
             raise obj.fail(f"{path}[{i}].effect", f"invalid taint effect {effect!r}")
-        out.append(Taint(key=str(t["key"]), value=str(t.get("value") or ""), effect=effect))
+        out.append(Taint(key=str(t["key"]), value=str(t.get("value") or ""), effect=cast(TaintEffect, effect)))
     return tuple(out)
 
 
@@ -64,7 +65,7 @@ def parse_tolerations(obj: Manifest, path: str, value: Any) -> tuple[Toleration,
         out.append(
             Toleration(
                 key=str(t.get("key") or ""),
-                operator=op,
+                operator=cast(Literal["Equal", "Exists"], op),
                 value=str(t.get("value") or ""),
                 effect=str(t.get("effect") or ""),
             )
@@ -183,7 +184,7 @@ def pod_requests(obj: Manifest, path: str, spec: Mapping[str, Any]) -> dict[str,
     """A pod's requests: containers summed, init containers as a floor (limits stand in for missing requests)."""
 
     def container_requests(cpath: str, containers: Any) -> list[dict[str, int]]:
-        out = []
+        out: list[dict[str, int]] = []
         if containers is None:
             return out
         if not isinstance(containers, list):

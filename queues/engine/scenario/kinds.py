@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Container, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from kernel.quantity import MAX_NODE_DEVICE_UNITS, is_device_resource, parse_quantity
 from queues.engine.kueue_config import (
@@ -20,17 +20,25 @@ from queues.engine.model import (
     AdmissionCheck,
     AdmissionCheckRule,
     BorrowWithinCohort,
+    BorrowWithinCohortPolicy,
     ClusterQueue,
     Cohort,
     FairSharing,
     FlavorFungibility,
+    FungibilityPreference,
     LocalQueue,
     Namespace,
     Node,
     PreemptionPolicy,
+    QueueingStrategy,
+    ReclaimWithinCohortPolicy,
     ResourceFlavor,
+    StopPolicy,
     Topology,
     WaitForPodsReady,
+    WhenCanBorrow,
+    WhenCanPreempt,
+    WithinClusterQueuePolicy,
     WorkloadPriorityClass,
 )
 
@@ -181,23 +189,23 @@ def parse_cluster_queue(obj: Manifest, flavors: Container[str]) -> ClusterQueue:
         name=obj.name,
         cohort=spec.get("cohortName") or spec.get("cohort"),
         namespace_selector=parse_label_selector(obj, "spec.namespaceSelector", spec.get("namespaceSelector")),
-        queueing_strategy=enums["spec.queueingStrategy"],
+        queueing_strategy=cast(QueueingStrategy, enums["spec.queueingStrategy"]),
         resource_groups=parse_resource_groups(obj, "spec.resourceGroups", spec.get("resourceGroups"), flavors),
         preemption=PreemptionPolicy(
-            within_cluster_queue=enums["spec.preemption.withinClusterQueue"],
-            reclaim_within_cohort=enums["spec.preemption.reclaimWithinCohort"],
+            within_cluster_queue=cast(WithinClusterQueuePolicy, enums["spec.preemption.withinClusterQueue"]),
+            reclaim_within_cohort=cast(ReclaimWithinCohortPolicy, enums["spec.preemption.reclaimWithinCohort"]),
             borrow_within_cohort=BorrowWithinCohort(
-                policy=enums["spec.preemption.borrowWithinCohort.policy"],
+                policy=cast(BorrowWithinCohortPolicy, enums["spec.preemption.borrowWithinCohort.policy"]),
                 max_priority_threshold=None if threshold is None else int(threshold),
             ),
         ),
         flavor_fungibility=FlavorFungibility(
-            when_can_borrow="MayStopSearch" if when_borrow == "Borrow" else when_borrow,
-            when_can_preempt="MayStopSearch" if when_preempt == "Preempt" else when_preempt,
-            preference=enums["spec.flavorFungibility.preference"],
+            when_can_borrow="MayStopSearch" if when_borrow == "Borrow" else cast(WhenCanBorrow, when_borrow),
+            when_can_preempt="MayStopSearch" if when_preempt == "Preempt" else cast(WhenCanPreempt, when_preempt),
+            preference=cast(FungibilityPreference, enums["spec.flavorFungibility.preference"]),
         ),
         admission_checks=rules,
-        stop_policy=enums["spec.stopPolicy"],
+        stop_policy=cast(StopPolicy, enums["spec.stopPolicy"]),
         fair_weight=fair_weight(obj),
     )
 
@@ -212,7 +220,12 @@ def parse_local_queues(objs: list[Manifest]) -> list[LocalQueue]:
         if stop not in ("None", "Hold", "HoldAndDrain"):
             raise obj.fail("spec.stopPolicy", f"invalid value {stop!r}")
         local_queues.append(
-            LocalQueue(obj.namespace, obj.name, str(obj.get("spec.clusterQueue", required=True)), stop_policy=stop)
+            LocalQueue(
+                obj.namespace,
+                obj.name,
+                str(obj.get("spec.clusterQueue", required=True)),
+                stop_policy=cast(StopPolicy, stop),
+            )
         )
     return local_queues
 

@@ -74,7 +74,7 @@ def _row(wl: WorkloadInfo, rec: WorkloadRecord | None, start: float, explanation
         admitted_at = wl.admitted_at
     if wl.state in (PENDING, RESERVED):
         admitted_at = None
-    row = {
+    row: dict[str, object] = {
         "name": wl.key,
         "clusterQueue": wl.cq,
         "state": _state(wl),

@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from queues.engine.model import (
     Admission,
     AdmissionCheckRule,
+    AdmissionCheckState,
     ClusterQueue,
     Eviction,
     LocalQueue,
@@ -166,14 +167,14 @@ def _facts(obj: Manifest, ann: Mapping[str, str]) -> tuple[dict[str, Any], float
     return facts, runtime
 
 
-def _check_states(obj: Manifest, status: Mapping[str, Any]) -> dict[str, str]:
+def _check_states(obj: Manifest, status: Mapping[str, Any]) -> dict[str, AdmissionCheckState]:
     """``status.admissionChecks``: each check's state."""
-    checks: dict[str, str] = {}
+    checks: dict[str, AdmissionCheckState] = {}
     for i, ac in enumerate(status.get("admissionChecks") or []):
         state = (ac or {}).get("state") or "Pending"
         if state not in ("Pending", "Ready", "Retry", "Rejected"):
             raise obj.fail(f"status.admissionChecks[{i}].state", f"invalid state {state!r}")
-        checks[str(ac.get("name"))] = state
+        checks[str(ac.get("name"))] = cast(AdmissionCheckState, state)
     return checks
 
 
