@@ -88,6 +88,21 @@ def capped_use(
     return used
 
 
+def held_intervals(
+    reservation: Reservation, *, start: datetime, end: datetime
+) -> list[tuple[datetime, datetime | None]]:
+    """(began, ended) of every device the reserving team's jobs held on the reserved hardware at some time in
+    [start, end) (ended None: still held)."""
+    held = Allocation.objects.filter(
+        job__team_id=reservation.team_id,
+        job__cluster_id=reservation.cluster_id,
+        device__node__flavor_id=reservation.flavor_id,
+        device__resource_name=reservation.resource_name,
+        started_at__lt=end,
+    ).filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start))
+    return list(held.values_list("started_at", "ended_at"))
+
+
 def window_use(reservation: Reservation, *, now: datetime | None = None) -> WindowUse | None:
     """How much of the window (to ``now`` when it is still open) the team's jobs used on the reserved hardware."""
     window = charged_window(reservation)
@@ -96,14 +111,8 @@ def window_use(reservation: Reservation, *, now: datetime | None = None) -> Wind
     start, end = window[0], min(window[1], now or timezone.now())
     if end <= start:
         return WindowUse(0.0, 0.0)
-    held = Allocation.objects.filter(
-        job__team_id=reservation.team_id,
-        job__cluster_id=reservation.cluster_id,
-        device__node__flavor_id=reservation.flavor_id,
-        device__resource_name=reservation.resource_name,
-        started_at__lt=end,
-    ).filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start))
-    used = capped_use(held.values_list("started_at", "ended_at"), count=reservation.count, start=start, end=end)
+    intervals = held_intervals(reservation, start=start, end=end)
+    used = capped_use(intervals, count=reservation.count, start=start, end=end)
     return WindowUse(reserved_seconds=reservation.count * (end - start).total_seconds(), used_seconds=used)
 
 
@@ -305,6 +314,7 @@ __all__ = [
     "WindowUse",
     "capped_use",
     "catalogue_notes",
+    "held_intervals",
     "lead_teams",
     "purpose_visible",
     "reservations_visible_to",
