@@ -13,7 +13,6 @@ from django.utils import timezone
 from queues.models import Reservation, ReservationPreview
 from queues.reservations.holds import until_text
 from queues.reservations.selectors import capped_use, catalogue_notes, reserved_soon, week_calendar
-from queues.tasks import reservation_preview  # noqa: F401  (registers the task sent by name)
 from tests.browser.scenarios import occupy
 from tests.reservations.world import approved, at, reservation_world
 
