@@ -285,9 +285,14 @@ REST_FRAMEWORK = {
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU Pool Portal API",
-    "DESCRIPTION": "Resource classes, jobs, wait reasons, timelines and feasibility checks.",
+    "DESCRIPTION": "Resource classes, jobs, wait reasons, timelines, feasibility checks and reservations.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # A reservation's state beside a job's: each its own enum in the schema.
+    "ENUM_NAME_OVERRIDES": {
+        "JobStateEnum": "queues.models.Job.State",
+        "ReservationStateEnum": "queues.models.reservations.Reservation.State",
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "queues.api.schema.error_responses",
