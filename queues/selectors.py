@@ -286,6 +286,8 @@ class ClassCard:
     eta: object | None = None  # a diagnosis.Eta, filled in by the diagnosis service
     #: What reservations of the class's hardware do now or soon ("free for the next 2 h 10 min: …").
     reservation_notes: list[str] = field(default_factory=list)
+    #: The team's guarantees on the class's flavors that repairs leave unbacked (queues.guarantees; view fills in).
+    guarantees: list = field(default_factory=list)
 
     @property
     def nominal(self) -> int:

@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('pools', '0012_resource_class_kinds'),
-        ('queues', '0020_policy_preview_apply_at'),
+        ('queues', '0021_guarantees'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
