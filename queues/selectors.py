@@ -23,7 +23,7 @@ from kernel.quantity import parse_quantity
 from pools.models import Allocation, Cluster, Device, Node, ResourceClass, ResourceFlavor, Topology
 from pools.selectors import SHARING_KIND, ClassCapacity, class_capacity, class_matches_software
 from queues.models import Job, JobEvent, PriorityClass, QuotaLine, Team, TeamQuota
-from queues.reservations.selectors import catalogue_notes, reserved_soon
+from queues.reservations.selectors import catalogue_notes, reserved_soon_by_class
 from queues.visibility import (  # noqa: F401  (re-exported: the callers read them as queues.selectors.*)
     OPERATOR_GROUP,
     OPERATOR_PERMISSION,
@@ -336,6 +336,7 @@ def class_catalogue(*, team: Team | None, cluster: Cluster | None = None, every_
             lines_qs = lines_qs.filter(team_quota__cluster=cluster)
         lines = list(lines_qs)
         usage = team_usage_by_flavor(team)
+    soon = reserved_soon_by_class(cluster=cluster or (team_cluster(team) if team else None), classes=classes, team=team)
     cards = []
     for rc in classes:
         flavors = [link.flavor for link in rc.flavor_links.all()]
@@ -353,7 +354,6 @@ def class_catalogue(*, team: Team | None, cluster: Cluster | None = None, every_
                             used=usage.get((flavor.pk, rc.resource_name), 0),
                         )
                     )
-        soon = reserved_soon(cluster=cluster or (team_cluster(team) if team else None), resource_class=rc, team=team)
         cards.append(
             ClassCard(
                 resource_class=rc,
@@ -362,7 +362,7 @@ def class_catalogue(*, team: Team | None, cluster: Cluster | None = None, every_
                 quota=quota,
                 smallest_count=min(rc.allowed_counts or [1]),
                 in_cohort=in_cohort,
-                reservation_notes=catalogue_notes(available=capacities[rc.pk].available, reserved=soon),
+                reservation_notes=catalogue_notes(available=capacities[rc.pk].available, reserved=soon[rc.pk]),
             )
         )
     return cards

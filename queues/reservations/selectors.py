@@ -277,27 +277,36 @@ class ReservedSoon:
         return self.starts_in <= timedelta(0)
 
 
-def reserved_soon(
-    *, cluster: Cluster | None, resource_class: ResourceClass, team: Team | None, now: datetime | None = None
-) -> list[ReservedSoon]:
-    """Approved reservations of the class's hardware in force now or starting within ``SOON``, soonest first."""
-    if cluster is None:
-        return []
+def reserved_soon_by_class(
+    *, cluster: Cluster | None, classes: list[ResourceClass], team: Team | None, now: datetime | None = None
+) -> dict[int, list[ReservedSoon]]:
+    """Per class (by pk): the approved reservations of its hardware in force now or starting within ``SOON``,
+    soonest first — one query for every class (their flavor links are read through ``flavor_links``)."""
+    out: dict[int, list[ReservedSoon]] = {rc.pk: [] for rc in classes}
+    if cluster is None or not classes:
+        return out
     now = now or timezone.now()
+    flavors = {rc.pk: {link.flavor_id for link in rc.flavor_links.all()} for rc in classes}
     rows = Reservation.objects.filter(
         cluster=cluster,
-        flavor__class_links__resource_class=resource_class,
-        resource_name=resource_class.resource_name,
+        flavor_id__in=set().union(*flavors.values()),
         state=Reservation.State.APPROVED,
         starts_at__lt=now + SOON,
         ends_at__gt=now,
     ).select_related("team", "flavor")
-    return [
-        ReservedSoon(
-            reservation=r, starts_in=max(r.starts_at - now, timedelta(0)), own=team is not None and r.team_id == team.pk
-        )
-        for r in rows.order_by("starts_at", "pk").distinct()
-    ]
+    for r in rows.order_by("starts_at", "pk"):
+        for rc in classes:
+            if r.flavor_id in flavors[rc.pk] and r.resource_name == rc.resource_name:
+                own = team is not None and r.team_id == team.pk
+                out[rc.pk].append(ReservedSoon(reservation=r, starts_in=max(r.starts_at - now, timedelta(0)), own=own))
+    return out
+
+
+def reserved_soon(
+    *, cluster: Cluster | None, resource_class: ResourceClass, team: Team | None, now: datetime | None = None
+) -> list[ReservedSoon]:
+    """Approved reservations of the class's hardware in force now or starting within ``SOON``, soonest first."""
+    return reserved_soon_by_class(cluster=cluster, classes=[resource_class], team=team, now=now)[resource_class.pk]
 
 
 def span_text(span: timedelta) -> str:
@@ -319,6 +328,7 @@ __all__ = [
     "purpose_visible",
     "reservations_visible_to",
     "reserved_soon",
+    "reserved_soon_by_class",
     "span_text",
     "week_calendar",
     "week_start_of",

@@ -75,10 +75,11 @@ def test_catalogue_page_and_fragment(alice, pool):
 def test_catalogue_query_count_is_bounded(alice, pool, django_assert_max_num_queries):
     # The first view after a change computes and stores the estimates; one more query: the navigation asks
     # whether the Cost link has content. The guarantees behind the cards (queues.guarantees: the cluster's quotas,
-    # cohorts, quota lines, healthy devices, open repair tickets) are read once per cluster, not per class.
+    # cohorts, quota lines, healthy devices, open repair tickets) are read once per cluster, not per class; so are the
+    # reservations of the classes' hardware in force or starting soon (one query for every card).
     with django_assert_max_num_queries(47):
         alice.get(reverse("queues:classes"))
-    with django_assert_max_num_queries(31):  # no change since: the stored estimates, no engine input
+    with django_assert_max_num_queries(32):  # no change since: the stored estimates, no engine input
         alice.get(reverse("queues:classes"))
 
 
@@ -245,8 +246,8 @@ def test_job_detail_query_count_is_bounded(alice, pool, django_assert_max_num_qu
     # leads a team (the Cost link), the job page whether they may see every team (the operator permission), and
     # tenant privacy which teams' job names they may read. A wait for quota reads the cluster's guarantees (whether
     # repairs reduced the team's quota: its quotas, cohorts, quota lines, healthy devices, the class's flavors) and
-    # the page the job's protection and preemptions (its events).
-    with django_assert_max_num_queries(59):
+    # the page the job's protection and preemptions (its events); the engine input the cluster's reservations.
+    with django_assert_max_num_queries(60):
         alice.get(reverse("queues:job_detail", args=[job.pk]))
     with django_assert_max_num_queries(23):  # no change since: the stored diagnosis, no engine input
         alice.get(reverse("queues:job_detail", args=[job.pk]))
