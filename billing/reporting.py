@@ -1,7 +1,7 @@
 """Flat views of a ``CostReport`` shared by the cost page, its CSV export and ``manage.py cost_report``.
 
-One row per period, user, class and flavor plus a total, with the same numbers the page shows. Money columns
-are per currency (``cost_EUR``…), so amounts in different currencies are never added together.
+One row per period, user, class, flavor and reservation plus a total, with the same numbers the page shows. Money
+columns are per currency (``cost_EUR``…), so amounts in different currencies are never added together.
 """
 
 from __future__ import annotations
@@ -11,6 +11,9 @@ import io
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.utils import timezone
+
+from billing.reservation_cost import ReservationLine, ReservationUse
 from billing.selectors import Capacity, CostReport, Money, ReportJobs, Usage, money_sum
 from kernel.csv_cells import csv_dict
 
@@ -60,6 +63,16 @@ def _capacity_columns(capacity: Capacity | None, currencies: list[str]) -> dict:
     }
 
 
+def _reservation_columns(use: ReservationUse | None, currencies: list[str]) -> dict:
+    use = use or ReservationUse()
+    return {
+        "reservation_hours": _hours(use.reserved_hours),
+        "reservation_used_hours": _hours(use.used_hours),
+        "reservation_unused_hours": _hours(use.unused_hours),
+        **_money_columns("reservation_unused_cost", use.unused_cost, currencies),
+    }
+
+
 def report_columns(report: CostReport) -> list[str]:
     """Column names of ``report_rows``."""
     currencies = report.currencies
@@ -69,18 +82,24 @@ def report_columns(report: CostReport) -> list[str]:
         "label",
         *_usage_columns(Usage(), currencies),
         *_capacity_columns(None, currencies),
+        *_reservation_columns(None, currencies),
         *(f"charge_{c}" for c in currencies),
     ]
 
 
 def report_rows(report: CostReport) -> list[dict]:
-    """Periods, per user, per class, per flavor and the total, as flat rows (reserved capacity is per team, so
-    it is given on period and total rows only)."""
+    """Periods, per user, per class, per flavor, per reservation and the total, as flat rows (reserved capacity and
+    reservations are per team, so they are given on period, reservation and total rows only)."""
     currencies = report.currencies
     empty_capacity = dict.fromkeys(_capacity_columns(None, currencies), "")
+    empty_reservation = dict.fromkeys(_reservation_columns(None, currencies), "")
+    empty_usage = dict.fromkeys(_usage_columns(Usage(), currencies), "")
     rows = []
     for p in report.periods:
-        charge = money_sum(p.usage.cost, p.capacity.idle_cost, p.capacity.lent_credit, sign=[1, 1, -1])
+        booked = report.reservations.period(p.period)
+        charge = money_sum(
+            p.usage.cost, p.capacity.idle_cost, p.capacity.lent_credit, booked.unused_cost, sign=[1, 1, -1, 1]
+        )
         rows.append(
             {
                 "section": report.bucket,
@@ -88,6 +107,7 @@ def report_rows(report: CostReport) -> list[dict]:
                 "label": p.period.isoformat(),
                 **_usage_columns(p.usage, currencies),
                 **_capacity_columns(p.capacity, currencies),
+                **_reservation_columns(booked, currencies),
                 **{f"charge_{c}": _cents(charge.get(c)) for c in currencies},
             }
         )
@@ -106,9 +126,22 @@ def report_rows(report: CostReport) -> list[dict]:
                     "label": g.label,
                     **_usage_columns(g.usage, currencies),
                     **empty_capacity,
+                    **empty_reservation,
                     **{f"charge_{c}": "" for c in currencies},
                 }
             )
+    for line in report.reservations.lines:
+        rows.append(
+            {
+                "section": "reservation",
+                "key": str(line.reservation.pk),
+                "label": reservation_label(line),
+                **empty_usage,
+                **empty_capacity,
+                **_reservation_columns(line.use, currencies),
+                **{f"charge_{c}": _cents(line.use.unused_cost.get(c)) for c in currencies},
+            }
+        )
     rows.append(
         {
             "section": "total",
@@ -116,10 +149,19 @@ def report_rows(report: CostReport) -> list[dict]:
             "label": "Total",
             **_usage_columns(report.totals, currencies),
             **_capacity_columns(report.capacity, currencies),
+            **_reservation_columns(report.reservations.total, currencies),
             **{f"charge_{c}": _cents(report.charge.get(c)) for c in currencies},
         }
     )
     return rows
+
+
+def reservation_label(line: ReservationLine) -> str:
+    """ "Speech: 8 × H100 from 2026-12-03 09:00 to 17:00 UTC (evaluation run)" (its part within the report)."""
+    r = line.reservation
+    a, b = timezone.localtime(line.start), timezone.localtime(line.end)
+    to = f"{b:%H:%M}" if a.date() == b.date() else f"{b:%Y-%m-%d %H:%M}"
+    return f"{r.team.name}: {r.count} × {r.flavor.label} from {a:%Y-%m-%d %H:%M} to {to} {b.tzname()} ({r.purpose})"
 
 
 def report_csv(report: CostReport) -> str:
@@ -181,7 +223,8 @@ class ChargePart:
 
 
 def charge_parts(report: CostReport, currency: str) -> list[ChargePart]:
-    """What the charge is made of, in ``currency``: owned usage + borrowed usage + idle reservation − lent credit.
+    """What the charge is made of, in ``currency``: owned usage + borrowed usage + idle reservation − lent credit
+    (+ unused reservations when the report has booked windows).
 
     ``percent`` is each part's share of the charge (None when the charge is zero); the parts add up to it.
     """
@@ -192,6 +235,9 @@ def charge_parts(report: CostReport, currency: str) -> list[ChargePart]:
         ("idle", "Idle reservation (quota nobody used)", report.capacity.idle_cost.get(currency, Decimal(0))),
         ("lent", "Credit for idle quota lent to other teams", -report.capacity.lent_credit.get(currency, Decimal(0))),
     ]
+    if report.reservations.lines:  # a part of its own only for teams that booked windows
+        unused = report.reservations.total.unused_cost.get(currency, Decimal(0))
+        parts.append(("reservation", "Unused reservations (booked windows not used)", unused))
     return [
         ChargePart(key, label, amount, (amount * 100 / charge).quantize(Decimal("0.1")) if charge else None)
         for key, label, amount in parts
@@ -235,8 +281,27 @@ def report_json(report: CostReport) -> dict:
             "idleCost": _money_json(cap.idle_cost),
             "lentCredit": _money_json(cap.lent_credit),
             "netIdleCost": _money_json(report.net_idle_cost),
+            "reservationHours": str(_hours(report.reservations.total.reserved_hours)),
+            "reservationUsedHours": str(_hours(report.reservations.total.used_hours)),
+            "reservationUnusedHours": str(_hours(report.reservations.total.unused_hours)),
+            "reservationUnusedCost": _money_json(report.reservations.total.unused_cost),
             "charge": _money_json(report.charge),
         },
+        "reservations": [
+            {
+                "id": line.reservation.pk,
+                "team": line.reservation.team.slug,
+                "flavor": line.reservation.flavor.name,
+                "count": line.reservation.count,
+                "from": line.start.isoformat(),
+                "to": line.end.isoformat(),
+                "reservedHours": str(_hours(line.use.reserved_hours)),
+                "usedHours": str(_hours(line.use.used_hours)),
+                "unusedHours": str(_hours(line.use.unused_hours)),
+                "unusedCost": _money_json(line.use.unused_cost),
+            }
+            for line in report.reservations.lines
+        ],
         "byTeam": [{"key": g.key, "label": g.label, **_usage_json(g.usage)} for g in report.by_team],
         "byUser": [{"key": g.key, "label": g.label, **_usage_json(g.usage)} for g in report.by_user],
         "byClass": [{"key": g.key, "label": g.label, **_usage_json(g.usage)} for g in report.by_class],

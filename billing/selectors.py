@@ -14,6 +14,7 @@ from decimal import Decimal
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, Q, QuerySet, Sum
+from django.utils import timezone
 
 from billing.models import (
     Budget,
@@ -27,6 +28,7 @@ from billing.models import (
     UsageTeamMonthly,
 )
 from billing.pricing import hours, local_day
+from billing.reservation_cost import ReservationCharges, reservation_charges
 from billing.services.budgets import period_bounds
 from billing.services.common import billing_tz
 from pools.models import ResourceClass, ResourceFlavor
@@ -196,6 +198,8 @@ class CostReport:
     by_team: list[GroupRow] = field(default_factory=list)
     #: Every team (then ``teams`` is empty: the report is not limited to a list).
     all_teams: bool = False
+    #: The teams' reservations (booked windows): reserved, used and the unused part's price, per period and in all.
+    reservations: ReservationCharges = field(default_factory=ReservationCharges)
 
     @property
     def filtered(self) -> bool:
@@ -206,7 +210,7 @@ class CostReport:
     def currencies(self) -> list[str]:
         """Every currency the report's amounts use."""
         found = set(self.totals.cost) | set(self.capacity.idle_cost) | set(self.capacity.lent_credit)
-        return sorted(found)
+        return sorted(found | set(self.reservations.total.unused_cost))
 
     @property
     def net_idle_cost(self) -> Money:
@@ -215,8 +219,9 @@ class CostReport:
 
     @property
     def charge(self) -> Money:
-        """What the team pays: usage cost (owned + borrowed) plus the net idle reservation cost."""
-        return money_sum(self.totals.cost, self.net_idle_cost)
+        """What the team pays: usage cost (owned + borrowed), the net idle quota cost and the unused part of its
+        reservations (booked windows are charged whether used or not)."""
+        return money_sum(self.totals.cost, self.net_idle_cost, self.reservations.total.unused_cost)
 
 
 def bucket_start(day: date, bucket: str) -> date:
@@ -429,6 +434,10 @@ def _cost_report(
         by_flavor=ranked(by["flavor"]),
         by_team=ranked(by["team"]),
         all_teams=all_teams,
+        # Like reserved quota, a reservation is the team's: the user and class filters do not apply to it.
+        reservations=reservation_charges(
+            teams=None if all_teams else teams, start=start, end=end, periods=sorted(periods), now=timezone.now()
+        ),
     )
 
 

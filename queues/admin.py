@@ -21,6 +21,8 @@ from queues.models import (
     PolicyPush,
     PriorityClass,
     QuotaLine,
+    Reservation,
+    ReservationPolicy,
     Team,
     TeamQuota,
 )
@@ -244,6 +246,51 @@ class PriorityClassAdmin(PolicyAdmin):
     """Priority classes (Kueue WorkloadPriorityClasses)."""
 
     list_display = ("name", "value", "may_preempt", "is_default", "description")
+
+
+@admin.register(ReservationPolicy)
+class ReservationPolicyAdmin(SimpleHistoryAdmin):
+    """The reservation rules (one row): hard limits that refuse at once, and the limits of automatic approval."""
+
+    list_display = (
+        "__str__",
+        "auto_approve",
+        "auto_max_devices",
+        "auto_max_hours_per_week",
+        "auto_max_days_ahead",
+        "max_hours_per_week",
+        "max_days_ahead",
+    )
+
+    def has_add_permission(self, request):
+        """One row: edit it."""
+        return not ReservationPolicy.objects.exists()
+
+    def has_delete_permission(self, request, obj=None):
+        """The rules are edited, never deleted."""
+        return False
+
+
+@admin.register(Reservation)
+class ReservationAdmin(SimpleHistoryAdmin):
+    """Reservations, read-only: leads request them and admins decide on the Reservations page (with a preview)."""
+
+    list_display = ("__str__", "team", "cluster", "count", "starts_at", "ends_at", "state", "decision", "opened_at")
+    list_filter = ("state", "decision", "cluster", "flavor")
+    list_select_related = ("team", "cluster", "flavor")
+    readonly_fields = [f.name for f in Reservation._meta.fields]
+
+    def has_add_permission(self, request):
+        """Requested on the Reservations page (the rules are checked there)."""
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        """Kept: billing charges them; cancel one on its page instead."""
+        return False
+
+    def view_on_site(self, obj):
+        """Its page in the portal (decide, preview, cancel)."""
+        return reverse("queues:reservation_detail", args=[obj.pk])
 
 
 @admin.register(PolicyPush)

@@ -23,6 +23,7 @@ from kernel.quantity import parse_quantity
 from pools.models import Allocation, Cluster, Device, Node, ResourceClass, ResourceFlavor, Topology
 from pools.selectors import SHARING_KIND, ClassCapacity, class_capacity, class_matches_software
 from queues.models import Job, JobEvent, PriorityClass, QuotaLine, Team, TeamQuota
+from queues.reservations.selectors import catalogue_notes, reserved_soon_by_class
 from queues.visibility import (  # noqa: F401  (re-exported: the callers read them as queues.selectors.*)
     OPERATOR_GROUP,
     OPERATOR_PERMISSION,
@@ -283,6 +284,8 @@ class ClassCard:
     smallest_count: int
     in_cohort: bool = False
     eta: object | None = None  # a diagnosis.Eta, filled in by the diagnosis service
+    #: What reservations of the class's hardware do now or soon ("free for the next 2 h 10 min: …").
+    reservation_notes: list[str] = field(default_factory=list)
     #: The team's guarantees on the class's flavors that repairs leave unbacked (queues.guarantees; view fills in).
     guarantees: list = field(default_factory=list)
 
@@ -333,6 +336,7 @@ def class_catalogue(*, team: Team | None, cluster: Cluster | None = None, every_
             lines_qs = lines_qs.filter(team_quota__cluster=cluster)
         lines = list(lines_qs)
         usage = team_usage_by_flavor(team)
+    soon = reserved_soon_by_class(cluster=cluster or (team_cluster(team) if team else None), classes=classes, team=team)
     cards = []
     for rc in classes:
         flavors = [link.flavor for link in rc.flavor_links.all()]
@@ -358,6 +362,7 @@ def class_catalogue(*, team: Team | None, cluster: Cluster | None = None, every_
                 quota=quota,
                 smallest_count=min(rc.allowed_counts or [1]),
                 in_cohort=in_cohort,
+                reservation_notes=catalogue_notes(available=capacities[rc.pk].available, reserved=soon[rc.pk]),
             )
         )
     return cards

@@ -3,6 +3,7 @@
 from django.urls import path
 
 from queues import token_views, views
+from queues.reservations import views as reservation_views
 
 app_name = "queues"
 urlpatterns = [
@@ -18,4 +19,16 @@ urlpatterns = [
     path("team/", views.team_switch, name="team_switch"),
     path("tokens/", token_views.api_tokens, name="api_tokens"),
     path("tokens/<int:pk>/revoke/", token_views.api_token_revoke_view, name="api_token_revoke"),
+    path("reservations/", reservation_views.reservation_list, name="reservations"),
+    path("reservations/<int:pk>/", reservation_views.reservation_detail, name="reservation_detail"),
+    path("reservations/<int:pk>/approve/", reservation_views.reservation_approve_view, name="reservation_approve"),
+    path("reservations/<int:pk>/refuse/", reservation_views.reservation_refuse_view, name="reservation_refuse"),
+    path("reservations/<int:pk>/cancel/", reservation_views.reservation_cancel_view, name="reservation_cancel"),
+    path("reservations/<int:pk>/preview/", reservation_views.reservation_preview_view, name="reservation_preview"),
+    path(
+        "reservations/<int:pk>/preview/<int:preview_pk>/",
+        reservation_views.reservation_preview_part,
+        name="reservation_preview_part",
+    ),
+    path("reservations/calendar/<slug:slug>/", reservation_views.reservation_calendar, name="reservation_calendar"),
 ]

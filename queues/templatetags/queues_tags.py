@@ -8,7 +8,7 @@ from decimal import Decimal
 from django import template
 from django.utils import timezone
 
-from kernel.labels import duration_words
+from kernel.labels import duration_short, duration_words
 from pools.workload_kinds import KINDS, kind_spec
 from queues import selectors as sel
 from queues.engine import wait_codes
@@ -49,17 +49,7 @@ def never_fits(code: str) -> bool:
 
 
 def _human(seconds: float) -> str:
-    seconds = round(max(seconds, 0))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, _ = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    days, hours = divmod(hours, 24)
-    return f"{days} d {hours} h" if hours else f"{days} d"
+    return duration_short(seconds)
 
 
 @register.filter
@@ -136,6 +126,12 @@ def counts_label(rc) -> str:
     counts = sorted(rc.allowed_counts or [1])
     unit = sel.unit_noun(rc.resource_name, 2 if counts != [1] else 1).split(" ", 1)[1]
     return f"{', '.join(map(str, counts))} {unit}"
+
+
+@register.filter
+def device_hours(seconds: float | None) -> str:
+    """Device-seconds as device-hours with one decimal: 45000 → "12.5"."""
+    return f"{(seconds or 0) / 3600:,.1f}"
 
 
 @register.filter

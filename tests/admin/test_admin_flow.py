@@ -309,5 +309,5 @@ def test_dashboard_query_count_does_not_grow_with_teams_and_classes(admin_client
         team = TeamFactory(slug=f"extra-{n}")
         TeamQuotaFactory(team=team, cluster=pool.cluster, cohort=pool.cohort)
         ResourceClassFactory(slug=f"extra-class-{n}", flavors=[pool.flavor])
-    with django_assert_max_num_queries(18):
+    with django_assert_max_num_queries(19):  # constant: the page's reads and the live-data note's heartbeat read
         assert admin_client.get(reverse("policy:dashboard")).status_code == 200

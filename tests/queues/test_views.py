@@ -77,10 +77,11 @@ def test_catalogue_query_count_is_bounded(alice, pool, django_assert_max_num_que
     # whether the Cost link has content; one for the cluster's pending count (a large queue's typical jobs are
     # explained on the quota holders alone: diagnosis_store.explain_context). The guarantees behind the cards
     # (queues.guarantees: the cluster's quotas, cohorts, quota lines, healthy devices, open repair tickets) are read
-    # once per cluster, not per class.
-    with django_assert_max_num_queries(48):
+    # once per cluster, not per class; so are the
+    # reservations of the classes' hardware in force or starting soon (one query for every card, and the engine input's holds).
+    with django_assert_max_num_queries(51):
         alice.get(reverse("queues:classes"))
-    with django_assert_max_num_queries(31):  # no change since: the stored estimates, no engine input
+    with django_assert_max_num_queries(35):  # no change since: the stored estimates, no engine input
         alice.get(reverse("queues:classes"))
 
 
@@ -247,10 +248,10 @@ def test_job_detail_query_count_is_bounded(alice, pool, django_assert_max_num_qu
     # leads a team (the Cost link), the job page whether they may see every team (the operator permission), and
     # tenant privacy which teams' job names they may read. A wait for quota reads the cluster's guarantees (whether
     # repairs reduced the team's quota: its quotas, cohorts, quota lines, healthy devices, the class's flavors) and
-    # the page the job's protection and preemptions (its events). Here Celery runs eagerly, so that first view also
+    # the page the job's protection and preemptions (its events); the engine input the cluster's reservations. Here Celery runs eagerly, so that first view also
     # runs the refresh it asks for (queues.diagnosis_refresh: the cluster's engine input read in full, the pages
     # stored), which a deployment runs in the worker.
-    with django_assert_max_num_queries(84):  # 83 on PostgreSQL
+    with django_assert_max_num_queries(87):
         alice.get(reverse("queues:job_detail", args=[job.pk]))
     with django_assert_max_num_queries(23):  # no change since: the stored diagnosis, no engine input
         alice.get(reverse("queues:job_detail", args=[job.pk]))
@@ -328,15 +329,16 @@ def _bulk_jobs(pool, n: int) -> None:
 def test_job_list_query_count_does_not_grow_with_jobs(alice, pool, n, django_assert_max_num_queries):
     _bulk_jobs(pool, n)
     first = alice.get(reverse("queues:jobs"))
-    with django_assert_max_num_queries(12):
+    # 13: the page's own reads, and the live-data note's heartbeat read (liveness: is the background work running?)
+    with django_assert_max_num_queries(13):
         alice.get(reverse("queues:jobs"))
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(13):
         alice.get(reverse("queues:jobs") + "?state=succeeded&scope=mine&resource_class=h100")
     if n > 50:
         page = first.context["page"]
         assert len(page.jobs) == 50
         assert page.next_cursor
-        with django_assert_max_num_queries(12):
+        with django_assert_max_num_queries(13):
             second = alice.get(reverse("queues:jobs") + f"?cursor={page.next_cursor}")
         assert second.context["page"].jobs[0].name == "bulk-50"
 

@@ -190,3 +190,44 @@ def feasibility_text(f: dict, *, now: datetime) -> str:
             lines.append("It would start now if:")
         lines.append(f"  {index}. {s['title']}: {s['message']}")
     return "\n".join(lines)
+
+
+#: A reservation's states (queues.models.Reservation.State).
+RESERVATION_STATES = ("requested", "approved", "refused", "cancelled")
+
+
+def reservation_table(rows: list[dict]) -> str:
+    """One line per reservation: id, team, devices, window (UTC), state, purpose."""
+    if not rows:
+        return "no reservations"
+    lines = [
+        [
+            str(r["id"]),
+            r["team"],
+            f"{r['count']}× {r['flavor']}",
+            f"{short_time(r['starts_at'])} – {short_time(r['window_end'])}",
+            r["state"],
+            r["purpose"],
+        ]
+        for r in rows
+    ]
+    return table(lines, ["ID", "TEAM", "DEVICES", "WINDOW (UTC)", "STATE", "PURPOSE"])
+
+
+def reservation_text(r: dict, *, now: datetime) -> str:
+    """A reservation: what, when, its state and why (the rules' reasons, the admin's note)."""
+    lines = [
+        f"reservation {r['id']}: {r['count']}× {r['flavor']} ({r['resource_class'] or '-'}) for {r['team']} "
+        f"on {r['cluster']}: {r['state']}",
+        f"  from:    {stamp(r['starts_at'], now=now)}",
+        f"  to:      {stamp(r['window_end'], now=now)}" + (" (cancelled)" if r.get("cancelled_at") else ""),
+        f"  purpose: {r['purpose']}",
+        f"  asked:   {r.get('requested_by') or '-'} at {stamp(r['requested_at'], now=now)}",
+    ]
+    if r.get("decided_at"):
+        who = r.get("decided_by") or ("the rules" if r.get("decision") in ("auto", "rules") else "-")
+        lines.append(f"  decided: {who} at {stamp(r['decided_at'], now=now)}")
+    lines += [f"  - {reason}" for reason in r.get("reasons") or []]
+    if r.get("decision_note"):
+        lines.append(f"  note:    {r['decision_note']}")
+    return "\n".join(lines)
