@@ -5,8 +5,8 @@ from __future__ import annotations
 from celery import shared_task
 
 from queues.idle import idle_negotiations_scan
-from queues.policy.previews import policy_preview_run
-from queues.policy.previews import policy_previews_sweep as sweep
+from queues.policy.preview_replay import policy_preview_run
+from queues.policy.preview_replay import policy_previews_sweep as sweep
 
 
 @shared_task(name="queues.policy_preview", ignore_result=True, acks_late=True)
