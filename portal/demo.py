@@ -21,9 +21,11 @@ from django.utils import timezone
 from clusters.backends.simulated import simulated_cluster_tick_run
 from clusters.simulated_dcgm import simulated_dcgm_record
 from pools.demo import DEGRADED_NODE, RACK, demo_health_seed, demo_pool_install
+from pools.health.services import active_policy
 from pools.models import Cluster, ResourceClass, ResourceFlavor
 from pools.services import ClassSpec, resource_class_save
 from queues import services as job_services
+from queues.health_jobs import validation_queue_ensure
 from queues.models import Cohort, Job, Membership, PriorityClass, QuotaLine, Team, TeamQuota
 from queues.selectors import OPERATOR_GROUP, OPERATOR_PERMISSION
 
@@ -282,6 +284,8 @@ def _policy(cluster: Cluster) -> None:
                 borrowing_limit=borrowing,
                 lending_limit=lending,
             )
+    # The platform's validation team and its queue are part of the set-up: repair tickets' burn-in jobs run there.
+    validation_queue_ensure(slug=active_policy().validation_team_slug, cluster=cluster)
 
 
 def _classes() -> None:
