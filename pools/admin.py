@@ -388,7 +388,7 @@ def _ticket_action(step: TicketAction):
             _ticket_act(modeladmin, request, step, ticket)
 
     action.short_description = step.label
-    action.__name__ = f"ticket_{step.name}"
+    action.__name__ = f"ticket_{step.service.__name__}"
     return action
 
 

@@ -209,7 +209,9 @@ def test_ticket_page_has_a_button_for_each_step_its_state_allows(ops, pool):
 
     again = ops.post(start, follow=True)  # a second click (an old page): refused in words, nothing moves
     said = [str(m) for m in get_messages(again.wsgi_request)]
-    assert said == [f"Ticket #{ticket.pk}: not done: ticket #{ticket.pk} is validating: validation starts from in repair"]
+    assert said == [
+        f"Ticket #{ticket.pk}: not done: ticket #{ticket.pk} is validating: validation starts from in repair"
+    ]
 
 
 def test_ticket_steps_need_the_change_permission(client, pool):
