@@ -222,6 +222,16 @@ def _assemble(
         diagnosis.details = health_blocked_details(
             cluster=job.cluster, resource_class=job.resource_class, details=diagnosis.details, now=now
         )
+    elif diagnosis.code == WaitReason.QUOTA_LENT_OUT:  # the teams that hold the lent quota, by name
+        diagnosis.details = sel.lent_out_details(cluster=job.cluster, details=diagnosis.details)
+    return diagnosis
+
+
+def _with_eta(diagnosis: Diagnosis, eta: Eta | None) -> Diagnosis:
+    """Set the ETA; a lent-out reason's details say when the lent quota is expected back (the ETA's p50)."""
+    diagnosis.eta = eta
+    if diagnosis.code == WaitReason.QUOTA_LENT_OUT:
+        diagnosis.details = {**diagnosis.details, "returnsP50": eta.p50.isoformat() if eta and eta.p50 else None}
     return diagnosis
 
 
@@ -242,8 +252,7 @@ def job_diagnosis(
         return _fresh_job_diagnosis(job, stored, now=now, recompute=recompute, with_suggestions=with_suggestions)
     verdict = cached.verdict
     levels = context_levels(cached.ctx) if cached.ctx is not None else _topology_levels()
-    diagnosis = _assemble(job, stored, verdict, levels, now=now, recompute=False)
-    diagnosis.eta = cached.eta
+    diagnosis = _with_eta(_assemble(job, stored, verdict, levels, now=now, recompute=False), cached.eta)
     if with_suggestions and not verdict.admissible and not verdict.preemption_targets:
         diagnosis.suggestions = stored_suggestions(job, cached, now=now)
     return diagnosis
@@ -258,7 +267,7 @@ def _fresh_job_diagnosis(
     target = key if key in ctx.inp.jobs_by_key else context_workload(ctx, job)
     verdict = context_explain(ctx, target)
     diagnosis = _assemble(job, stored, verdict, context_levels(ctx), now=now, recompute=recompute)
-    diagnosis.eta = context_eta(ctx, target, team=job.team, verdict=verdict)
+    _with_eta(diagnosis, context_eta(ctx, target, team=job.team, verdict=verdict))
     if with_suggestions and not verdict.admissible and not verdict.preemption_targets:
         diagnosis.suggestions = suggestions_for(ctx, job, team=job.team, exclude_key=key)
     return diagnosis

@@ -302,6 +302,18 @@ class ClassCard:
             return None
         return sum(v for v in limits if v is not None)
 
+    @property
+    def borrowed(self) -> int:
+        """Units the team holds above its nominal quota, over the class's flavors."""
+        return sum(q.borrowed for q in self.quota)
+
+    @property
+    def borrow_left(self) -> int | None:
+        """How much more the team may borrow under its borrowing limits (None: no limit set)."""
+        if self.borrowing_limit is None:
+            return None
+        return sum(max((q.borrowing_limit or 0) - q.borrowed, 0) for q in self.quota)
+
 
 def team_usage_by_flavor(team: Team) -> dict[tuple[int | None, str], int]:
     """Units the team's jobs hold now (open allocations) per (flavor id, resource name); one query."""
@@ -617,3 +629,18 @@ def percentile(values: Iterable[float], q: float) -> float | None:
     if len(data) == 1:
         return data[0]
     return statistics.quantiles(data, n=100, method="inclusive")[max(min(int(q), 99), 1) - 1]
+
+
+def lent_out_details(*, cluster: Cluster, details: dict) -> dict:
+    """A ``quota_lent_out`` reason's details with each holding queue's team name, and whether reclaim is on."""
+    holders = details.get("lentTo") or []
+    names = dict(
+        TeamQuota.objects.filter(
+            cluster=cluster, cluster_queue_name__in=[h.get("clusterQueue") for h in holders]
+        ).values_list("cluster_queue_name", "team__name")
+    )
+    return {
+        **details,
+        "lentTo": [{**h, "team": names.get(h.get("clusterQueue"), h.get("clusterQueue"))} for h in holders],
+        "reclaimOn": bool(details.get("reclaim")) and details.get("reclaim") != "Never",
+    }

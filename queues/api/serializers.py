@@ -105,6 +105,7 @@ class JobListSerializer(serializers.ModelSerializer):
     owner = serializers.SlugRelatedField(slug_field="username", read_only=True)
     resource_class = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     wait_reason = serializers.SerializerMethodField()
+    wait_label = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
@@ -123,11 +124,16 @@ class JobListSerializer(serializers.ModelSerializer):
             "started_at",
             "finished_at",
             "wait_reason",
+            "wait_label",
         ]
 
     def get_wait_reason(self, job: Job) -> str:
         """The current wait-reason code ("" unless pending)."""
         return job.wait_reason
+
+    def get_wait_label(self, job: Job) -> str:
+        """The current wait reason in words, e.g. "Team quota lent to other teams" ("" unless pending)."""
+        return job.get_wait_reason_display() if job.wait_reason else ""
 
 
 class JobSerializer(JobListSerializer):
@@ -205,6 +211,24 @@ class JobPageSerializer(serializers.Serializer):
     results = JobListSerializer(many=True)
     next = serializers.CharField(allow_null=True)
     previous = serializers.CharField(allow_null=True)
+
+
+class PodLogSerializer(serializers.Serializer):
+    """The last lines one pod of a job wrote."""
+
+    pod = serializers.CharField()
+    node = serializers.CharField()
+    lines = serializers.ListField(child=serializers.CharField())
+    note = serializers.CharField(help_text="Why there are no lines, e.g. a container that never started.")
+
+
+class JobLogsSerializer(serializers.Serializer):
+    """A job's log tail per pod, read from its cluster when asked."""
+
+    job = serializers.IntegerField()
+    state = serializers.CharField()
+    tail_lines = serializers.IntegerField()
+    pods = PodLogSerializer(many=True)
 
 
 class EtaSerializer(serializers.Serializer):

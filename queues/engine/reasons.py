@@ -1,7 +1,7 @@
 """Wait-reason diagnosis: one primary code per pending workload, a plain sentence, and Kueue's own text.
 
 Decision order (first match wins): misconfigured → exceeds_maximum → no_matching_flavor →
-preemption_in_progress → awaiting_provisioning → quota (borrow_limit | quota_exhausted |
+preemption_in_progress → awaiting_provisioning → quota (borrow_limit | quota_lent_out | quota_exhausted |
 higher_priority_ahead) → placement (health_blocked | topology_fragmented | class_exhausted).
 """
 
@@ -542,6 +542,16 @@ def _quota(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: F
             kueue_reason=WAITING_FOR_QUOTA,
             details=details,
         )
+    lent = _lent_out(cq, fr, used=used, nominal=nominal, missing=request - available)
+    if lent is not None:
+        details.update(lent)
+        return WaitReason(
+            code="quota_lent_out",
+            message=head + _lent_sentence(cq, res, label, lent, missing=request - available),
+            kueue_message=kueue_message,
+            kueue_reason=WAITING_FOR_QUOTA,
+            details=details,
+        )
     split = (
         f" ({msg.qty(res, local_free)} of its own quota, {msg.qty(res, borrowable)} borrowed)"
         if local_free and borrowable
@@ -558,6 +568,54 @@ def _quota(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: F
         kueue_message=kueue_message,
         kueue_reason=WAITING_FOR_QUOTA,
         details=details,
+    )
+
+
+def _lent_out(cq: ClusterQueueInfo, fr: tuple[str, str], *, used: int, nominal: int, missing: int) -> dict | None:
+    """Who holds the team's unused quota when getting it back would start the job: the queues of its cohort tree
+    using more than their own nominal quota (borrowers), most first. None when the team uses its whole quota,
+    nobody borrows, or even all of it back would not be enough (``missing`` more than is lent)."""
+    if used >= nominal:
+        return None
+    holders = []
+    for other in cq.cohort_cqs:
+        if other is cq:
+            continue
+        held = other.node.usage.get(fr, 0) - other.node.nominal.get(fr, 0)
+        if held > 0:
+            holders.append({"clusterQueue": other.name, "units": held})
+    lent = min(nominal - used, sum(h["units"] for h in holders))
+    if not holders or missing > lent:
+        return None
+    holders.sort(key=lambda h: (-h["units"], h["clusterQueue"]))
+    return {"lent": lent, "lentTo": holders, "reclaim": cq.spec.preemption.reclaim_within_cohort}
+
+
+def _lent_sentence(cq: ClusterQueueInfo, res: str, label: str, lent: dict, *, missing: int) -> str:
+    """The rest of the lent-out reason: who holds how much, and whether the team's queue takes it back."""
+    holders = lent["lentTo"]
+    named = ", ".join(f"{h['clusterQueue']} {msg.qty(res, h['units'])}" for h in holders[:5])
+    if len(holders) > 5:
+        named += f" and {len(holders) - 5} more"
+    policy = lent["reclaim"]
+    if policy == "Never":
+        back = (
+            f"The queue {cq.name} does not reclaim lent quota (reclaimWithinCohort: Never): it comes back only as "
+            "their jobs end."
+        )
+    elif policy == "LowerPriority":
+        back = (
+            f"The queue {cq.name} reclaims lent quota only from lower-priority jobs (reclaimWithinCohort: "
+            "LowerPriority) and none of the borrowers' jobs is lower priority: it comes back as their jobs end."
+        )
+    else:
+        back = (
+            f"The queue {cq.name} reclaims lent quota (reclaimWithinCohort: {policy}), but no borrowed job can be "
+            "preempted for this one now: it comes back as their jobs end."
+        )
+    return (
+        f" {msg.noun(res, lent['lent'], label)} of its unused quota are lent out, in use by queues that borrowed them "
+        f"({named} above their own quota); {msg.qty(res, missing)} must come back for this job to start. {back}"
     )
 
 
