@@ -542,7 +542,7 @@ def _quota(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: F
             kueue_reason=WAITING_FOR_QUOTA,
             details=details,
         )
-    lent = _lent_out(cq, fr, used=used, nominal=nominal, missing=request - available)
+    lent = _lent_out(cq, fr, used=used, nominal=nominal)
     if lent is not None:
         details.update(lent)
         return WaitReason(
@@ -571,10 +571,10 @@ def _quota(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: F
     )
 
 
-def _lent_out(cq: ClusterQueueInfo, fr: tuple[str, str], *, used: int, nominal: int, missing: int) -> dict | None:
-    """Who holds the team's unused quota when getting it back would start the job: the queues of its cohort tree
-    using more than their own nominal quota (borrowers), most first. None when the team uses its whole quota,
-    nobody borrows, or even all of it back would not be enough (``missing`` more than is lent)."""
+def _lent_out(cq: ClusterQueueInfo, fr: tuple[str, str], *, used: int, nominal: int) -> dict | None:
+    """Who holds the team's unused quota while the job waits for quota: the queues of its cohort tree using more
+    than their own nominal quota (borrowers), most first. None when the team uses its whole quota or nobody
+    borrows (then the team's quota is not what is lent out)."""
     if used >= nominal:
         return None
     holders = []
@@ -584,9 +584,9 @@ def _lent_out(cq: ClusterQueueInfo, fr: tuple[str, str], *, used: int, nominal: 
         held = other.node.usage.get(fr, 0) - other.node.nominal.get(fr, 0)
         if held > 0:
             holders.append({"clusterQueue": other.name, "units": held})
-    lent = min(nominal - used, sum(h["units"] for h in holders))
-    if not holders or missing > lent:
+    if not holders:
         return None
+    lent = min(nominal - used, sum(h["units"] for h in holders))
     holders.sort(key=lambda h: (-h["units"], h["clusterQueue"]))
     return {"lent": lent, "lentTo": holders, "reclaim": cq.spec.preemption.reclaim_within_cohort}
 
@@ -615,7 +615,17 @@ def _lent_sentence(cq: ClusterQueueInfo, res: str, label: str, lent: dict, *, mi
         )
     return (
         f" {msg.noun(res, lent['lent'], label)} of its unused quota are lent out, in use by queues that borrowed them "
-        f"({named} above their own quota); {msg.qty(res, missing)} must come back for this job to start. {back}"
+        f"({named} above their own quota); {_coming_back(res, lent['lent'], missing)} {back}"
+    )
+
+
+def _coming_back(res: str, lent: int, missing: int) -> str:
+    """What must come back (and free up besides) for the job to start."""
+    if missing <= lent:
+        return f"{msg.qty(res, missing)} must come back for this job to start."
+    return (
+        f"all {msg.qty(res, lent)} must come back and {msg.qty(res, missing - lent)} more must free up in the "
+        "cohort for this job to start."
     )
 
 

@@ -29,8 +29,8 @@ TAS_PLACEMENT_IDS = ("tas_fits_only_some", "tas_fits_none", "tas_exclusion_stats
 
 
 def lent_out(reason: FlavorReason, ctx: MessageContext | None) -> tuple[str, dict[str, Any]] | None:
-    """The sentence and figures of ``quota_lent_out``, when the request fits the team's own unused quota and queues
-    of its cohort that borrowed hold that quota; None otherwise."""
+    """The sentence and figures of ``quota_lent_out``, when the team uses less than its quota and queues of its
+    cohort that borrowed hold the rest; None otherwise."""
     resource, flavor = reason.resource, reason.flavor
     figures = ctx.quota(flavor, resource) if ctx else None
     request = ctx.request.get(resource) if ctx else None
@@ -38,10 +38,16 @@ def lent_out(reason: FlavorReason, ctx: MessageContext | None) -> tuple[str, dic
     if ctx is None or figures is None or request is None or missing is None or figures.used >= figures.nominal:
         return None
     holders = ctx.borrowers(flavor, resource)
-    lent = min(figures.nominal - figures.used, sum(h["units"] for h in holders))
-    if not holders or missing > lent:
+    if not holders:
         return None
+    lent = min(figures.nominal - figures.used, sum(h["units"] for h in holders))
     label, units = ctx.label(flavor), resource_label(resource)
+    coming = (
+        f"{format_amount(missing, resource)} must come back for this job to start."
+        if missing <= lent
+        else f"all {format_amount(lent, resource)} must come back and {format_amount(missing - lent, resource)} "
+        "more must free up in the cohort for this job to start."
+    )
     named = ", ".join(f"{h['clusterQueue']} {format_amount(h['units'], resource)}" for h in holders[:5])
     if len(holders) > 5:
         named += f" and {len(holders) - 5} more"
@@ -58,7 +64,7 @@ def lent_out(reason: FlavorReason, ctx: MessageContext | None) -> tuple[str, dic
         f"Your team uses {format_amount(figures.used, resource)} of its {format_amount(figures.nominal, resource)} "
         f"{units} on {label} and this job needs {format_amount(request, resource)}. {format_amount(lent, resource)} "
         f"{units} of its unused quota are lent out, in use by queues that borrowed them ({named} above their own "
-        f"quota); {format_amount(missing, resource)} must come back for this job to start. {back}"
+        f"quota); {coming} {back}"
     )
     return plain, {"lent": lent, "lentTo": holders, "reclaim": figures.reclaim}
 

@@ -66,10 +66,17 @@ def test_a_job_that_also_needs_to_borrow_waits_on_lent_quota_when_getting_it_bac
     assert "6 must come back for this job to start" in reason.message
 
 
-def test_a_job_past_what_is_lent_is_still_quota_exhausted():
-    # 2 used + 18 asked: 16 missing, but only 14 are lent: even all of it back would not start it.
-    result = schedule(state(_cohort(), [*_running(), wl("a/huge", 18, created=1)]), 5)
-    assert result.pending["a/huge"].code == "quota_exhausted"
+def test_a_job_past_what_is_lent_says_what_must_come_back_and_what_must_free_up():
+    # 2 used + 18 asked: 18 missing, 14 lent: all 14 back, and 4 more freed in the cohort.
+    reason = schedule(state(_cohort(), [*_running(), wl("a/huge", 18, created=1)]), 5).pending["a/huge"]
+    assert reason.code == "quota_lent_out"
+    assert "all 14 must come back and 4 more must free up in the cohort for this job to start" in reason.message
+
+
+def test_a_team_over_its_own_quota_is_quota_exhausted():
+    # b uses 12 of its 4: its quota is used up, whatever others hold.
+    reason = schedule(state(_cohort(), [*_running(), wl("b/more", 4, created=1)]), 5).pending["b/more"]
+    assert reason.code == "quota_exhausted"
 
 
 def test_nobody_borrowing_is_not_lent_out():
