@@ -26,14 +26,20 @@ class QueuesConfig(AppConfig):
 
 
 def operator_group_ensure(sender, using: str = "default", **kwargs) -> None:
-    """The read-only ``operator`` group with the view-job permission (after every migrate and flush)."""
+    """The read-only ``operator`` group with its permissions: every team's jobs, the pool's health pages (after every
+    migrate and flush)."""
     from django.contrib.auth.models import Group, Permission
 
-    from queues.selectors import OPERATOR_GROUP, OPERATOR_PERMISSION
+    from queues.selectors import OPERATOR_GROUP, OPERATOR_PERMISSIONS
 
-    app_label, codename = OPERATOR_PERMISSION.split(".")
-    permission = Permission.objects.using(using).filter(content_type__app_label=app_label, codename=codename).first()
-    if permission is None:  # the permissions are created by the same signal, earlier; absent only if disabled
-        return
+    found = []
+    for name in OPERATOR_PERMISSIONS:
+        app_label, codename = name.split(".")
+        permission = (
+            Permission.objects.using(using).filter(content_type__app_label=app_label, codename=codename).first()
+        )
+        if permission is None:  # the permissions are created by the same signal, earlier; absent only if disabled
+            return
+        found.append(permission)
     group, _ = Group.objects.using(using).get_or_create(name=OPERATOR_GROUP)
-    group.permissions.add(permission)
+    group.permissions.add(*found)

@@ -125,6 +125,8 @@ class Diagnosis:
     suggestions: list[Suggestion] = field(default_factory=list)
     starts_next_tick: bool = False
     stale: str = ""  # kubernetes mode: the portal has lost sight of the cluster (see cluster_staleness)
+    #: The estimate moved much since an earlier one: that one, when, and what changed (``sel.eta_change``).
+    eta_change: dict | None = None
 
     @property
     def label(self) -> str:
@@ -253,6 +255,7 @@ def job_diagnosis(
     verdict = cached.verdict
     levels = context_levels(cached.ctx) if cached.ctx is not None else _topology_levels()
     diagnosis = _with_eta(_assemble(job, stored, verdict, levels, now=now, recompute=False), cached.eta)
+    diagnosis.eta_change = sel.eta_change(job, before=cached.eta_before, code=diagnosis.code)
     if with_suggestions and not verdict.admissible and not verdict.preemption_targets:
         diagnosis.suggestions = stored_suggestions(job, cached, now=now)
     return diagnosis

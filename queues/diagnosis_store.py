@@ -70,6 +70,9 @@ _CONTENT_FIELDS = (
 )
 #: Rows per statement when the refresh writes or deletes rows.
 STORE_BATCH = 500
+#: An estimate moved "much" (the page says what changed) past this much, or this share of the wait left.
+ETA_MOVE = timedelta(minutes=30)
+ETA_MOVE_SHARE = 0.5
 #: Per cluster (the last ones refreshed in this process): job id → (its row's content, the digest).
 _DIGESTS: PerCluster[dict[int, tuple[tuple, str]]] = PerCluster()
 
@@ -157,11 +160,9 @@ def _store(
     _DIGESTS.put(cluster.pk, {pk: (content, digest) for pk, (digest, content) in fresh.items()})
     stored = dict(JobDiagnosis.objects.filter(job__cluster=cluster).values_list("job_id", "digest"))
     gone = [pk for pk in stored if pk not in fresh]
-    changed = [
-        (pk, version, now, None, None, digest, *content)
-        for pk, (digest, content) in fresh.items()
-        if stored.get(pk) != digest
-    ]
+    rewrite = [pk for pk, (digest, _) in fresh.items() if stored.get(pk) != digest]
+    before = _estimates_before([pk for pk in rewrite if pk in stored], fresh, now=now)
+    changed = [(pk, version, now, None, None, fresh[pk][0], before.get(pk), *fresh[pk][1]) for pk in rewrite]
     with transaction.atomic():
         for i in range(0, len(gone), STORE_BATCH):
             JobDiagnosis.objects.filter(job_id__in=gone[i : i + STORE_BATCH]).delete()
@@ -172,6 +173,48 @@ def _store(
             defaults={"state_version": version, "computed_at": now, "jobs": len(fresh), "compute_seconds": compute},
         )
     return len(changed)
+
+
+def _estimates_before(pks: list[int], fresh: dict[int, tuple[str, tuple]], *, now: datetime) -> dict[int, dict]:
+    """For rows about to be rewritten: the estimate they held when the new one differs much from it (else the
+    earlier estimate they carried); one query per ``STORE_BATCH`` rows rewritten, none when nothing existed."""
+    out: dict[int, dict] = {}
+    starts, p50 = _CONTENT_FIELDS.index("eta_starts_now"), _CONTENT_FIELDS.index("eta_p50")
+    for i in range(0, len(pks), STORE_BATCH):
+        rows = JobDiagnosis.objects.filter(job_id__in=pks[i : i + STORE_BATCH]).values_list(
+            "job_id", "eta_starts_now", "eta_p50", "eta_method", "code", "computed_at", "eta_before"
+        )
+        for pk, old_starts, old_p50, old_method, old_code, at, carried in rows:
+            new = fresh[pk][1]
+            if _moved_much((old_starts, old_p50), (new[starts], new[p50]), now=now):
+                out[pk] = {
+                    "starts_now": old_starts,
+                    "p50": old_p50.isoformat() if old_p50 else None,
+                    "method": old_method,
+                    "code": old_code,
+                    "at": at.isoformat(),
+                }
+            elif carried:
+                out[pk] = carried
+    return out
+
+
+def _moved_much(old: tuple, new: tuple, *, now: datetime) -> bool:
+    """Whether an estimate (starts now, p50) moved enough to say what changed: it was lost or found, "starts now"
+    became a start later than ``ETA_MOVE`` (or the reverse), or its p50 moved by more than ``ETA_MOVE`` and
+    ``ETA_MOVE_SHARE`` of the wait it had left."""
+    (old_now, old_p50), (new_now, new_p50) = old, new
+    if old_now or new_now:
+        if old_now and new_now:
+            return False
+        other = new_p50 if old_now else old_p50
+        return other is None or other - now > ETA_MOVE
+    if (old_p50 is None) != (new_p50 is None):
+        return True
+    if old_p50 is None:
+        return False
+    wait = max((old_p50 - now).total_seconds(), 0.0)
+    return abs((new_p50 - old_p50).total_seconds()) > max(ETA_MOVE.total_seconds(), ETA_MOVE_SHARE * wait)
 
 
 def _digest(content: tuple) -> str:
@@ -209,6 +252,7 @@ _UPSERT_FIELDS = (
     "suggestions",
     "suggestions_version",
     "digest",
+    "eta_before",
     *_CONTENT_FIELDS,
 )
 
@@ -271,6 +315,11 @@ class StoredJobDiagnosis:
             details=dict(row.details or {}),
             preemption_targets=list((row.details or {}).get("victims", [])) if row.preempting else [],
         )
+
+    @property
+    def eta_before(self) -> dict | None:
+        """The last estimate that differed much from this one, and when it was made (None: none did)."""
+        return self.row.eta_before
 
     @property
     def eta(self) -> Eta:

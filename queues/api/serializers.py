@@ -266,6 +266,10 @@ class DiagnosisSerializer(serializers.Serializer):
     position = serializers.SerializerMethodField()
     queue_length = serializers.SerializerMethodField()
     eta = EtaSerializer(allow_null=True)
+    eta_change = serializers.DictField(
+        allow_null=True,
+        help_text="When the estimate moved much: the earlier one (at, starts_now, p50) and what changed (causes).",
+    )
     suggestions = SuggestionSerializer(many=True)
 
     def get_position(self, d) -> int | None:
@@ -300,6 +304,9 @@ class TimelineEntrySerializer(serializers.Serializer):
     kind = serializers.CharField(source="event.kind")
     label = serializers.CharField(source="event.get_kind_display")
     message = serializers.CharField()
+    first_message = serializers.CharField(
+        help_text="The ongoing wait reason's sentence when it began, when its figures moved since ('' otherwise)."
+    )
     code = serializers.CharField()
     details = serializers.DictField()
     duration_seconds = serializers.SerializerMethodField()

@@ -160,6 +160,13 @@ class Job(models.Model):
         return "Stop" if self.kind_spec.runs_until_stopped else "Cancel"
 
     @property
+    def state_label(self) -> str:
+        """The state in words; a session or service that was stopped reads "Stopped", not "Cancelled"."""
+        if self.state == self.State.CANCELLED and self.kind_spec.runs_until_stopped:
+            return "Stopped"
+        return self.get_state_display()
+
+    @property
     def total_devices(self) -> int:
         """Devices the whole gang asks for: every pod set's (the primary and its kind's companions)."""
         companions = sum(int(c["count"]) * int(c["devices_per_pod"]) for c in self.companion_pod_sets or ())
@@ -258,6 +265,12 @@ class JobDiagnosis(models.Model):
     )
     digest = models.CharField(
         max_length=32, blank=True, help_text="Hash of the verdict and ETA: a refresh rewrites only rows that changed."
+    )
+    eta_before = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The last estimate that differed much from this one (p50, starts now, method, reason) and when it "
+        "was made: the job page says what changed since.",
     )
 
     def __str__(self) -> str:

@@ -115,6 +115,7 @@ def audit(request):
 @require_GET
 def previews(request):
     """The recent what-if previews the user may open: what each proposed, its status, whether it was applied."""
+    _require(request, "queues.view_teamquota")
     rows = previews_visible_to(request.user)
     context = {
         **admin.site.each_context(request),

@@ -100,3 +100,19 @@ def test_the_class_card_says_how_much_more_the_team_may_borrow(client):
     pool.quota.lines.update(borrowing_limit="6")
     html = client.get(reverse("queues:classes")).content.decode()
     assert "borrowing 4 from the cohort; may borrow up to 2 more" in html
+
+
+def test_an_operator_reads_the_reason_about_the_team_not_about_your_team(client, lent):
+    """Issue 32: the reason said "Your team" to an operator, who is in no team."""
+    from django.contrib.auth.models import Group
+
+    from tests.factories import UserFactory
+
+    _, job = lent
+    operator = UserFactory(username="oscar")
+    operator.groups.add(Group.objects.get(name="operator"))
+    client.force_login(operator)
+    html = client.get(reverse("queues:job_detail", args=[job.pk])).content.decode()
+    assert "Team Vision uses 0 of its 12 H100 GPUs and this job needs 4." in html
+    assert "Your team" not in html
+    assert "The queue vision does not reclaim lent quota" in html

@@ -74,10 +74,11 @@ def test_catalogue_page_and_fragment(alice, pool):
 
 def test_catalogue_query_count_is_bounded(alice, pool, django_assert_max_num_queries):
     # The first view after a change computes and stores the estimates; one more query: the navigation asks
-    # whether the Cost link has content.
-    with django_assert_max_num_queries(36):
+    # whether the Cost link has content; two more: whether the health pages are the user's to read (her
+    # permissions and her groups', as operators read them).
+    with django_assert_max_num_queries(38):
         alice.get(reverse("queues:classes"))
-    with django_assert_max_num_queries(23):  # no change since: the stored estimates, no engine input
+    with django_assert_max_num_queries(25):  # no change since: the stored estimates, no engine input
         alice.get(reverse("queues:classes"))
 
 
@@ -197,11 +198,15 @@ def test_feasibility_fragment_when_fragmented(alice, pool):
     assert Job.objects.count() == 2  # nothing recorded: only the two blockers
 
 
-def test_feasibility_fragment_with_errors_updates_the_fields_out_of_band(alice, pool):
+def test_feasibility_fragment_with_errors_names_them_and_swaps_nothing_else(alice, pool):
+    # Issue 32: the fields came back out of band as well, and htmx lost their target when the answer it replied
+    # to had been replaced meanwhile (htmx:oobErrorNoTarget); the answer names each field and its error instead.
     response = alice.post(reverse("queues:job_feasibility"), {**FORM, "name": "", "pod_count": "1"}, **HTMX)
     html = response.content.decode()
     assert "Fix the form first" in html
-    assert 'id="queues-job-form-fields" hx-swap-oob="true"' in html
+    assert "<li>Name: This field is required.</li>" in html
+    assert "hx-swap-oob" not in html
+    assert html.rstrip().endswith("</section>")  # one element: the answer
 
 
 def test_resubmit_prefills_the_form(alice, pool):
@@ -423,3 +428,39 @@ def test_job_detail_says_why_a_stopped_queue_evicted_the_job(alice, pool):
     html = alice.get(reverse("queues:job_detail", args=[job.pk])).content.decode()
     assert "waits until an admin restarts the queue" in html
     assert "ClusterQueue vision cannot admit jobs: it is stopped" in html
+
+
+def test_switching_class_takes_the_new_class_topology_and_keeps_typed_fields(alice, pool):
+    """Issue 32: switching class left Topology = Required (from the class before), so Check failed on fields the
+    user never touched."""
+    from tests.factories import ResourceClassFactory
+
+    ResourceClassFactory(
+        slug="h100-rack", name="H100 rack", flavors=[pool.flavor], topology_mode="required", topology_level=RACK
+    )
+    carried = {**FORM, "resource_class": "h100", "topology_mode": "required", "topology_level": RACK}
+    url = reverse("queues:job_submit")
+    html = alice.get(url, carried, HTTP_HX_TRIGGER_NAME="resource_class", **HTMX).content.decode()
+    assert '<option value="" selected>Any placement</option>' in html
+    assert 'value="resnet"' in html  # what was typed stays
+    # A resubmission (no class change) keeps the job's own topology.
+    kept = alice.get(url, carried, **HTMX).content.decode()
+    assert '<option value="required" selected>Required</option>' in kept
+    # A level the chosen class does not have is never shown as chosen: the class's own rule instead.
+    stale = alice.get(url, {**carried, "topology_level": "no-such-level"}, **HTMX).content.decode()
+    assert '<option value="" selected>Any placement</option>' in stale
+
+
+def test_the_form_shows_the_running_total_of_every_pod_set(alice, pool):
+    """Issue 32: a PyTorchJob's master (8 GPUs by default) came on top of its workers with no total shown."""
+    pool.rc.allowed_kinds = ["batch", "pytorchjob"]
+    pool.rc.save(update_fields=["allowed_kinds"])
+    url = reverse("queues:job_submit")
+    query = {**FORM, "kind": "pytorchjob", "devices_per_pod": "8", "pod_count": "2"}
+    html = alice.get(url, query, **HTMX).content.decode()
+    assert "24 GPUs in all: master 1 pod × 8 + worker 2 pods × 8" in html
+    assert 'id="queues-job-total-plan"' in html
+    html = alice.get(url, {**query, "pod_set_master_devices": "0"}, **HTMX).content.decode()
+    assert "16 GPUs in all: master 1 pod × 0 + worker 2 pods × 8" in html
+    batch = alice.get(url, {**FORM, "devices_per_pod": "4", "pod_count": "2"}, **HTMX).content.decode()
+    assert "8 GPUs in all: main 2 pods × 4" in batch
