@@ -14,12 +14,13 @@ class QueuesConfig(AppConfig):
         the operator group."""
         from django.db.models.signals import post_migrate
 
-        from pools.ports import job_visibility_register, quota_reader_register
+        from pools.ports import job_visibility_register, quota_reader_register, waiting_reader_register
         from queues import state_version
         from queues.privacy import QueuesJobVisibility
-        from queues.quota_reader import QueuesQuotaReader
+        from queues.quota_reader import QueuesQuotaReader, QueuesWaitingReader
 
         quota_reader_register(QueuesQuotaReader())
+        waiting_reader_register(QueuesWaitingReader())
         job_visibility_register(QueuesJobVisibility())
         state_version.connect()
         post_migrate.connect(operator_group_ensure, sender=self)
