@@ -543,6 +543,8 @@ class TimelineEntry:
     details: dict = field(default_factory=dict)
     #: The ongoing wait reason's sentence when it began, when its figures moved since (``message`` is today's).
     first_message: str = ""
+    #: The event's kind in words ("Stopped" for a session or service that was cancelled).
+    label: str = ""
 
     @property
     def code(self) -> str:
@@ -561,6 +563,8 @@ def job_timeline(job: Job, *, now: datetime | None = None, redactor=None) -> lis
     events = list(job.events.order_by("at", "id"))
     levels = sorted({lv for levels in Topology.objects.values_list("levels", flat=True) for lv in levels}, key=len)
     entries = []
+
+    stopped = "Stopped" if job.kind_spec.runs_until_stopped else ""
 
     def said(text: str) -> str:
         for level in reversed(levels):  # longest first
@@ -595,6 +599,7 @@ def job_timeline(job: Job, *, now: datetime | None = None, redactor=None) -> lis
                 message=message,
                 details=details,
                 first_message=first,
+                label=stopped if event.kind == JobEvent.Kind.CANCELLED and stopped else event.get_kind_display(),
             )
         )
     return entries

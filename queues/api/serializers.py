@@ -106,6 +106,9 @@ class JobListSerializer(serializers.ModelSerializer):
     resource_class = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     wait_reason = serializers.SerializerMethodField()
     wait_label = serializers.SerializerMethodField()
+    state_label = serializers.CharField(read_only=True, help_text='The state in words ("Stopped" for a session).')
+    total_devices = serializers.IntegerField(read_only=True, help_text="Devices of every pod set together.")
+    pod_set_count = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
@@ -125,7 +128,14 @@ class JobListSerializer(serializers.ModelSerializer):
             "finished_at",
             "wait_reason",
             "wait_label",
+            "state_label",
+            "total_devices",
+            "pod_set_count",
         ]
+
+    def get_pod_set_count(self, job: Job) -> int:
+        """Pod sets of the job: its kind's companions (a master, a head, a leader) and the primary one."""
+        return 1 + len(job.companion_pod_sets or ())
 
     def get_wait_reason(self, job: Job) -> str:
         """The current wait-reason code ("" unless pending)."""
@@ -302,7 +312,7 @@ class TimelineEntrySerializer(serializers.Serializer):
 
     at = serializers.DateTimeField(source="event.at")
     kind = serializers.CharField(source="event.kind")
-    label = serializers.CharField(source="event.get_kind_display")
+    label = serializers.CharField()
     message = serializers.CharField()
     first_message = serializers.CharField(
         help_text="The ongoing wait reason's sentence when it began, when its figures moved since ('' otherwise)."

@@ -47,8 +47,12 @@ def short_time(value: str | None) -> str:
 
 
 def devices(job: dict) -> str:
-    """``4×2`` (devices per pod × pods) or ``4``."""
+    """``4×2`` (devices per pod × pods), ``4``, or with a kind's other pod sets ``24 in 2 pod sets`` (their total,
+    as the job page says)."""
     per_pod, pods = job.get("devices_per_pod", 1), job.get("pod_count", 1)
+    sets = job.get("pod_set_count") or 1
+    if sets > 1 and job.get("total_devices") is not None:
+        return f"{job['total_devices']} in {sets} pod sets"
     return f"{per_pod}×{pods}" if pods != 1 else str(per_pod)
 
 
