@@ -333,6 +333,25 @@ class RepairTicketAddForm(forms.ModelForm):
         return data
 
 
+class RecommendedActionFilter(admin.SimpleListFilter):
+    """Tickets by the XID catalogue's recommended action, in words ("none" for tickets without one)."""
+
+    title = "recommended action"
+    parameter_name = "recommended_action"
+
+    def lookups(self, request, model_admin):
+        """Each action the tickets have, said in words."""
+        found = RepairTicket.objects.order_by().values_list("recommended_action", flat=True).distinct()
+        return [(value or "-", action_words(value) if value else "none") for value in sorted(set(found))]
+
+    def queryset(self, request, queryset):
+        """The tickets with the chosen action ("-": none)."""
+        value = self.value()
+        if value is None:
+            return queryset
+        return queryset.filter(recommended_action="" if value == "-" else value)
+
+
 @dataclass(frozen=True)
 class TicketAction:
     """A repair step an admin takes on tickets: from the list's actions or a button on the ticket's page."""
@@ -397,7 +416,7 @@ class RepairTicketAdmin(ServiceAddMixin, admin.ModelAdmin):
     """The repair queue: open tickets by hand, start validation after repair, force a drain, send to RMA."""
 
     list_display = ("id", "node", "device", "state", "age", "action", "validation_failures", "reason")
-    list_filter = ("state", "recommended_action", "node__cluster")
+    list_filter = ("state", RecommendedActionFilter, "node__cluster")
     search_fields = ("node__name", "device__key", "device__uuid", "reason")
     list_select_related = ("node", "device")
     # pickers that search (node name; device key, uuid or node), not raw ids
