@@ -10,13 +10,13 @@ class PortalConfig(AppConfig):
     verbose_name = "Portal"
 
     def ready(self) -> None:
-        """Register every app's Celery tasks in this process; count every task failure (workers) for ``/metrics``."""
+        """Count every Celery task failure (in the worker processes) for ``/metrics``; register every app's tasks in
+        every process (the web sends some by name: ``queues.policy_preview``, which a web process that had not
+        imported ``queues.tasks`` refused with NotRegistered, a 500 on the admin's save)."""
         from celery.signals import task_failure
 
-        from portal.celery import app
+        from portal.celery import app as celery_app
         from portal.task_failures import on_task_failure
 
-        # Web, worker and beat are separate processes. Celery's own discovery runs only in a worker, so a web
-        # process that sends a task would otherwise hold only the tasks its views happened to import.
-        app.autodiscover_tasks(force=True)
         task_failure.connect(on_task_failure, weak=False, dispatch_uid="portal.task_failures")
+        celery_app.autodiscover_tasks(force=True)

@@ -10,6 +10,7 @@ from billing.my_usage import leads_or_staff
 from pools.health.selectors import reads_health
 from portal.demo import demo_logins
 from queues.selectors import teams_of
+from queues.visibility import sees_every_team
 
 
 def site(request: HttpRequest) -> dict:
@@ -40,4 +41,6 @@ def site(request: HttpRequest) -> dict:
         "NAV_HAS_TEAM": has_team,
         # the health pages: staff without a query; others (operators read them) by their permissions, once
         "NAV_READS_HEALTH": SimpleLazyObject(lambda: user is not None and reads_health(user)),
+        # admins and operators read the status page (the navigation and the pages' "live data paused" note link it)
+        "CAN_SEE_STATUS": SimpleLazyObject(lambda: user is not None and sees_every_team(user)),
     }

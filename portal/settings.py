@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "axes",
     "csp",
     "portal",
+    "liveness",
     "pools",
     "queues",
     "clusters",
@@ -119,6 +120,9 @@ TEMPLATES = [
 
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60 if PRODUCTION else 0))
+# A kept connection is checked before a request uses it: after a database restart the first request reconnects
+# instead of failing on the dead connection.
+DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The web server and the embedded worker share one SQLite file. WAL lets readers run beside the one writer;
     # every transaction starts IMMEDIATE, taking the write lock at BEGIN and waiting up to the busy timeout for it.
@@ -162,6 +166,12 @@ TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
 # The cache holds the API throttles' counts: local memory (per process) unless CACHE_URL names a shared one
 # (redis://…, as in production, so that every web worker counts together).
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
+if CACHES["default"]["BACKEND"].endswith("RedisCache"):
+    # A Redis that stops answering costs a request a second, not the kernel's TCP timeout (the API then answers 503).
+    _cache_timeout = env.float("CACHE_SOCKET_TIMEOUT_SECONDS", default=1.0)
+    CACHES["default"].setdefault("OPTIONS", {}).update(
+        {"socket_connect_timeout": _cache_timeout, "socket_timeout": _cache_timeout}
+    )
 
 
 def _env_or(name: str, cast, default):
@@ -305,6 +315,8 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Beat writes its heartbeat from its loop and marks what it sends (liveness/): the loop never sleeps past a heartbeat.
+CELERY_BEAT_SCHEDULER = "liveness.beat.HeartbeatScheduler"
 # A lost broker is retried for ever (Celery's default gives up after 100 tries and the worker exits).
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
@@ -318,6 +330,10 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "the embedded broker (sqla+sqlite:///…, docs/operations.md), or a redis:// broker."
     )
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # kombu's Redis transport with the fix that keeps the worker up when it loses the broker while a message is
+    # unacknowledged (portal/broker_safety.py; docs/operations.md, Worker reconnects). rediss:// takes its TLS
+    # settings from the URL's ssl_* parameters, as kombu's own transport does.
+    CELERY_BROKER_TRANSPORT = "portal.broker_safety:Transport"
     # Short socket timeouts: a broker that stops answering is noticed in seconds, not after the kernel's TCP timeout
     # (the worker then reconnects; a publish from the web fails fast and the job waits for the next sweep).
     CELERY_BROKER_TRANSPORT_OPTIONS = {
@@ -340,6 +356,7 @@ elif CELERY_BROKER_URL.startswith("sqla+sqlite://"):
 HEARTBEAT_SECONDS = env.float("HEARTBEAT_SECONDS", default=15.0)
 HEARTBEAT_STALE_SECONDS = env.float("HEARTBEAT_STALE_SECONDS", default=60.0)
 PERIODIC_TASK_LATE_SECONDS = env.float("PERIODIC_TASK_LATE_SECONDS", default=60.0)
+CELERY_BEAT_MAX_LOOP_INTERVAL = HEARTBEAT_SECONDS
 # How long a web process waits for the broker when /status.json and /metrics check it.
 BROKER_CHECK_TIMEOUT_SECONDS = env.float("BROKER_CHECK_TIMEOUT_SECONDS", default=2.0)
 
@@ -527,6 +544,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "clusters.kube_reconcile_clusters",
         "schedule": KUBE_RECONCILE_INTERVAL_SECONDS,
         "options": {"expires": KUBE_RECONCILE_INTERVAL_SECONDS},
+    },
+    # Liveness: forget old heartbeats and the messages the embedded broker's workers took long ago.
+    "liveness-prune": {
+        "task": "liveness.prune",
+        "schedule": 3600.0,
+        "options": {"expires": 3600},
     },
 }
 # Pushing a saved policy change to its clusters: retries of an unreachable cluster back off exponentially.

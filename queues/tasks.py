@@ -4,24 +4,25 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from kernel.tasks import DB_RETRY
 from queues.idle import idle_negotiations_scan
 from queues.policy.preview_replay import policy_preview_run
 from queues.policy.preview_replay import policy_previews_sweep as sweep
 
 
-@shared_task(name="queues.policy_preview", ignore_result=True, acks_late=True)
+@shared_task(name="queues.policy_preview", ignore_result=True, acks_late=True, **DB_RETRY)
 def policy_preview(preview_id: int) -> None:
     """Replay a queued what-if preview (a redelivered message finds it no longer queued and does nothing)."""
     policy_preview_run(preview_id=preview_id)
 
 
-@shared_task(name="queues.policy_previews_sweep", ignore_result=True)
+@shared_task(name="queues.policy_previews_sweep", ignore_result=True, **DB_RETRY)
 def policy_previews_sweep() -> None:
     """Beat entry: delete old what-if previews and fail those whose worker died mid-replay."""
     sweep()
 
 
-@shared_task(name="queues.idle_scan", ignore_result=True)
+@shared_task(name="queues.idle_scan", ignore_result=True, **DB_RETRY)
 def idle_scan() -> None:
     """Beat entry: advance the idle-GPU negotiations (warn, withdraw, checkpoint, release); idempotent."""
     idle_negotiations_scan()

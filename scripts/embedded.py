@@ -143,14 +143,16 @@ class Supervisor:
         code = child.process.poll()
         if code is None:
             return
+        _signal_group(child.process.pid, signal.SIGKILL)  # what it left running (pool processes, an embedded beat)
         uptime = now - child.started
-        child.delay = FIRST_DELAY if uptime >= STABLE_SECONDS else min(child.delay * 2, MAX_DELAY)
+        delay = FIRST_DELAY if uptime >= STABLE_SECONDS else child.delay
+        child.delay = min(delay * 2, MAX_DELAY)  # the next one, should it exit quickly again
         child.restarts += 1
-        child.restart_at = now + child.delay
+        child.restart_at = now + delay
         how = f"signal {-code}" if code < 0 else f"status {code}"
         self.say(
             f"{child.name} (pid {child.process.pid}) exited with {how} after {uptime:.0f} s; "
-            f"restarting in {child.delay:.0f} s (restart #{child.restarts}, log: {child.log or 'above'})"
+            f"restarting in {delay:.0f} s (restart #{child.restarts}, log: {child.log or 'above'})"
         )
 
     def _stop(self, signum, frame) -> None:
@@ -183,7 +185,7 @@ def main() -> int:
     worker = Child(
         "worker",
         [
-            python, "-m", "celery", "-A", "portal", "worker", "--beat", "--concurrency", "1", "--loglevel", "INFO",
+            python, "-m", "celery", "-A", "portal", "worker", "--beat", "--concurrency", "2", "--loglevel", "INFO",
             "--schedule", str(var / "celerybeat-schedule"), "--without-gossip", "--without-mingle",
         ],
         log=var / "worker.log",

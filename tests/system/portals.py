@@ -64,7 +64,8 @@ class Portal:
         self.processes: dict[str, Proc] = {}
         self.base_url = ""
         self.public_url = ""  # the origin the portal believes it is served at (https behind the TLS proxy)
-        self.allowed: list[re.Pattern] = []
+        # Django logs a refused request's PermissionDenied with its traceback: an answer (403), not a problem.
+        self.allowed: list[re.Pattern] = [re.compile(r"Forbidden \(Permission denied\): ")]
         self.headers: dict[str, str] = {}
 
     # -- processes
@@ -346,6 +347,7 @@ class ProductionPortal(Portal):
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.public_url = f"https://127.0.0.1:{self.port}"
         self.headers = {"X-Forwarded-Proto": "https"}
+        self.commands: dict[str, list[str]] = {}
         self.web_workers = web_workers
         self.worker_concurrency = worker_concurrency
 
@@ -396,6 +398,7 @@ class ProductionPortal(Portal):
         beat = _with_options(
             _runnable(deployed_command("beat.yaml", "beat")), schedule=str(self.var_dir / "celerybeat-schedule")
         )
+        self.commands = {"web": web, "worker": worker, "beat": beat}
         self.processes["web"] = spawn("web", web, env=self.env, log=self.logs_dir / "web.log")
         self.processes["nginx"] = self._start_nginx(static)
         self.processes["worker"] = spawn("worker", worker, env=self.env, log=self.logs_dir / "worker.log")
@@ -407,6 +410,15 @@ class ProductionPortal(Portal):
         except HarnessError as exc:
             raise HarnessError(f"{exc}\n{self.log_report()}") from exc
         return self
+
+    def restart(self, name: str) -> Proc:
+        """Start ``web``, ``worker`` or ``beat`` again with its command, as Kubernetes restarts a container (the
+        old process is stopped first if it still runs); the log goes on in the same file."""
+        old = self.processes[name]
+        if old.alive():
+            old.stop()
+        self.processes[name] = spawn(name, self.commands[name], env=self.env, log=old.log.path)
+        return self.processes[name]
 
     def _start_nginx(self, static: Path) -> Proc:
         """nginx with the sidecar's server block (deploy/base/nginx-configmap.yaml), ports and paths made local."""
