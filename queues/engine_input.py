@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.db.models import Count, F, Min, Q, QuerySet
@@ -498,15 +498,45 @@ def _given_workloads(
     return out
 
 
-def cluster_engine_input(
-    *, cluster: Cluster, jobs: Iterable[Job] | None = None, with_nodes: bool = True
-) -> EngineInput:
-    """Everything the engine needs about one cluster: configuration, nodes (unless not ``with_nodes``), and jobs."""
-    quotas = list(TeamQuota.objects.filter(cluster=cluster).select_related("team", "cohort"))
-    lines = QuotaLine.objects.filter(Q(team_quota__cluster=cluster) | Q(cohort__isnull=False)).select_related("flavor")
+@dataclass
+class PolicyRows:
+    """The rows a cluster's Kueue policy is read from: the live rows, or their versions at some time of the audit
+    log (``queues.policy.recorded``). Related rows are reached as attributes (``quota.team``, ``quota.cohort``,
+    ``line.flavor``, ``cohort.parent``, ``flavor.topology``), as the ORM's select_related gives them."""
+
+    cluster: Cluster
+    quotas: list
+    lines: list
+    cohorts: list
+    teams: list
+    flavors: list
+    topologies: list
+    priority_classes: list
+
+
+def live_policy_rows(cluster: Cluster) -> PolicyRows:
+    """The cluster's policy rows as the database holds them now."""
+    return PolicyRows(
+        cluster=cluster,
+        quotas=list(TeamQuota.objects.filter(cluster=cluster).select_related("team", "cohort")),
+        lines=list(
+            QuotaLine.objects.filter(Q(team_quota__cluster=cluster) | Q(cohort__isnull=False)).select_related("flavor")
+        ),
+        cohorts=list(Cohort.objects.select_related("parent")),
+        teams=list(Team.objects.all()),
+        flavors=list(ResourceFlavor.objects.select_related("topology")),
+        topologies=list(Topology.objects.all()),
+        priority_classes=list(PriorityClass.objects.all()),
+    )
+
+
+def policy_state(rows: PolicyRows) -> tuple[m.ClusterState, dict[int, set[str]]]:
+    """The engine's policy (no nodes, no workloads) built from policy rows, and the resources each team's
+    ClusterQueue declares (by team id)."""
+    quotas = rows.quotas
     by_quota: dict[int, list[QuotaLine]] = defaultdict(list)
     by_cohort: dict[int, list[QuotaLine]] = defaultdict(list)
-    for line in lines:
+    for line in rows.lines:
         if line.team_quota_id:
             by_quota[line.team_quota_id].append(line)
         else:
@@ -520,7 +550,7 @@ def cluster_engine_input(
             resource_groups=_resource_groups(by_cohort.get(c.pk, [])),
             fair_weight=float(c.fair_weight),
         )
-        for c in Cohort.objects.select_related("parent")
+        for c in rows.cohorts
     )
     teams = {q.team_id: q.team for q in quotas}
     local_queues = tuple(
@@ -528,8 +558,7 @@ def cluster_engine_input(
         for q in quotas
         for t in [teams[q.team_id]]
     )
-    all_teams = {t.pk: t for t in Team.objects.all()}
-    namespaces = tuple(m.Namespace(name=t.namespace) for t in all_teams.values())
+    namespaces = tuple(m.Namespace(name=t.namespace) for t in rows.teams)
     flavors = tuple(
         m.ResourceFlavor(
             name=f.name,
@@ -539,24 +568,12 @@ def cluster_engine_input(
             topology_name=f.topology.name if f.topology_id else None,
             display_name=f.display_name or None,
         )
-        for f in ResourceFlavor.objects.select_related("topology")
+        for f in rows.flavors
     )
-    topologies = tuple(m.Topology(name=t.name, levels=tuple(t.levels)) for t in Topology.objects.all())
-    all_priority_classes = list(PriorityClass.objects.all())
-    priority_classes = tuple(m.WorkloadPriorityClass(name=p.name, value=p.value) for p in all_priority_classes)
-    nodes, nodes_by_name = engine_nodes(cluster) if with_nodes else ((), {})
-    pc_names = {p.pk: p.name for p in all_priority_classes}
-    if jobs is None:
-        by_pk = {p.pk: p for p in all_priority_classes}
-        built = _engine_workloads(
-            cluster, teams=all_teams, priority_classes=by_pk, declared=declared, pc_names=pc_names
-        )
-    else:
-        built = _given_workloads(jobs, declared=declared, pc_names=pc_names)
-    jobs_by_key = {wl.key: job for job, wl in built}
-    workloads = [wl for _, wl in built]
+    topologies = tuple(m.Topology(name=t.name, levels=tuple(t.levels)) for t in rows.topologies)
+    priority_classes = tuple(m.WorkloadPriorityClass(name=p.name, value=p.value) for p in rows.priority_classes)
     state = m.ClusterState(
-        fair_sharing=cluster_fair_sharing(cluster),
+        fair_sharing=cluster_fair_sharing(rows.cluster),
         flavors=flavors,
         topologies=topologies,
         cohorts=cohorts,
@@ -564,7 +581,27 @@ def cluster_engine_input(
         local_queues=local_queues,
         namespaces=namespaces,
         priority_classes=priority_classes,
-        nodes=nodes,
-        workloads=tuple(workloads),
     )
+    return state, declared
+
+
+def cluster_engine_input(
+    *, cluster: Cluster, jobs: Iterable[Job] | None = None, with_nodes: bool = True
+) -> EngineInput:
+    """Everything the engine needs about one cluster: configuration, nodes (unless not ``with_nodes``), and jobs."""
+    rows = live_policy_rows(cluster)
+    policy, declared = policy_state(rows)
+    nodes, nodes_by_name = engine_nodes(cluster) if with_nodes else ((), {})
+    pc_names = {p.pk: p.name for p in rows.priority_classes}
+    if jobs is None:
+        all_teams = {t.pk: t for t in rows.teams}
+        by_pk = {p.pk: p for p in rows.priority_classes}
+        built = _engine_workloads(
+            cluster, teams=all_teams, priority_classes=by_pk, declared=declared, pc_names=pc_names
+        )
+    else:
+        built = _given_workloads(jobs, declared=declared, pc_names=pc_names)
+    jobs_by_key = {wl.key: job for job, wl in built}
+    workloads = [wl for _, wl in built]
+    state = replace(policy, nodes=nodes, workloads=tuple(workloads))
     return EngineInput(state=state, jobs_by_key=jobs_by_key, nodes_by_name=nodes_by_name)

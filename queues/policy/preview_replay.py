@@ -66,6 +66,7 @@ def policy_preview_run(*, preview_id: int) -> PolicyPreview | None:
                     proposed=proposed,
                     request=WhatIfRequest(days=preview.days, now=preview.requested_at),
                     on_progress=report,
+                    apply_at=preview.apply_at,
                 )
             except WhatIfTooSlow as exc:
                 failures.append(f"{name}: {exc}")
