@@ -693,17 +693,18 @@ def _lent_out(cq: ClusterQueueInfo, fr: tuple[str, str], *, used: int, nominal: 
     borrows (then the team's quota is not what is lent out)."""
     if used >= nominal:
         return None
-    holders = []
+    held_by: list[tuple[int, str]] = []
     for other in cq.cohort_cqs:
         if other is cq:
             continue
         held = other.node.usage.get(fr, 0) - other.node.nominal.get(fr, 0)
         if held > 0:
-            holders.append({"clusterQueue": other.name, "units": held})
-    if not holders:
+            held_by.append((held, other.name))
+    if not held_by:
         return None
-    lent = min(nominal - used, sum(h["units"] for h in holders))
-    holders.sort(key=lambda h: (-h["units"], h["clusterQueue"]))
+    lent = min(nominal - used, sum(units for units, _ in held_by))
+    held_by.sort(key=lambda h: (-h[0], h[1]))
+    holders = [{"clusterQueue": name, "units": units} for units, name in held_by]
     return {"lent": lent, "lentTo": holders, "reclaim": cq.spec.preemption.reclaim_within_cohort}
 
 
