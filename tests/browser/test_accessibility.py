@@ -43,7 +43,7 @@ def _pages(role: str) -> list[str]:
     pages = {
         "alice": [*common, *job_pages, "/submit/", "/cost/mine/", "/jobs/?state=pending&mine=1"],
         "carol": ["/cost/", f"/cost/?start={last_month}&end={last_month.replace(day=28)}&bucket=day", "/submit/"],
-        "oscar": ["/jobs/?team=", "/health/", "/health/tickets/", "/health/capacity/", *job_pages[:2]],
+        "oscar": ["/jobs/?team=", "/health/", "/health/tickets/", "/health/capacity/", "/status/", *job_pages[:2]],
         "admin": [
             "/health/",
             "/health/tickets/",

@@ -205,7 +205,8 @@ def test_admin_takes_a_gpu_through_repair_back_to_the_pool(shape, request, brows
     state = page.locator(".field-state .readonly")
     if "Draining" in state.inner_text():
         page.get_by_role("button", name="Drain now (evict remaining jobs)").click()
-        expect(page.locator(".messagelist")).to_contain_text("evicted to drain it")
+        # the card's job is evicted, or it has already left (it ended, or the drain evicted it meanwhile)
+        expect(page.locator(".messagelist")).to_contain_text(re.compile(r"evicted to drain it|no job left to evict"))
 
     def reaches(words: str):
         def check() -> bool:
@@ -267,7 +268,11 @@ def test_researcher_runs_each_workload_kind_and_uses_the_cli(shape, request, bro
         page.click("button[value=check]")
         expect(page.locator("#queues-job-feasibility .verdict")).to_be_visible()
         page.click("button[value=submit]")
-        page.wait_for_url(re.compile(r"/jobs/\d+/$"))
+        try:
+            page.wait_for_url(re.compile(r"/jobs/\d+/$"))
+        except Exception as exc:  # refused: say what the form said
+            said = page.locator("[role=alert], .verdict").all_inner_texts()
+            raise AssertionError(f"the {kind} job was not submitted: {said}") from exc
         job_id = int(re.search(r"/jobs/(\d+)/$", page.url).group(1))
         badge = page.locator("h1 .badge")
         # Watch it: the page follows the simulated cluster's ticks; it runs, or says why it waits.
@@ -351,9 +356,19 @@ def test_team_lead_reads_last_months_cost_budget_and_csv(shape, request, browser
     budgets = page.locator("#billing-budgets")
     expect(budgets).to_contain_text(label)  # last month's budget, not this month's
     expect(budgets.locator("th", has_text="Vs the period before")).to_be_visible()
-    with page.expect_download() as download:
-        page.get_by_role("link", name="Export CSV").click()
-    rows = list(csv.DictReader(io.StringIO(Path(download.value.path()).read_text())))
+    link = page.get_by_role("link", name="Export CSV")
+    if portal.headers:
+        # Behind the production shape's ingress (played by headers here), which Chromium's download manager does
+        # not send: the same request from the signed-in context, with its cookies and the ingress's headers.
+        answer = page.request.get(link.get_attribute("href"))
+        assert answer.ok, (answer.status, answer.headers)
+        assert "text/csv" in answer.headers["content-type"], answer.headers
+        text = answer.text()
+    else:
+        with page.expect_download() as download:
+            link.click()
+        text = Path(download.value.path()).read_text()
+    rows = list(csv.DictReader(io.StringIO(text)))
     days = [r for r in rows if r["section"] == "day"]
     assert days, [r["section"] for r in rows]
     for row in days:
