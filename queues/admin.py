@@ -27,7 +27,7 @@ from queues.models import (
 from queues.policy.admin_support import PolicyAdmin, WhatIfAdminMixin
 from queues.policy.pushes import policy_push_retry_now
 from queues.policy.selectors import cohort_tree, flatten
-from queues.policy.validation import LineSpec, cohort_parent_check, quota_lines_check
+from queues.policy.validation import LineSpec, cohort_parent_check, cohort_shortfall_check, quota_lines_check
 
 
 class MembershipInline(admin.TabularInline):
@@ -139,10 +139,11 @@ class CohortForm(forms.ModelForm):
 
     class Meta:
         model = Cohort
-        fields = ("name", "parent", "fair_weight")
+        fields = ("name", "parent", "fair_weight", "shortfall_policy", "spare_team")
 
     def clean(self):
-        """Refuse a cycle among cohorts, naming the path."""
+        """Refuse a cycle among cohorts, naming the path; a shortfall policy only on a root cohort, with a spare team
+        of its tree for "spare team first"."""
         data = super().clean()
         check = cohort_parent_check(
             cohort=self.instance if self.instance.pk else None,
@@ -151,6 +152,15 @@ class CohortForm(forms.ModelForm):
         )
         for message in check.errors:
             self.add_error("parent", message)
+        shortfall = cohort_shortfall_check(
+            cohort=self.instance if self.instance.pk else None,
+            parent=data.get("parent"),
+            policy=data.get("shortfall_policy") or Cohort.ShortfallPolicy.WARN,
+            spare_team=data.get("spare_team"),
+        )
+        for message in shortfall.errors:
+            field_name, _, text = message.partition(": ")
+            self.add_error(field_name if field_name in self.fields else None, text)
         return data
 
 
@@ -159,7 +169,7 @@ class CohortAdmin(WhatIfAdminMixin, PolicyAdmin):
     """Borrowing cohorts (nested), listed as a tree with the quota summed under each; saving previews first."""
 
     form = CohortForm
-    list_display = ("name", "parent", "fair_weight")
+    list_display = ("name", "parent", "fair_weight", "shortfall_policy")
     list_select_related = ("parent",)
     search_fields = ("name",)
     inlines = [CohortQuotaLineInline]

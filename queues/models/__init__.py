@@ -1,7 +1,8 @@
 """Models of job scheduling: teams and their quotas (Kueue ClusterQueues), cohorts, priorities, jobs.
 
-``teams`` holds the teams, quotas, cohorts, priority classes, API tokens and policy pushes; ``jobs`` the jobs,
-their timeline, stored diagnoses and idle negotiation. Everything is importable from ``queues.models``.
+``teams`` holds the teams, quotas, cohorts, priority classes, API tokens, policy pushes and quota shortfalls;
+``jobs`` the jobs, their timeline, stored diagnoses and idle negotiation. Everything is importable from
+``queues.models``.
 """
 
 from queues.models.jobs import (
@@ -22,6 +23,7 @@ from queues.models.teams import (
     PreemptionWithinClusterQueue,
     PriorityClass,
     QuotaLine,
+    QuotaShortfall,
     ReclaimWithinCohort,
     Team,
     TeamQuota,
@@ -42,6 +44,7 @@ __all__ = [
     "PreemptionWithinClusterQueue",
     "PriorityClass",
     "QuotaLine",
+    "QuotaShortfall",
     "ReclaimWithinCohort",
     "Team",
     "TeamQuota",

@@ -76,9 +76,11 @@ def test_catalogue_query_count_is_bounded(alice, pool, django_assert_max_num_que
     # The first view after a change computes and stores the estimates; one more query: the navigation asks
     # whether the Cost link has content; two more: whether the health pages are the user's to read (her
     # permissions and her groups', as operators read them); one more: the live-data note reads the heartbeats.
-    with django_assert_max_num_queries(39):
+    # The guarantees behind the cards (queues.guarantees: the cluster's quotas, cohorts, quota lines, healthy
+    # devices, open repair tickets) are read once per cluster, not per class.
+    with django_assert_max_num_queries(50):
         alice.get(reverse("queues:classes"))
-    with django_assert_max_num_queries(26):  # no change since: the stored estimates, no engine input
+    with django_assert_max_num_queries(34):  # no change since: the stored estimates, no engine input
         alice.get(reverse("queues:classes"))
 
 
@@ -247,10 +249,12 @@ def test_job_detail_query_count_is_bounded(alice, pool, django_assert_max_num_qu
     # The first view after a change stores the cluster's diagnoses (reading the stored digests, moving every row to
     # the new version, writing the changed ones) and computes the suggestions; the navigation asks whether the user
     # leads a team (the Cost link), the job page whether they may see every team (the operator permission), and
-    # tenant privacy which teams' job names they may read.
-    with django_assert_max_num_queries(53):
+    # tenant privacy which teams' job names they may read. A wait for quota reads the cluster's guarantees (whether
+    # repairs reduced the team's quota: its quotas, cohorts, quota lines, healthy devices, the class's flavors) and
+    # the page the job's protection and preemptions (its events).
+    with django_assert_max_num_queries(59):
         alice.get(reverse("queues:job_detail", args=[job.pk]))
-    with django_assert_max_num_queries(20):  # no change since: the stored diagnosis, no engine input
+    with django_assert_max_num_queries(23):  # no change since: the stored diagnosis, no engine input
         alice.get(reverse("queues:job_detail", args=[job.pk]))
 
 

@@ -1,7 +1,8 @@
 """Fixtures of the system tests: the portal in real processes, embedded and production shape (README.md here).
 
-The tests of this folder are marked ``system`` and run only when asked for (``-m system``, or
-``SYSTEM_TESTS=1``): each starts several processes and takes from seconds to minutes.
+The tests of this folder are the ``system`` tier (tests/conftest.py marks them): a plain run leaves them out; name
+this folder or select ``-m system`` (``scripts/test -m system``, as CI does). Each starts several processes and
+takes from seconds to minutes.
 """
 
 from __future__ import annotations
@@ -20,18 +21,6 @@ from tests.system.seeding import SeedCache
 from tests.system.services import PostgresServer, RedisServer
 
 HERE = Path(__file__).resolve().parent
-
-
-@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
-def pytest_collection_modifyitems(config, items):
-    """Mark this folder's tests ``system``; skip them unless ``-m`` names the marker or SYSTEM_TESTS=1."""
-    asked = "system" in (config.option.markexpr or "") or os.environ.get("SYSTEM_TESTS") == "1"
-    skip = pytest.mark.skip(reason="a system test: run with -m system (or SYSTEM_TESTS=1)")
-    for item in items:
-        if HERE in Path(item.path).resolve().parents:
-            item.add_marker(pytest.mark.system)
-            if not asked:
-                item.add_marker(skip)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -144,6 +144,14 @@ class Portal:
         except requests.RequestException:
             return False
 
+    def metrics(self) -> str:
+        """``GET /metrics`` as Prometheus scrapes it (with ``METRICS_TOKEN`` when the portal has one)."""
+        token = self.env.get("METRICS_TOKEN")
+        headers = self.headers | ({"Authorization": f"Bearer {token}"} if token else {})
+        answer = requests.get(self.url("/metrics"), headers=headers, timeout=30)
+        answer.raise_for_status()
+        return answer.text
+
     def status(self, session: requests.Session) -> dict:
         """``GET /status.json`` with a signed-in session."""
         answer = session.get(self.url("/status.json"), timeout=30)
@@ -369,6 +377,7 @@ class ProductionPortal(Portal):
             | {
                 "PORTAL_MODE": "production",
                 "SECRET_KEY": secrets.token_urlsafe(50),
+                "METRICS_TOKEN": secrets.token_urlsafe(32),  # production refuses scrapes without one
                 "DATABASE_URL": self.postgres.url(self.database),
                 "CELERY_BROKER_URL": self.redis.url(0),
                 "CACHE_URL": self.redis.url(1),

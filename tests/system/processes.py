@@ -42,7 +42,7 @@ def free_port() -> int:
     span = os.environ.get("SYSTEM_TEST_PORTS", "")
     if span:
         first, last = (int(x) for x in span.split("-"))
-        candidates: Iterable[int] = range(first, last + 1)
+        candidates: Iterable[int] = _worker_share(range(first, last + 1))
     else:
         candidates = [0]
     for port in candidates:
@@ -60,6 +60,15 @@ def free_port() -> int:
 
 
 _TAKEN: set[int] = set()  # handed out in this run (a port is free until its process binds it)
+
+
+def _worker_share(ports: range) -> range:
+    """This xdist worker's slice of ``ports`` (all of them without xdist): workers never hand out the same port."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or count <= 1:
+        return ports
+    index = int(worker[2:])
+    return ports[index::count]
 
 
 def wait_until(check: Callable[[], Any], *, timeout: float, interval: float = 0.5, what: str = "a condition") -> Any:
@@ -112,7 +121,8 @@ class LogFile:
 
 def problems_in(text: str) -> list[str]:
     """Each problem in a log's text, as an excerpt: a traceback with the two lines before it and the exception
-    line after its frames, or a single line (critical, fatal, "database is locked")."""
+    line after its frames (a chained traceback whole, to its last exception), or a single line (critical, fatal,
+    "database is locked")."""
     lines = text.splitlines()
     found, i = [], 0
     while i < len(lines):
@@ -123,16 +133,32 @@ def problems_in(text: str) -> list[str]:
         start = max(i - 2, 0)
         end = i + 1
         if "Traceback (most recent call last)" in line:
-            while end < len(lines) and (
-                lines[end].startswith((" ", "\t"))
-                or lines[end].startswith(("Traceback", "During handling", "The above exception"))
-                or not lines[end].strip()
-            ):
-                end += 1
-            end = min(end + 1, len(lines))  # the exception line
+            end = _traceback_end(lines, end)
+            while (chained := _chained_traceback(lines, end)) is not None:
+                end = _traceback_end(lines, chained + 1)
         found.append("\n".join(lines[start:end]))
         i = end
     return found
+
+
+def _traceback_end(lines: list[str], end: int) -> int:
+    """The index after a traceback's exception line, from the line after its "Traceback" line."""
+    while end < len(lines) and (lines[end].startswith((" ", "\t")) or not lines[end].strip()):
+        end += 1
+    return min(end + 1, len(lines))
+
+
+def _chained_traceback(lines: list[str], end: int) -> int | None:
+    """The index of the "Traceback" line of the exception chained after the one ending at ``end`` (None if none)."""
+    j = end
+    while j < len(lines) and not lines[j].strip():
+        j += 1
+    if j >= len(lines) or not lines[j].startswith(("During handling", "The above exception")):
+        return None
+    j += 1
+    while j < len(lines) and not lines[j].strip():
+        j += 1
+    return j if j < len(lines) and lines[j].startswith("Traceback") else None
 
 
 # --------------------------------------------------------------------------- processes

@@ -60,3 +60,26 @@ def test_problems_in_a_log_are_excerpts_with_their_exception_line():
     assert found[0].startswith("INFO one\nERROR Task failed\nTraceback")
     assert found[0].endswith("ValueError: boom")
     assert found[1].endswith("database is locked")
+
+
+def test_a_chained_traceback_is_one_excerpt_ending_with_its_last_exception():
+    log = "\n".join(
+        [
+            "consumer: Connection to broker lost. Trying to re-establish the connection...",
+            "Traceback (most recent call last):",
+            '  File "kombu/transport/virtual/base.py", line 961, in create_channel',
+            "    return self._avail_channels.pop()",
+            "IndexError: pop from empty list",
+            "",
+            "During handling of the above exception, another exception occurred:",
+            "",
+            "Traceback (most recent call last):",
+            '  File "redis/connection.py", line 1, in connect',
+            "redis.exceptions.ConnectionError: Error 111 connecting to 127.0.0.1:6379. Connection refused.",
+            "INFO later",
+        ]
+    )
+    found = problems_in(log)
+    assert len(found) == 1
+    assert "IndexError: pop from empty list" in found[0]
+    assert found[0].endswith("Connection refused.")

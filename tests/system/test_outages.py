@@ -13,9 +13,8 @@ import time
 
 import requests
 
+from tests.system.live_checks import FAST
 from tests.system.processes import wait_until
-
-FAST = {"HEARTBEAT_SECONDS": "2", "HEARTBEAT_STALE_SECONDS": "10", "PERIODIC_TASK_LATE_SECONDS": "10"}
 
 
 def submission(name: str) -> dict:

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('queues', '0022_policy_push_plural'),
+        ('queues', '0023_policy_push_plural'),
     ]
 
     operations = [

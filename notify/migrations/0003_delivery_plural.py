@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('notify', '0001_initial'),
+        ('notify', '0002_shortfall_kind'),
     ]
 
     operations = [

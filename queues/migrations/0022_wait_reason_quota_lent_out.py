@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('queues', '0020_policy_preview_apply_at'),
+        ('queues', '0021_guarantees'),
     ]
 
     operations = [
