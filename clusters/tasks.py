@@ -159,7 +159,7 @@ def health_sweep() -> None:
 # --- guarantees: effective quota and protected work (docs/admin.md) ---------------------------------------------
 
 
-@shared_task(name="clusters.guarantees_cluster", ignore_result=True, acks_late=True)
+@shared_task(name="clusters.guarantees_cluster", ignore_result=True, acks_late=True, **DB_RETRY)
 def guarantees_cluster(cluster_id: int) -> None:
     """One cluster's guarantees now: its effective quotas against its healthy capacity (recorded, notified and
     pushed when they change), then its backend's handling of protected jobs."""
@@ -173,7 +173,7 @@ def guarantees_cluster(cluster_id: int) -> None:
         return  # the next sweep tries again; the sync marks the cluster unreachable
 
 
-@shared_task(name="clusters.guarantees_sweep", ignore_result=True)
+@shared_task(name="clusters.guarantees_sweep", ignore_result=True, **DB_RETRY)
 def guarantees_sweep() -> None:
     """Beat entry: the guarantees of every cluster."""
     for cluster_id in Cluster.objects.values_list("pk", flat=True):

@@ -218,9 +218,13 @@ def test_starting_a_preview_reads_no_job_and_no_node(root, pool):
     with CaptureQueriesContext(connection) as queries:
         assert root.post(url, data).status_code == 302
     sql = [q["sql"] for q in queries.captured_queries]
-    assert not [q for q in sql if "queues_job" in q or "pools_device" in q]
+    assert not [q for q in sql if "queues_job" in q]
+    # Devices: only the healthy capacity per flavor that the effective quota is computed from (one grouped count,
+    # issue 38), never the devices themselves.
+    assert all("GROUP BY" in q for q in sql if "pools_device" in q)
     # Nodes: only the validation's "does the flavor have a node here" (an EXISTS), never the inventory.
-    assert all(q.startswith("SELECT 1 AS") for q in sql if "pools_node" in q)
+    # (and that grouped count's join).
+    assert all(q.startswith("SELECT 1 AS") or "GROUP BY" in q for q in sql if "pools_node" in q)
 
 
 def test_sweep_prunes_old_previews_and_fails_stuck_ones(root, pool, settings):
