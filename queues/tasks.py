@@ -5,6 +5,8 @@ from __future__ import annotations
 from celery import shared_task
 
 from kernel.tasks import DB_RETRY
+from pools.models import Cluster
+from queues.diagnosis_store import cluster_diagnosis_refresh
 from queues.idle import idle_negotiations_scan
 from queues.policy.preview_replay import policy_preview_run
 from queues.policy.preview_replay import policy_previews_sweep as sweep
@@ -26,3 +28,12 @@ def policy_previews_sweep() -> None:
 def idle_scan() -> None:
     """Beat entry: advance the idle-GPU negotiations (warn, withdraw, checkpoint, release); idempotent."""
     idle_negotiations_scan()
+
+
+@shared_task(name="queues.diagnosis_refresh", ignore_result=True, **DB_RETRY)
+def diagnosis_refresh(cluster_id: int) -> None:
+    """Diagnose every pending job of a cluster at its current state version (asked for by a page that found the
+    stored diagnoses behind); idempotent: a second run at the same version writes nothing."""
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is not None:
+        cluster_diagnosis_refresh(cluster)

@@ -16,8 +16,10 @@ from .api import (
     Diagnoses,
     SettleResult,
     WhatIf,
+    WindowDiagnoses,
     apply_cycle,
     diagnose_many,
+    diagnose_window,
     estimate_admission,
     estimate_admissions,
     explain,
@@ -25,6 +27,7 @@ from .api import (
     needs_replay,
     schedule,
     settle,
+    verdict_sharing_queues,
     weighted_shares,
 )
 from .decisions import (
@@ -114,10 +117,12 @@ __all__ = [
     "TopologyRequest",
     "WaitReason",
     "WhatIf",
+    "WindowDiagnoses",
     "Workload",
     "WorkloadPriorityClass",
     "apply_cycle",
     "diagnose_many",
+    "diagnose_window",
     "estimate_admission",
     "estimate_admissions",
     "explain",
@@ -129,5 +134,6 @@ __all__ = [
     "parse_quantity",
     "schedule",
     "settle",
+    "verdict_sharing_queues",
     "weighted_shares",
 ]

@@ -8,10 +8,11 @@
 from queues.models.jobs import (
     CatalogueEstimate,
     ClusterDiagnosis,
+    DiagnosisPage,
     Job,
-    JobDiagnosis,
     JobEvent,
     JobIdle,
+    JobSuggestions,
     WaitReason,
 )
 from queues.models.teams import (
@@ -34,10 +35,11 @@ __all__ = [
     "CatalogueEstimate",
     "ClusterDiagnosis",
     "Cohort",
+    "DiagnosisPage",
     "Job",
-    "JobDiagnosis",
     "JobEvent",
     "JobIdle",
+    "JobSuggestions",
     "Membership",
     "PolicyPreview",
     "PolicyPush",

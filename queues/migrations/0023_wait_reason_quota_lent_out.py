@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('queues', '0021_guarantees'),
+        ('queues', '0022_diagnosis_pages'),
     ]
 
     operations = [

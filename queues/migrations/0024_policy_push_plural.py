@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('queues', '0022_wait_reason_quota_lent_out'),
+        ('queues', '0023_wait_reason_quota_lent_out'),
     ]
 
     operations = [
