@@ -266,10 +266,10 @@ def page_entry(text: str, job_id: int, *, length: int, now: datetime) -> PageEnt
 def page_estimates(data: Mapping) -> dict[str, tuple[bool, float | None, str, str]]:
     """Per job id (as the page's JSON keys it) of a parsed page: its estimate as (starts now, p50, method) and the
     code of its verdict."""
-    kinds, verdicts = data["e"], data["v"]
+    kinds, verdicts = data.get("e", []), data.get("v", [])
     return {
         job_id: (kinds[ei]["kind"] == STARTS_NOW, p50, kinds[ei].get("method", ""), verdicts[vi].get("code", ""))
-        for job_id, (vi, ei, p50, _) in data["j"].items()
+        for job_id, (vi, ei, p50, _) in data.get("j", {}).items()
     }
 
 

@@ -13,10 +13,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from clusters.backends.simulated import simulated_cluster_tick_run
-from queues import diagnosis, services
+from pools.state_version import bump
+from queues import diagnosis, diagnosis_store, services
 from queues import selectors as sel
+from queues.diagnosis_pages import page_digest, page_of
 from queues.diagnosis_store import _moved_much
-from queues.models import Job, WaitReason
+from queues.models import DiagnosisPage, Job, WaitReason
 from queues.services import JobSpec
 from tests.browser.scenarios import occupy, research_pool
 
@@ -101,3 +103,46 @@ def test_an_estimate_that_vanished_says_what_changed(client):
     assert f'id="queues-job-eta-change-{job.pk}"' in html
     assert "The estimate changed" in html
     assert client.get(f"/api/jobs/{job.pk}/wait-reason/").json()["eta_change"]["causes"] == change["causes"]
+
+
+def test_the_estimate_before_is_kept_on_the_page_outside_its_digest(django_capture_on_commit_callbacks):
+    """On issue 40's pages: the estimate before a big move is kept per job in its page's JSON, read in the poll's
+    one query; a refresh that changes nothing rewrites no page, and one that rewrites the page for another job
+    carries it."""
+    pool = research_pool(racks={"rack-a": [4]}, nominal="4", other_nominal="4")
+    blocker = occupy(pool, node=pool.nodes[0], count=2, runtime=1800, name="ends-soon")
+    job = _waiting(pool, 4)
+    now = timezone.now()
+    first = diagnosis.cluster_diagnosis_refresh(pool.cluster, now=now)
+    was = diagnosis_store.stored_job_diagnosis(job, version=first.version, now=now)
+    assert was is not None
+    assert was.eta.p50 is not None
+    assert was.eta_before is None
+    with django_capture_on_commit_callbacks(execute=True):
+        services.job_finish(blocker, state=Job.State.SUCCEEDED, now=now, message="done")
+        session = occupy(pool, node=pool.nodes[0], count=4, team=pool.other_team, name="notebook")
+        Job.objects.filter(pk=session.pk).update(kind="session")
+    second = diagnosis.cluster_diagnosis_refresh(pool.cluster, now=now + M)
+    moved = diagnosis_store.stored_job_diagnosis(job, version=second.version, now=now + M)
+    assert moved.eta.p50 is None
+    before = moved.eta_before
+    assert before is not None
+    assert (before["p50"], before["code"]) == (was.eta.p50.isoformat(), was.verdict.code)
+    row = DiagnosisPage.objects.get(cluster=pool.cluster, page=page_of(job.pk))
+    assert row.data.startswith('{"b":')
+    assert row.digest != page_digest(row.data)  # the digest is the entries'
+    bump(cluster_ids=[pool.cluster.pk])
+    third = diagnosis.cluster_diagnosis_refresh(pool.cluster, now=now + 2 * M)
+    assert third.written == 0
+    with django_capture_on_commit_callbacks(execute=True):  # another job on the same page: the page is rewritten
+        other = services.job_submit(
+            owner=pool.user,
+            team=pool.team,
+            spec=JobSpec(name="later", image="registry.example.org/t:1", resource_class=pool.rc, devices_per_pod=1),
+        )
+    assert page_of(other.pk) == page_of(job.pk)
+    fourth = diagnosis.cluster_diagnosis_refresh(pool.cluster, now=now + 3 * M)
+    assert fourth.written == 1
+    carried = diagnosis_store.stored_job_diagnosis(job, version=fourth.version, now=now + 3 * M)
+    assert carried.eta_before == before  # its estimate did not move again: the one before stays
+    assert diagnosis_store.stored_job_diagnosis(other, version=fourth.version, now=now + 3 * M).eta_before is None
