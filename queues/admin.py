@@ -5,11 +5,11 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
-from django.forms.models import BaseInlineFormSet
 from django.urls import reverse
 from django.utils.html import format_html_join
 from simple_history.admin import SimpleHistoryAdmin
 
+from kernel.admin_inlines import LabelledInlineFormSet
 from pools.models import Allocation
 from queues.api.tokens import api_token_create
 from queues.models import (
@@ -36,6 +36,7 @@ class MembershipInline(admin.TabularInline):
     """Members of a team and their role."""
 
     model = Membership
+    formset = LabelledInlineFormSet
     extra = 1
     raw_id_fields = ("user",)
 
@@ -46,8 +47,14 @@ class TeamAdmin(PolicyAdmin):
 
     list_display = ("name", "slug", "namespace", "local_queue_name")
     search_fields = ("name", "slug", "namespace")
-    filter_horizontal = ("priority_classes",)
     inlines = [MembershipInline]
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        """Priority classes as a list of check boxes: a few of them, each with its label (the admin's two-box
+        filter widget names its search icons with ARIA a span may not carry)."""
+        if db_field.name == "priority_classes":
+            kwargs["widget"] = forms.CheckboxSelectMultiple
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
 
 
 @admin.register(Membership)
@@ -76,7 +83,7 @@ def _line_specs(formset) -> list[LineSpec]:
     ]
 
 
-class QuotaLineFormSet(BaseInlineFormSet):
+class QuotaLineFormSet(LabelledInlineFormSet):
     """Checks all lines together with the policy rules; errors block the save, warnings are shown."""
 
     policy_warnings: list[str]

@@ -8,8 +8,8 @@ from kernel.tasks import DB_RETRY
 from pools.models import Cluster
 from queues.diagnosis_store import cluster_diagnosis_refresh
 from queues.idle import idle_negotiations_scan
-from queues.policy.previews import policy_preview_run
-from queues.policy.previews import policy_previews_sweep as sweep
+from queues.policy.preview_replay import policy_preview_run
+from queues.policy.preview_replay import policy_previews_sweep as sweep
 from queues.reservations.previews import reservation_preview_run, reservation_previews_sweep
 from queues.reservations.services import reservation_edges_apply
 

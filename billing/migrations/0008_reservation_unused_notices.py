@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('billing', '0007_unbacked_capacity'),
-        ('queues', '0023_reservations'),
+        ('queues', '0026_reservations'),
     ]
 
     operations = [

@@ -11,6 +11,7 @@ from typing import Literal, get_args
 #: Why a pending job waits; the only spelling of each code.
 WaitCode = Literal[
     "quota_exhausted",
+    "quota_lent_out",
     "borrow_limit",
     "no_matching_flavor",
     "class_exhausted",
@@ -30,6 +31,7 @@ WAIT_CODES: tuple[WaitCode, ...] = get_args(WaitCode)
 
 (
     QUOTA_EXHAUSTED,
+    QUOTA_LENT_OUT,
     BORROW_LIMIT,
     NO_MATCHING_FLAVOR,
     CLASS_EXHAUSTED,
@@ -47,6 +49,7 @@ WAIT_CODES: tuple[WaitCode, ...] = get_args(WaitCode)
 #: Each code in the user's words (the label of the models' choices).
 WAIT_CODE_LABELS: dict[str, str] = {
     QUOTA_EXHAUSTED: "Team quota used up",
+    QUOTA_LENT_OUT: "Team quota lent to other teams",
     BORROW_LIMIT: "Borrowing limit reached",
     NO_MATCHING_FLAVOR: "No matching hardware",
     CLASS_EXHAUSTED: "Every device of this class is in use",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -157,3 +158,24 @@ def kind_help(kind: str) -> str:
 def form_field(form, name: str):  # type: ignore[no-untyped-def]
     """The bound field ``name`` of ``form`` (fields added per kind have names templates cannot spell)."""
     return form[name]
+
+
+#: How a reason written to the job's team reads to someone outside it (an operator, an admin): "your team" is
+#: the job's team, named; "your queue", "your borrowing limit", "your own quota" are its.
+_SECOND_PERSON = (
+    (re.compile(r"\bYour team's\b"), "Team {team}'s"),
+    (re.compile(r"\byour team's\b"), "team {team}'s"),
+    (re.compile(r"\bYour team\b"), "Team {team}"),
+    (re.compile(r"\byour team\b"), "team {team}"),
+    (re.compile(r"\bYour\b"), "Its"),
+    (re.compile(r"\byour\b"), "its"),
+)
+
+
+@register.filter
+def for_outsider(message: str, team_name: str) -> str:
+    """A wait reason or timeline line, as read by someone outside the job's team ("Team Vision uses 2 of its 16…")."""
+    text = str(message or "")
+    for pattern, words in _SECOND_PERSON:
+        text = pattern.sub(words.format(team=team_name).replace("\\", "\\\\"), text)
+    return text

@@ -261,6 +261,8 @@ def test_cohort_change_previews_then_pushes_every_cluster(admin_client, pool, dj
         "name": "research",
         "parent": "",
         "fair_weight": "2",
+        "shortfall_policy": "warn",  # issue 38's field: the form posts it
+        "spare_team": "",
         "lines-TOTAL_FORMS": "1",
         "lines-INITIAL_FORMS": "0",
         "lines-MIN_NUM_FORMS": "0",

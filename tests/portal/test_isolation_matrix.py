@@ -109,8 +109,12 @@ NO_POST = who(405)
 SIGNED_IN = who(200, anonymous=LOGIN)
 SIGNED_IN_HX = who(200, anonymous=HX_LOGIN)
 GET_ONLY_PAGE = {"get": SIGNED_IN, "post": NO_POST, "hx": SIGNED_IN_HX}
-STAFF_PAGE = {"get": who(403, anonymous=LOGIN, staff=200, admin=200), "post": NO_POST}
-STAFF_PAGE["hx"] = who(403, anonymous=HX_LOGIN, staff=200, admin=200)
+#: The pool's health pages: staff and the operators (who read the pool), 403 to the others.
+HEALTH_PAGE = {
+    "get": who(403, anonymous=LOGIN, staff=200, operator=200, admin=200),
+    "post": NO_POST,
+    "hx": who(403, anonymous=HX_LOGIN, staff=200, operator=200, admin=200),
+}
 #: The admin site's guard: not staff → its sign-in page; staff without the permission → 403.
 ADMIN_PERM = who(ADMIN_LOGIN, staff=403, admin=200)
 #: A job of vision: another team's researcher does not find it; staff, operators and admins see every team's.
@@ -160,6 +164,9 @@ MATRIX: dict[str, Row] = {
     "oidc/callback/": Row(fixed("/oidc/callback/"), who(404), who(404), who(404)),
     "admin/policy/dashboard/": Row(fixed("/admin/policy/dashboard/"), ADMIN_PERM, ADMIN_PERM, ADMIN_PERM),
     "admin/policy/audit/": Row(fixed("/admin/policy/audit/"), ADMIN_PERM, ADMIN_PERM, ADMIN_PERM),
+    "admin/policy/previews/": Row(
+        fixed("/admin/policy/previews/"), ADMIN_PERM, who(ADMIN_LOGIN, staff=405, admin=405), ADMIN_PERM
+    ),
     "admin/policy/previews/<int:pk>/": Row(
         lambda w: f"/admin/policy/previews/{w.preview.pk}/",
         ADMIN_PERM,
@@ -174,11 +181,11 @@ MATRIX: dict[str, Row] = {
     ),
     # The pool: every signed-in user; other teams' jobs appear as their team only (checked below: no job name).
     "pool/": Row(fixed("/pool/"), **GET_ONLY_PAGE),
-    "health/": Row(fixed("/health/"), **STAFF_PAGE),
-    "health/tickets/": Row(fixed("/health/tickets/"), **STAFF_PAGE),
+    "health/": Row(fixed("/health/"), **HEALTH_PAGE),
+    "health/tickets/": Row(fixed("/health/tickets/"), **HEALTH_PAGE),
     # A ticket's summary is for everyone signed in (a health_blocked wait links it); its evidence for staff.
     "health/tickets/<int:pk>/": Row(lambda w: f"/health/tickets/{w.ticket.pk}/", **GET_ONLY_PAGE),
-    "health/capacity/": Row(fixed("/health/capacity/"), **STAFF_PAGE),
+    "health/capacity/": Row(fixed("/health/capacity/"), **HEALTH_PAGE),
     "cost/": Row(fixed("/cost/?team=vision"), COST, NO_POST, COST_HX),
     "cost/export.csv": Row(fixed("/cost/export.csv?team=vision"), COST, NO_POST, COST_HX),
     "cost/mine/": Row(fixed("/cost/mine/"), **GET_ONLY_PAGE),
@@ -208,6 +215,7 @@ MATRIX: dict[str, Row] = {
         who(400, anonymous=401, outsider=404, operator=403, member=409),
         API_NO_POST,
     ),
+    "api/jobs/<int:pk>/logs/": Row(lambda w: f"/api/jobs/{w.job.pk}/logs/", API_JOB, API_NO_POST, API_JOB),
     "api/jobs/<int:pk>/timeline/": Row(lambda w: f"/api/jobs/{w.job.pk}/timeline/", API_JOB, API_NO_POST, API_JOB),
     "api/jobs/<int:pk>/wait-reason/": Row(
         lambda w: f"/api/jobs/{w.job.pk}/wait-reason/", API_JOB, API_NO_POST, API_JOB

@@ -141,6 +141,10 @@ class Client:
         """Why the job waits: reason, since, position, ETA, suggestions."""
         return self.request("GET", f"jobs/{job_id}/wait-reason/")
 
+    def logs(self, job_id: int, *, tail: int | None = None) -> dict:
+        """The job's last log lines per pod, read from its cluster now."""
+        return self.request("GET", f"jobs/{job_id}/logs/", params={"tail": tail} if tail else None)
+
     def timeline(self, job_id: int) -> list[dict]:
         """The job's timeline, oldest first."""
         return self.request("GET", f"jobs/{job_id}/timeline/")

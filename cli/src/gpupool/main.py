@@ -250,19 +250,19 @@ def cancel(state: State, job_id: int, as_json: bool) -> None:
 
 @cli.command(context_settings=CONTEXT)
 @job_id
+@click.option("--tail", type=click.IntRange(1, 1000), default=None, help="Lines per pod (default: the portal's).")
+@json_option
 @pass_state
-def logs(state: State, job_id: int) -> None:
-    """Where to read a job's log: its page's run panel (log tail, events, GPU use), in the browser."""
+def logs(state: State, job_id: int, tail: int | None, as_json: bool) -> None:
+    """A job's last log lines, per pod, read from its cluster now."""
     try:
-        job = state.client.job(job_id)  # checks the job exists and is the team's before giving a link
+        found = state.client.logs(job_id, tail=tail)
     except ApiError as exc:
         fail(exc)
-    client = state.client
-    click.echo(f"job {job['id']} {job['name']}: {job['state']}")
-    click.echo(f"  page (log, events, GPU use): {client.page_url(f'jobs/{job_id}/')}#queues-job-run-{job_id}")
-    click.echo(f"  the run panel alone:         {client.page_url(f'jobs/{job_id}/run/')}")
-    click.echo("  Sign in to the portal in a browser to open them: the API does not serve logs to tokens.")
-    click.echo(f"  gpupool timeline {job_id}   (what happened to the job, from the API)")
+    if as_json:
+        emit(found)
+        return
+    click.echo(show.logs_text(found))
 
 
 @cli.command(context_settings=CONTEXT)

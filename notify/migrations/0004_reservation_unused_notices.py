@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('notify', '0002_shortfall_kind'),
+        ('notify', '0003_delivery_plural'),
     ]
 
     operations = [

@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('pools', '0012_resource_class_kinds'),
-        ('queues', '0022_diagnosis_pages'),
+        ('queues', '0025_diagnosis_page_eta_before'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
