@@ -9,6 +9,7 @@ from portal.metrics import views as metrics_views
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("favicon.ico", views.favicon, name="favicon"),
     path("healthz", views.healthz, name="healthz"),
     path("status.json", status.status_json, name="status_json"),
     path("status/", status.status_page, name="status"),

@@ -6,10 +6,12 @@ import sys
 
 from django.contrib.auth.decorators import login_required
 from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
 from django.shortcuts import redirect
 from django.template import loader
+from django.templatetags.static import static
 from django.views import defaults
+from django.views.decorators.http import require_safe
 
 from kernel.outages import RETRY_AFTER_SECONDS, outage_of
 
@@ -20,6 +22,13 @@ def home(request: HttpRequest) -> HttpResponse:
     if request.user.is_staff:
         return redirect("pools:overview")
     return redirect("queues:classes")
+
+
+@require_safe
+def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
+    """``/favicon.ico``: browsers ask for it on what is not a page of ours (``/status.json``, a CSV): the portal's
+    icon, so that no such request ends in a 404."""
+    return HttpResponsePermanentRedirect(static("img/favicon.svg"))
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 #: At most this many pages visited per role: far more than the page kinds there are, so hitting it is a failure.
 MAX_PAGES = 120
 #: At most this many links checked per role: more than the demo shows, so hitting it is a failure.
-MAX_LINKS = 400
+MAX_LINKS = 600
 #: Where a page that refuses a signed-out visitor sends them.
 LOGIN = re.compile(r"/(accounts|admin)/login/")
 #: Paths never followed: signing out, and the admin's deep pages (a row's change, history and delete pages).

@@ -143,6 +143,7 @@ SUBMIT = who(200, anonymous=LOGIN, staff=403, operator=403, admin=403)
 
 MATRIX: dict[str, Row] = {
     "": Row(fixed("/"), who(302, anonymous=LOGIN), who(302, anonymous=LOGIN), who(302, anonymous=LOGIN)),
+    "favicon.ico": Row(fixed("/favicon.ico"), who(301), NO_POST, who(301)),
     "healthz": Row(fixed("/healthz"), ANY, ANY, ANY),
     # Liveness: the JSON for anyone signed in (it holds no team data), the page for admins, staff and operators.
     "status.json": Row(fixed("/status.json"), API_SIGNED_IN, NO_POST, API_SIGNED_IN),
@@ -164,6 +165,7 @@ MATRIX: dict[str, Row] = {
     "oidc/callback/": Row(fixed("/oidc/callback/"), who(404), who(404), who(404)),
     "admin/policy/dashboard/": Row(fixed("/admin/policy/dashboard/"), ADMIN_PERM, ADMIN_PERM, ADMIN_PERM),
     "admin/policy/audit/": Row(fixed("/admin/policy/audit/"), ADMIN_PERM, ADMIN_PERM, ADMIN_PERM),
+    "admin/policy/guarantees/": Row(fixed("/admin/policy/guarantees/"), ADMIN_PERM, ADMIN_PERM, ADMIN_PERM),
     "admin/policy/previews/": Row(
         fixed("/admin/policy/previews/"), ADMIN_PERM, who(ADMIN_LOGIN, staff=405, admin=405), ADMIN_PERM
     ),
