@@ -67,6 +67,7 @@ def report_columns(report: CostReport) -> list[str]:
         "label",
         *_usage_columns(Usage(), currencies),
         *_capacity_columns(None, currencies),
+        *(f"settlement_{c}" for c in currencies),
         *(f"charge_{c}" for c in currencies),
     ]
 
@@ -78,7 +79,7 @@ def report_rows(report: CostReport) -> list[dict]:
     empty_capacity = dict.fromkeys(_capacity_columns(None, currencies), "")
     rows = []
     for p in report.periods:
-        charge = money_sum(p.usage.cost, p.capacity.idle_cost, p.capacity.lent_credit, sign=[1, 1, -1])
+        charge = p.charge
         rows.append(
             {
                 "section": report.bucket,
@@ -86,6 +87,7 @@ def report_rows(report: CostReport) -> list[dict]:
                 "label": p.period.isoformat(),
                 **_usage_columns(p.usage, currencies),
                 **_capacity_columns(p.capacity, currencies),
+                **_money_columns("settlement", p.settlement, currencies),
                 **{f"charge_{c}": _cents(charge.get(c)) for c in currencies},
             }
         )
@@ -104,6 +106,7 @@ def report_rows(report: CostReport) -> list[dict]:
                     "label": g.label,
                     **_usage_columns(g.usage, currencies),
                     **empty_capacity,
+                    **{f"settlement_{c}": "" for c in currencies},
                     **{f"charge_{c}": "" for c in currencies},
                 }
             )
@@ -114,6 +117,7 @@ def report_rows(report: CostReport) -> list[dict]:
             "label": "Total",
             **_usage_columns(report.totals, currencies),
             **_capacity_columns(report.capacity, currencies),
+            **_money_columns("settlement", report.settlement, currencies),
             **{f"charge_{c}": _cents(report.charge.get(c)) for c in currencies},
         }
     )
@@ -179,7 +183,8 @@ class ChargePart:
 
 
 def charge_parts(report: CostReport, currency: str) -> list[ChargePart]:
-    """What the charge is made of, in ``currency``: owned usage + borrowed usage + idle reservation − lent credit.
+    """What the charge is made of, in ``currency``: owned usage + borrowed usage + idle reservation − lent credit
+    (+ the internal settlement's adjustment where the team's cohort settles borrowing between teams).
 
     ``percent`` is each part's share of the charge (None when the charge is zero); the parts add up to it.
     """
@@ -190,6 +195,14 @@ def charge_parts(report: CostReport, currency: str) -> list[ChargePart]:
         ("idle", "Idle reservation (quota nobody used)", report.capacity.idle_cost.get(currency, Decimal(0))),
         ("lent", "Credit for idle quota lent to other teams", -report.capacity.lent_credit.get(currency, Decimal(0))),
     ]
+    if report.settlement.get(currency):
+        parts.append(
+            (
+                "settlement",
+                "Internal settlement (the cohort settles borrowing between teams)",
+                report.settlement[currency],
+            )
+        )
     return [
         ChargePart(key, label, amount, (amount * 100 / charge).quantize(Decimal("0.1")) if charge else None)
         for key, label, amount in parts
@@ -232,6 +245,7 @@ def report_json(report: CostReport) -> dict:
             "idleCost": _money_json(cap.idle_cost),
             "lentCredit": _money_json(cap.lent_credit),
             "netIdleCost": _money_json(report.net_idle_cost),
+            "settlement": _money_json(report.settlement),
             "charge": _money_json(report.charge),
         },
         "byTeam": [{"key": g.key, "label": g.label, **_usage_json(g.usage)} for g in report.by_team],

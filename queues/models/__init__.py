@@ -1,7 +1,8 @@
 """Models of job scheduling: teams and their quotas (Kueue ClusterQueues), cohorts, priorities, jobs.
 
 ``teams`` holds the teams, quotas, cohorts, priority classes, API tokens and policy pushes; ``jobs`` the jobs,
-their timeline, stored diagnoses and idle negotiation. Everything is importable from ``queues.models``.
+their timeline, stored diagnoses and idle negotiation; ``waiting`` the wait attribution's rollups.
+Everything is importable from ``queues.models``.
 """
 
 from queues.models.jobs import (
@@ -26,6 +27,7 @@ from queues.models.teams import (
     Team,
     TeamQuota,
 )
+from queues.models.waiting import WaitActionStudy, WaitCause, WaitCursor, WaitOpen, WaitTally, WaitWeekly
 
 __all__ = [
     "ApiToken",
@@ -45,5 +47,11 @@ __all__ = [
     "ReclaimWithinCohort",
     "Team",
     "TeamQuota",
+    "WaitActionStudy",
+    "WaitCause",
+    "WaitCursor",
+    "WaitOpen",
     "WaitReason",
+    "WaitTally",
+    "WaitWeekly",
 ]
