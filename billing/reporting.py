@@ -19,8 +19,18 @@ MAX_BARS = 25
 HOUR_PLACES = Decimal("0.001")
 
 
+def cents(amount: Decimal | None) -> Decimal:
+    """An amount rounded to the cent (half-even)."""
+    return Decimal(amount or 0).quantize(CENT)
+
+
 def _cents(amount: Decimal | None) -> Decimal:
     return Decimal(amount or 0).quantize(CENT)
+
+
+def hours_3(value: Decimal) -> Decimal:
+    """Device-hours to 0.001, as the CSV writes them."""
+    return Decimal(value).quantize(HOUR_PLACES)
 
 
 def _hours(value: Decimal) -> Decimal:
@@ -306,3 +316,101 @@ def chart_rows(report: CostReport, *, currency: str) -> dict[str, list[dict]]:
 
     people = report.by_team if report.all_teams else report.by_user
     return {"periods": periods, "users": groups(people), "classes": groups(report.by_class)}
+
+
+def ledger_rows(lines, *, month) -> list[dict]:
+    """The month's ledger as flat rows: one per lender → borrower pair, hours and value per currency."""
+    currencies = sorted({c for ln in lines for c in ln.value})
+    return [
+        {
+            "month": f"{month:%Y-%m}",
+            "lender": ln.lender.slug,
+            "borrower": ln.borrower.slug,
+            "hours": _hours(ln.hours),
+            **_money_columns("value", ln.value, currencies),
+            "reclaims": ln.reclaims,
+        }
+        for ln in lines
+    ]
+
+
+def ledger_csv(lines, *, month) -> str:
+    """The month's ledger as CSV (``ledger_rows``)."""
+    currencies = sorted({c for ln in lines for c in ln.value})
+    buffer = io.StringIO()
+    fields = ["month", "lender", "borrower", "hours", *(f"value_{c}" for c in currencies), "reclaims"]
+    writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    for row in ledger_rows(lines, month=month):
+        writer.writerow({k: str(v) for k, v in row.items()})
+    return buffer.getvalue()
+
+
+def statement_rows(statement) -> list[dict]:
+    """A team's monthly statement as flat rows: each line lent and borrowed (the cohort's pool as ``pool``), each
+    reclaim, and the totals that match the cost report (lent credit, borrowed cost, settlement, charge)."""
+    currencies = sorted(
+        {c for ln in (*statement.lent, *statement.borrowed) for c in ln.value} | set(statement.report.charge)
+    )
+    empty = dict.fromkeys((*(f"value_{c}" for c in currencies), *(f"settled_{c}" for c in currencies)), "")
+
+    def line(section: str, counterpart, value, settled=None, hours="") -> dict:
+        return {
+            "section": section,
+            "counterpart": counterpart,
+            "hours": hours,
+            **empty,
+            **(_money_columns("value", value, currencies) if value is not None else {}),
+            **(_money_columns("settled", settled, currencies) if settled is not None else {}),
+            "reclaim_at": "",
+            "job": "",
+            "lost_device_hours": "",
+        }
+
+    rows = []
+    for ln in statement.lent:
+        rows.append(line("lent", ln.team.slug if ln.team else "pool", ln.value, ln.settled, _hours(ln.hours)))
+    for ln in statement.borrowed:
+        rows.append(line("borrowed", ln.team.slug if ln.team else "pool", ln.value, ln.settled, _hours(ln.hours)))
+    for section, records in (
+        ("reclaim_suffered", statement.reclaims_suffered),
+        ("reclaim_made", statement.reclaims_made),
+    ):
+        for r in records:
+            other = r.reclaimer_team if section == "reclaim_suffered" else r.victim_team
+            row = line(section, other.slug if other else "", None)
+            row.update(reclaim_at=r.at.isoformat(), job=r.victim_job_id, lost_device_hours=r.lost_device_hours)
+            rows.append(row)
+    report = statement.report
+    rows.append(
+        line(
+            "total_lent",
+            "",
+            report.capacity.lent_credit,
+            statement.settlement_credit,
+            _hours(report.capacity.lent_hours),
+        )
+    )
+    rows.append(
+        line(
+            "total_borrowed",
+            "",
+            report.totals.borrowed_cost,
+            statement.settlement_charge,
+            _hours(report.totals.borrowed_hours),
+        )
+    )
+    rows.append(line("settlement_adjustment", "", report.settlement))
+    rows.append(line("charge", "", report.charge))
+    return rows
+
+
+def statement_csv(statement) -> str:
+    """A team's monthly statement as CSV (``statement_rows``)."""
+    rows = statement_rows(statement)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: str(v) for k, v in row.items()})
+    return buffer.getvalue()

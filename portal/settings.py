@@ -451,6 +451,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 900.0,
         "options": {"expires": 900},
     },
+    # Wait attribution (docs/waiting.md): the incremental rollup of the jobs' wait reasons.
+    "wait-attribution-sync": {
+        "task": "queues.wait_attribution_sync",
+        "schedule": 300.0,
+        "options": {"expires": 300},
+    },
     "policy-previews-sweep": {
         "task": "queues.policy_previews_sweep",
         "schedule": 3600.0,

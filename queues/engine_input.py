@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import Count, F, Min, Q, QuerySet
+from django.utils import timezone
 
 from kernel.quantity import parse_quantity
 from pools.health.nodes import is_node_report_reason
@@ -33,6 +34,7 @@ from queues.engine import model as m
 from queues.engine_jobs import RowCache, raw_rows
 from queues.models import Cohort, Job, PriorityClass, QuotaLine, Team, TeamQuota
 from queues.pod_sets import companion_shapes
+from queues.recent_usage import cohort_policies, with_recent_usage
 
 #: Job states that hold quota in the engine's eyes (a preempting job holds it until its pods are gone).
 HOLDING_STATES = (Job.State.ADMITTED, Job.State.RUNNING, Job.State.PREEMPTING)
@@ -499,9 +501,21 @@ def _given_workloads(
 
 
 def cluster_engine_input(
-    *, cluster: Cluster, jobs: Iterable[Job] | None = None, with_nodes: bool = True
+    *,
+    cluster: Cluster,
+    jobs: Iterable[Job] | None = None,
+    with_nodes: bool = True,
+    usage_as_of: datetime | None = None,
+    usage_policy: bool | None = None,
+    recent: bool = True,
 ) -> EngineInput:
-    """Everything the engine needs about one cluster: configuration, nodes (unless not ``with_nodes``), and jobs."""
+    """Everything the engine needs about one cluster: configuration, nodes (unless not ``with_nodes``), and jobs.
+
+    Fairness that remembers (cohorts with ``usage_half_life``) comes with each team's recent usage as of
+    ``usage_as_of`` (default now). ``usage_policy`` (default: on for simulated clusters only) says whether the
+    engine applies it: on Kubernetes, Kueue decides, and its admission fair sharing does not order teams of a
+    cohort (docs/engine.md, *Fairness that remembers*), so the diagnosis explains without it; previews turn it on.
+    """
     quotas = list(TeamQuota.objects.filter(cluster=cluster).select_related("team", "cohort"))
     lines = QuotaLine.objects.filter(Q(team_quota__cluster=cluster) | Q(cohort__isnull=False)).select_related("flavor")
     by_quota: dict[int, list[QuotaLine]] = defaultdict(list)
@@ -513,15 +527,21 @@ def cluster_engine_input(
             by_cohort[line.cohort_id].append(line)
     cluster_queues = tuple(_cluster_queue(q, by_quota[q.pk]) for q in quotas)
     declared = {q.team_id: {ln.resource_name for ln in by_quota[q.pk]} for q in quotas}
+    db_cohorts = list(Cohort.objects.select_related("parent"))
+    if usage_policy is None:
+        usage_policy = cluster.backend == Cluster.Backend.SIMULATED
+    policies = cohort_policies(db_cohorts) if usage_policy else {}
     cohorts = tuple(
         m.Cohort(
             name=c.name,
             parent=c.parent.name if c.parent_id else None,
             resource_groups=_resource_groups(by_cohort.get(c.pk, [])),
             fair_weight=float(c.fair_weight),
+            usage_decay=policies.get(c.pk),
         )
-        for c in Cohort.objects.select_related("parent")
+        for c in db_cohorts
     )
+
     teams = {q.team_id: q.team for q in quotas}
     local_queues = tuple(
         m.LocalQueue(namespace=t.namespace, name=t.local_queue_name, cluster_queue=q.cluster_queue_name)
@@ -567,4 +587,6 @@ def cluster_engine_input(
         nodes=nodes,
         workloads=tuple(workloads),
     )
+    if policies and recent:
+        state = with_recent_usage(state, cluster=cluster, as_of=usage_as_of or timezone.now())
     return EngineInput(state=state, jobs_by_key=jobs_by_key, nodes_by_name=nodes_by_name)

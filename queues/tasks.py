@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from celery import shared_task
+from django.db import OperationalError
+from django.utils import timezone
 
 from queues.idle import idle_negotiations_scan
 from queues.policy.previews import policy_preview_run
 from queues.policy.previews import policy_previews_sweep as sweep
+from queues.waiting.rollup import wait_attribution_sync as attribution_sync
+from queues.waiting.study import wait_study_run
 
 
 @shared_task(name="queues.policy_preview", ignore_result=True, acks_late=True)
@@ -25,3 +29,22 @@ def policy_previews_sweep() -> None:
 def idle_scan() -> None:
     """Beat entry: advance the idle-GPU negotiations (warn, withdraw, checkpoint, release); idempotent."""
     idle_negotiations_scan()
+
+
+@shared_task(
+    name="queues.wait_attribution_sync",
+    ignore_result=True,
+    autoretry_for=(OperationalError,),
+    retry_backoff=True,
+    retry_backoff_max=300,
+    max_retries=5,
+)
+def wait_attribution_sync() -> None:
+    """Beat entry: roll the jobs' new wait reasons up into the wait attribution (incremental, idempotent)."""
+    attribution_sync(now=timezone.now())
+
+
+@shared_task(name="queues.wait_study", ignore_result=True, acks_late=True)
+def wait_study(study_id: int) -> None:
+    """Replay a queued "what would have helped" study (a redelivered message finds it no longer queued)."""
+    wait_study_run(study_id=study_id)

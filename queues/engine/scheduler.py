@@ -51,6 +51,7 @@ from .records import (
     PodSetFlavors,
     WorkloadInfo,
 )
+from .usage_decay import UsageMemory
 
 __all__ = ["ADMITTED", "EVICTING", "FINISHED", "PENDING", "RESERVED", "CycleOutcome", "Engine", "engines_built"]
 
@@ -125,6 +126,8 @@ class Engine:
             preemptor = self.workloads.get(wl.eviction.preemptor or "") if wl.eviction is not None else None
             if preemptor is not None and preemptor.state == PENDING and preemptor.cq:
                 self.preemptors.setdefault(preemptor.cq, preemptor)
+        #: Fairness that remembers (Cohorts with ``usage_decay``); None where no Cohort has it.
+        self.memory = UsageMemory.build(state, self.quota, now)
 
     def _compile_cq(self, spec: ClusterQueue) -> ClusterQueueInfo:
         cq = ClusterQueueInfo(spec, self.quota.cqs[spec.name])
@@ -498,4 +501,12 @@ class Engine:
         workloads = tuple(
             self.workload_spec(w) for w in sorted(self.live.values(), key=lambda w: w.key) if w.state != FINISHED
         )
-        return replace(self.spec_state, workloads=workloads)
+        memory = self.memory
+        if memory is None:
+            return replace(self.spec_state, workloads=workloads)
+        recent = memory.export()
+        queues = tuple(
+            replace(cq, consumed=recent[cq.name], consumed_at=memory.at) if cq.name in recent else cq
+            for cq in self.spec_state.cluster_queues
+        )
+        return replace(self.spec_state, workloads=workloads, cluster_queues=queues)

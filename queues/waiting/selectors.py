@@ -55,6 +55,8 @@ class WaitReport:
 
     weeks: list[date]
     by_week: dict[date, dict[str, int]] = field(default_factory=dict)
+    #: Device-µs per (week, team id, class id, cause): what the CSV lists.
+    cells: dict[tuple[date, int, int, str], int] = field(default_factory=dict)
     by_class: dict[int, dict[str, int]] = field(default_factory=dict)
     by_team: dict[int, dict[str, int]] = field(default_factory=dict)
     class_names: dict[int, str] = field(default_factory=dict)
@@ -147,6 +149,7 @@ def wait_report(
     by_week: dict[date, dict[str, int]] = {w: defaultdict(int) for w in weeks}
     by_class: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     by_team: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    cells: dict[tuple[date, int, int, str], int] = defaultdict(int)
     closed = (
         _scope(WaitWeekly.objects.filter(week__gte=weeks[0], week__lte=weeks[-1]), teams, resource_class)
         .values("team_id", "resource_class_id", "week", "cause")
@@ -154,16 +157,19 @@ def wait_report(
         .order_by()
     )
     for row in closed:
+        cells[(row["week"], row["team_id"], row["resource_class_id"], row["cause"])] += row["us"]
         by_week[row["week"]][row["cause"]] += row["us"]
         by_class[row["resource_class_id"]][row["cause"]] += row["us"]
         by_team[row["team_id"]][row["cause"]] += row["us"]
     for group in _open_groups(teams=teams, resource_class=resource_class, last_week=weeks[-1]):
         report.waiting_jobs += group["n"]
         for week, us in open_weeks(group, weeks=weeks, now=now):
+            cells[(week, group["team_id"], group["resource_class_id"], group["cause"])] += us
             by_week[week][group["cause"]] += us
             by_class[group["resource_class_id"]][group["cause"]] += us
             by_team[group["team_id"]][group["cause"]] += us
     report.by_week = {w: dict(c) for w, c in by_week.items()}
+    report.cells = dict(cells)
     report.by_class = {k: dict(v) for k, v in by_class.items()}
     report.by_team = {k: dict(v) for k, v in by_team.items()}
     report.class_names = dict(ResourceClass.objects.filter(pk__in=list(by_class)).values_list("pk", "name"))
@@ -199,6 +205,11 @@ class WaitJobs:
     rows: list[WaitJobRow]
     count: int
     total_us: int
+
+    @property
+    def total_hours(self) -> Decimal:
+        """GPU-hours of waiting of every job of the week and cause (not only those shown)."""
+        return hours(self.total_us)
 
 
 def wait_jobs(
