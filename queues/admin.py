@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
@@ -128,15 +130,19 @@ class CohortQuotaLineInline(admin.TabularInline):
 
 
 class CohortForm(forms.ModelForm):
-    """A cohort; its parent may not lead back to it."""
+    """A cohort; its parent may not lead back to it; fairness that remembers within bounds."""
 
     class Meta:
         model = Cohort
-        fields = ("name", "parent", "fair_weight")
+        fields = ("name", "parent", "fair_weight", "usage_half_life", "usage_window")
 
     def clean(self):
-        """Refuse a cycle among cohorts, naming the path."""
+        """Refuse a cycle among cohorts, naming the path; a half-life and window from an hour to 90 days."""
         data = super().clean()
+        for name in ("usage_half_life", "usage_window"):
+            value = data.get(name)
+            if value is not None and not USAGE_PERIOD_MIN <= value <= USAGE_PERIOD_MAX:
+                self.add_error(name, "Choose from 1 hour to 90 days (e.g. 3 00:00:00 for three days).")
         check = cohort_parent_check(
             cohort=self.instance if self.instance.pk else None,
             name=data.get("name") or self.instance.name,
@@ -147,12 +153,16 @@ class CohortForm(forms.ModelForm):
         return data
 
 
+#: Bounds of a cohort's usage half-life and window (fairness that remembers).
+USAGE_PERIOD_MIN, USAGE_PERIOD_MAX = timedelta(hours=1), timedelta(days=90)
+
+
 @admin.register(Cohort)
 class CohortAdmin(WhatIfAdminMixin, PolicyAdmin):
     """Borrowing cohorts (nested), listed as a tree with the quota summed under each; saving previews first."""
 
     form = CohortForm
-    list_display = ("name", "parent", "fair_weight")
+    list_display = ("name", "parent", "fair_weight", "usage_half_life")
     list_select_related = ("parent",)
     search_fields = ("name",)
     inlines = [CohortQuotaLineInline]

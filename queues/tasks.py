@@ -10,7 +10,7 @@ from queues.idle import idle_negotiations_scan
 from queues.policy.previews import policy_preview_run
 from queues.policy.previews import policy_previews_sweep as sweep
 from queues.waiting.rollup import wait_attribution_sync as attribution_sync
-from queues.waiting.study import wait_study_run
+from queues.waiting.study_replay import wait_study_run
 
 
 @shared_task(name="queues.policy_preview", ignore_result=True, acks_late=True)

@@ -20,6 +20,7 @@ from billing.services.rollup import (
     usage_rollup_pending,
     usage_rollup_range,
 )
+from billing.services.settlement import settlement_errors, settlement_set
 
 __all__ = [
     "MeteringReport",
@@ -37,6 +38,8 @@ __all__ = [
     "quota_history_sync",
     "rate_errors",
     "rate_set",
+    "settlement_errors",
+    "settlement_set",
     "team_demote",
     "team_demotion_lift",
     "usage_rollup",
