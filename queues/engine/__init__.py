@@ -68,6 +68,7 @@ from .model import (
     Toleration,
     Topology,
     TopologyRequest,
+    UsageDecay,
     Workload,
     WorkloadPriorityClass,
 )
@@ -112,6 +113,7 @@ __all__ = [
     "Toleration",
     "Topology",
     "TopologyRequest",
+    "UsageDecay",
     "WaitReason",
     "WhatIf",
     "Workload",

@@ -31,10 +31,10 @@ def weekly_causes_figure(report: WaitReport, *, title: str = "GPU-hours of waiti
         "layout": {
             "title": {"text": title, "x": 0, "xanchor": "left"},
             "barmode": "stack",
-            "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
-            "legend": {"orientation": "h", "y": -0.2},
+            "margin": {"l": 60, "r": 20, "t": 50, "b": 70},
+            "legend": {"orientation": "h", "y": -0.25},
             "hovermode": "x unified",
-            "xaxis": {"type": "category", "title": {"text": "week of"}},
+            "xaxis": {"type": "category"},
             "yaxis": {"title": {"text": "GPU-hours"}},
             "paper_bgcolor": "rgba(0,0,0,0)",
             "plot_bgcolor": "rgba(0,0,0,0)",

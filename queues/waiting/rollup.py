@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.db.models.fields.json import KT
 
 from kernel.errors import ValidationFailed
@@ -30,7 +30,7 @@ from queues.waiting.spans import KINDS, REASON, duration_us, split_weeks, wait_s
 #: How far the cursor stays behind the newest event a run saw (a transaction open longer is healed by a rebuild).
 LAG = timedelta(minutes=10)
 #: Jobs recomputed per batch (one query for their events, one for their old tallies).
-BATCH = 500
+BATCH = 2000
 EPOCH = datetime(1970, 1, 1, tzinfo=ZoneInfo("UTC"))
 
 
@@ -69,14 +69,16 @@ def wait_attribution_sync(*, now: datetime) -> WaitSyncReport:
         raise ValidationFailed({"now": [f"{now.isoformat()} has no time zone; give a timezone-aware time"]})
     clock = time.perf_counter()
     cursor = _cursor()
+    if cursor.seen_at is not None and now - cursor.seen_at >= LAG:
+        # what a run saw at least LAG ago has committed by now: no need to read it again
+        cursor.checked_event_id = cursor.seen_event_id
     high = JobEvent.objects.aggregate(m=Max("pk"))["m"] or 0
-    fresh = JobEvent.objects.filter(pk__gt=cursor.checked_event_id, pk__lte=high, kind__in=KINDS)
-    job_ids = sorted(set(fresh.values_list("job_id", flat=True)))
-    report = _recompute(job_ids)
+    first_run = cursor.checked_event_id == 0 and not WaitTally.objects.exists() and not WaitOpen.objects.exists()
+    changed = JobEvent.objects.filter(pk__gt=cursor.checked_event_id, pk__lte=high, kind__in=KINDS)
+    job_ids = sorted(set(changed.values_list("job_id", flat=True)))
+    report = _recompute(job_ids, fresh=first_run)
     report.events = high - cursor.checked_event_id
     if cursor.seen_at is None or now - cursor.seen_at >= LAG:
-        if cursor.seen_at is not None:
-            cursor.checked_event_id = cursor.seen_event_id
         cursor.seen_event_id, cursor.seen_at = high, now
     report.seconds = time.perf_counter() - clock
     cursor.last_run_at, cursor.last_run_jobs, cursor.last_run_seconds = now, report.jobs, report.seconds
@@ -95,11 +97,8 @@ def wait_attribution_rebuild(*, now: datetime) -> WaitSyncReport:
     WaitOpen.objects.all().delete()
     report = WaitSyncReport()
     ids = list(Job.objects.order_by("pk").values_list("pk", flat=True))
-    for i in range(0, len(ids), BATCH * 4):
-        part = _recompute(ids[i : i + BATCH * 4], fresh=True)
-        report.jobs += part.jobs
-        report.tallies += part.tallies
-        report.open_spans += part.open_spans
+    part = _recompute(ids, fresh=True)
+    report.jobs, report.tallies, report.open_spans = part.jobs, part.tallies, part.open_spans
     report.events = high
     cursor.checked_event_id = cursor.seen_event_id = high
     cursor.seen_at = now
@@ -139,12 +138,14 @@ def job_attribution(
 
 
 def _recompute(job_ids: Sequence[int], *, fresh: bool = False) -> WaitSyncReport:
-    """Replace the tallies and open spans of ``job_ids`` and move the weekly sums by the difference.
+    """Replace the tallies and open spans of ``job_ids`` and move the weekly sums by the difference (once, at the
+    end: a week's row changes once per run however many of its jobs changed).
 
-    ``fresh``: the caller emptied every table first (the rebuild): nothing old to read or subtract.
+    ``fresh``: nothing is there yet (the rebuild, the first run): nothing old to read or subtract.
     """
     report = WaitSyncReport()
     tz = attribution_tz()
+    delta: dict[tuple[int, int, date, str], list[int]] = defaultdict(lambda: [0, 0, 0])
     for i in range(0, len(job_ids), BATCH):
         ids = job_ids[i : i + BATCH]
         jobs = {
@@ -161,7 +162,6 @@ def _recompute(job_ids: Sequence[int], *, fresh: bool = False) -> WaitSyncReport
         )
         for job_id, kind, at, code in rows:
             events[job_id].append((kind, at, (code or "") if kind == REASON else ""))
-        delta: dict[tuple[int, int, date, str], list[int]] = defaultdict(lambda: [0, 0, 0])
         if not fresh:
             old = WaitTally.objects.filter(job_id__in=ids).values_list(
                 "team_id", "resource_class_id", "week", "cause", "device_us", "wait_us"
@@ -197,10 +197,10 @@ def _recompute(job_ids: Sequence[int], *, fresh: bool = False) -> WaitSyncReport
                 opens.append(open_span)
         WaitTally.objects.bulk_create(tallies, batch_size=1000)
         WaitOpen.objects.bulk_create(opens, batch_size=1000)
-        _apply_weekly(delta)
         report.jobs += len(jobs)
         report.tallies += len(tallies)
         report.open_spans += len(opens)
+    _apply_weekly(delta)
     return report
 
 
@@ -209,12 +209,13 @@ def _apply_weekly(delta: dict[tuple[int, int, date, str], list[int]]) -> None:
     delta = {k: v for k, v in delta.items() if any(v)}
     if not delta:
         return
-    teams = {k[0] for k in delta}
-    weeks = {k[2] for k in delta}
-    existing = {
-        (r.team_id, r.resource_class_id, r.week, r.cause): r
-        for r in WaitWeekly.objects.filter(team_id__in=teams, week__in=weeks)
-    }
+    weeks_of: dict[int, set[date]] = defaultdict(set)
+    for team_id, _class_id, week, _cause in delta:
+        weeks_of[team_id].add(week)
+    touched = Q()
+    for team_id, weeks in weeks_of.items():
+        touched |= Q(team_id=team_id, week__in=sorted(weeks))
+    existing = {(r.team_id, r.resource_class_id, r.week, r.cause): r for r in WaitWeekly.objects.filter(touched)}
     create, update, drop = [], [], []
     for key, (device_us, wait_us, jobs) in delta.items():
         row = existing.get(key)

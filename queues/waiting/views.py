@@ -38,7 +38,13 @@ def _form(request: HttpRequest, form_class=WaitFilterForm):
     slug = request.GET.get("team", "")
     if slug and slug != ALL_TEAMS and slug not in {t.slug for t in teams}:
         raise Http404("No such team among the teams you may see.")
-    form = form_class(request.GET.copy(), teams=teams, today=_today(), staff=request.user.is_staff)
+    today = _today()
+    data = request.GET.copy()
+    form = form_class(data, teams=teams, today=today, staff=request.user.is_staff)
+    first, last = form.default_range()
+    for name, default in (("start", first), ("end", last)):  # shown in the form, not just used
+        if not data.get(name):
+            data[name] = default.isoformat()
     return form, teams
 
 
