@@ -136,9 +136,15 @@ class CohortForm(forms.ModelForm):
         model = Cohort
         fields = ("name", "parent", "fair_weight", "usage_half_life", "usage_window")
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["usage_window"].required = False  # empty: the default week
+
     def clean(self):
         """Refuse a cycle among cohorts, naming the path; a half-life and window from an hour to 90 days."""
         data = super().clean()
+        if not data.get("usage_window"):
+            data["usage_window"] = Cohort._meta.get_field("usage_window").get_default()
         for name in ("usage_half_life", "usage_window"):
             value = data.get(name)
             if value is not None and not USAGE_PERIOD_MIN <= value <= USAGE_PERIOD_MAX:
