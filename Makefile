@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 
-.PHONY: setup run worker demo test test-pg lint fmt check-deploy lock
+.PHONY: setup run worker demo test test-pg services lint types fmt check-deploy lock
 
 setup:  ## create .venv with the pinned dependencies
 	scripts/bootstrap
@@ -19,13 +19,19 @@ demo:  ## everything, with the demo data
 test:  ## the suite on SQLite
 	scripts/test
 
-test-pg:  ## the suite on PostgreSQL
-	DATABASE_URL=$(PG_URL) scripts/test
+services:  ## install (Debian packages) and start PostgreSQL and Redis on 127.0.0.1
+	scripts/services
+
+test-pg: services  ## the suite on PostgreSQL and Redis
+	DATABASE_URL=$(PG_URL) REDIS_URL=redis://127.0.0.1:6379/0 scripts/test
 
 lint: setup
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	$(PY) manage.py makemigrations --check --dry-run
+
+types: setup  ## mypy with django-stubs (pyproject.toml [tool.mypy])
+	.venv/bin/mypy
 
 fmt: setup
 	.venv/bin/ruff check --fix .
@@ -34,8 +40,8 @@ fmt: setup
 check-deploy: setup  ## Django's deploy checks with production-like variables
 	PORTAL_MODE=production SECRET_KEY=$$(head -c 48 /dev/urandom | base64) DATABASE_URL=$(PG_URL) \
 	  CELERY_BROKER_URL=redis://127.0.0.1:6379/0 ALLOWED_HOSTS=portal.example.com \
+	  METRICS_TOKEN=$$(head -c 32 /dev/urandom | base64) NOTIFY_WEBHOOK_ALLOWED_HOSTS=hooks.slack.com \
 	  $(PY) manage.py check --deploy --fail-level WARNING
 
-lock: setup  ## re-pin constraints.txt after changing pyproject.toml
-	$(PY) -m pip install --quiet -c constraints.txt -r var/requirements.txt
-	$(PY) -m pip freeze > constraints.txt
+lock: setup  ## re-lock requirements/*.txt (hash-pinned) after changing pyproject.toml or constraints.txt
+	scripts/lock

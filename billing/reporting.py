@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from billing.selectors import Capacity, CostReport, Money, ReportJobs, Usage, money_sum
+from kernel.csv_cells import csv_dict
 
 CENT = Decimal("0.01")
 #: Bars of a breakdown chart; the smallest groups beyond it are summed into one "others" bar.
@@ -140,7 +141,7 @@ def report_csv(report: CostReport) -> str:
     writer = csv.DictWriter(buffer, fieldnames=report_columns(report), lineterminator="\n")
     writer.writeheader()
     for row in report_rows(report):
-        writer.writerow({k: ("" if v == "" else str(v)) for k, v in row.items()})
+        writer.writerow(csv_dict({k: ("" if v == "" else str(v)) for k, v in row.items()}))
     return buffer.getvalue()
 
 
@@ -178,7 +179,7 @@ def jobs_csv(jobs: ReportJobs) -> str:
     writer = csv.DictWriter(buffer, fieldnames=job_columns(currencies), lineterminator="\n")
     writer.writeheader()
     for row in job_rows(jobs, currencies):
-        writer.writerow({k: str(v) for k, v in row.items()})
+        writer.writerow(csv_dict({k: str(v) for k, v in row.items()}))
     return buffer.getvalue()
 
 

@@ -1,6 +1,8 @@
 """Django admin for the Kueue configuration the portal pushes: drift, with re-apply (portal wins) and adopt.
 
-Thin: the page reads :mod:`clusters.kube_sync.drift` and each button calls one of its services.
+Thin: the page reads :mod:`clusters.kube_sync.drift`; each button sends its action to the worker (the web process may
+not change a cluster) and shows the answer when it comes back within ``KUBE_DRIFT_REPLY_SECONDS``
+(:mod:`clusters.drift_replies`).
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
+from clusters import tasks
+from clusters.drift_replies import reply_key, reply_wait
 from clusters.kube_sync import drift
 from clusters.kube_sync.kueue_config import fix_hint
 from clusters.models import KubeConfigObject
-from kernel.errors import DomainError
 from pools.models import Cluster
+
+_LEVELS = {"success": messages.SUCCESS, "warning": messages.WARNING, "error": messages.ERROR, "info": messages.INFO}
 
 
 class NeedsAttentionFilter(admin.SimpleListFilter):
@@ -152,48 +157,48 @@ class KubeConfigObjectAdmin(admin.ModelAdmin):
     def _back(self, pk: int) -> HttpResponseRedirect:
         return HttpResponseRedirect(reverse("admin:clusters_kubeconfigobject_change", args=[pk]))
 
-    def _run(self, request: HttpRequest, pk: int, service, done: str) -> HttpResponse:
+    def _ask_worker(self, request: HttpRequest, action: str, ids: list[int], what: str) -> None:
+        """Send the action to the worker, wait briefly for its messages and show them (or say it was sent)."""
+        key = reply_key()
+        tasks.kube_drift_action.delay(action, ids, key)
+        answer = reply_wait(key)
+        if answer is None:
+            self.message_user(
+                request, f"{what}: sent to the worker; the list shows the outcome once it has run.", messages.INFO
+            )
+            return
+        for level, text in answer:
+            self.message_user(request, text, _LEVELS.get(level, messages.INFO))
+
+    def _run(self, request: HttpRequest, pk: int, action: str, what: str) -> HttpResponse:
         self._require_change(request)
         row = get_object_or_404(KubeConfigObject, pk=pk)
-        label = str(row)
-        try:
-            service(row_id=pk)
-        except DomainError as exc:
-            self.message_user(request, str(exc), messages.ERROR)
+        if action == "adopt" and not drift.can_adopt(row):
+            self.message_user(request, f"{row}: cannot be adopted: {drift.adopt_target(row)}", messages.ERROR)
             return self._back(pk)
-        self.message_user(request, f"{label}: {done}", messages.SUCCESS)
+        self._ask_worker(request, action, [pk], f"{what} {row}")
         if KubeConfigObject.objects.filter(pk=pk).exists():
             return self._back(pk)
         return HttpResponseRedirect(reverse("admin:clusters_kubeconfigobject_changelist"))
 
     def reapply_view(self, request: HttpRequest, pk: int) -> HttpResponse:
         """POST: the portal's version wins."""
-        return require_POST(lambda r: self._run(r, pk, drift.kube_drift_reapply, "re-applied the portal's version"))(
-            request
-        )
+        return require_POST(lambda r: self._run(r, pk, "reapply", "Re-apply of"))(request)
 
     def adopt_view(self, request: HttpRequest, pk: int) -> HttpResponse:
         """POST: the cluster's values are copied into the portal."""
-        return require_POST(lambda r: self._run(r, pk, drift.kube_drift_adopt, "adopted the cluster's values"))(request)
+        return require_POST(lambda r: self._run(r, pk, "adopt", "Adoption of"))(request)
 
     def check_view(self, request: HttpRequest) -> HttpResponse:
         """POST: push and look for drift in every kubernetes cluster now."""
         if request.method != "POST":
             return HttpResponse(status=405, headers={"Allow": "POST"})
         self._require_change(request)
-        for cluster in Cluster.objects.filter(backend=Cluster.Backend.KUBERNETES).order_by("name"):
-            try:
-                report = drift.kube_drift_check(cluster_id=cluster.pk)
-            except DomainError as exc:
-                self.message_user(request, str(exc), messages.ERROR)
-                continue
-            level = messages.WARNING if report.drifted or report.conflicts or report.errors else messages.SUCCESS
-            self.message_user(request, f"Cluster {cluster.name}: {report.text()}", level)
-            if report.kueue_config is not None and report.kueue_config.added:
-                added = report.kueue_config.added
-                self.message_user(request, f"Cluster {cluster.name}: added to Kueue's configuration: {added}")
-            if report.kueue_config is not None and report.kueue_config.needs_attention:
-                self.message_user(request, f"Cluster {cluster.name}: {report.kueue_config.problem}", messages.WARNING)
+        ids = list(
+            Cluster.objects.filter(backend=Cluster.Backend.KUBERNETES).order_by("name").values_list("pk", flat=True)
+        )
+        if ids:
+            self._ask_worker(request, "check", ids, "The drift check")
         return HttpResponseRedirect(reverse("admin:clusters_kubeconfigobject_changelist"))
 
     def changelist_view(self, request, extra_context=None):
@@ -223,21 +228,14 @@ class KubeConfigObjectAdmin(admin.ModelAdmin):
     @admin.action(description="Re-apply the portal's version (portal wins)", permissions=["change"])
     def reapply_selected(self, request: HttpRequest, queryset: QuerySet[KubeConfigObject]) -> None:
         """Re-apply each selected object; report each failure."""
-        self._bulk(request, queryset, drift.kube_drift_reapply, "re-applied")
+        self._bulk(request, queryset, "reapply", "to re-apply")
 
     @admin.action(description="Adopt the cluster's values into the portal", permissions=["change"])
     def adopt_selected(self, request: HttpRequest, queryset: QuerySet[KubeConfigObject]) -> None:
         """Adopt each selected object; report each failure."""
-        self._bulk(request, queryset, drift.kube_drift_adopt, "adopted")
+        self._bulk(request, queryset, "adopt", "to adopt")
 
-    def _bulk(self, request: HttpRequest, queryset, service, verb: str) -> None:
-        done = 0
-        for row in queryset.order_by("pk"):
-            try:
-                service(row_id=row.pk)
-            except DomainError as exc:
-                self.message_user(request, str(exc), messages.ERROR)
-                continue
-            done += 1
-        if done:
-            self.message_user(request, f"{done} object(s) {verb}.", messages.SUCCESS)
+    def _bulk(self, request: HttpRequest, queryset, action: str, verb: str) -> None:
+        ids = list(queryset.order_by("pk").values_list("pk", flat=True))
+        if ids:
+            self._ask_worker(request, action, ids, f"{len(ids)} object(s) {verb}")

@@ -61,7 +61,7 @@ def _place_pending(cluster: Cluster, now: datetime) -> list[int]:
             )
             continue
         node = run.ticket.node
-        flavor = node.flavor.name if node.flavor_id else ""
+        flavor = node.flavor.name if node.flavor is not None else ""
         per_pod = job.devices_per_pod
         pods = [devices[i : i + per_pod] for i in range(0, len(devices), per_pod)]
         job_services.job_admit(

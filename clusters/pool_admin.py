@@ -7,6 +7,8 @@ of Kueue's own configuration (clusters.kube_sync.kueue_config). The models, and 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypedDict
+
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Q
@@ -18,6 +20,15 @@ from clusters.kube_sync.kueue_config import fix_hint
 from pools.models import Cluster, ResourceClass, ResourceClassFlavor, ResourceFlavor
 from pools.services import ClassSpec, resource_class_check
 from queues.policy.admin_support import PolicyAdmin, WhatIfAdminMixin
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+
+class NodeCount(TypedDict):
+    """What the changelists' querysets annotate: the present nodes."""
+
+    _nodes: int
 
 
 @admin.register(Cluster)
@@ -49,7 +60,7 @@ class ClusterAdmin(WhatIfAdminMixin, PolicyAdmin):
         return super().get_queryset(request).annotate(_nodes=Count("nodes", filter=Q(nodes__gone_at__isnull=True)))
 
     @admin.display(description="nodes", ordering="_nodes")
-    def node_count(self, obj: Cluster) -> int:
+    def node_count(self, obj: WithAnnotations[Cluster, NodeCount]) -> int:
         """Present nodes."""
         return obj._nodes
 
@@ -106,7 +117,7 @@ class ResourceFlavorAdmin(PolicyAdmin):
         return super().get_queryset(request).annotate(_nodes=Count("nodes", filter=Q(nodes__gone_at__isnull=True)))
 
     @admin.display(description="nodes", ordering="_nodes")
-    def node_count(self, obj: ResourceFlavor) -> int:
+    def node_count(self, obj: WithAnnotations[ResourceFlavor, NodeCount]) -> int:
         """Present nodes of this flavor."""
         return obj._nodes
 

@@ -10,7 +10,9 @@ from django.utils import timezone
 
 from clusters.backends import backend_for
 from clusters.backends.simulated import simulated_cluster_tick_run
+from clusters.drift_replies import reply_store
 from clusters.errors import ClusterUnavailable
+from clusters.kube_sync.drift import drift_action_run
 from clusters.push import policy_push_run
 from clusters.simulated_dcgm import simulated_dcgm_sample as dcgm_sample
 from pools.health.ingest import health_ingest_scrape, health_reconcile
@@ -180,6 +182,13 @@ def kube_push_config(cluster_id: int) -> None:
         backend_for(cluster).drift_check()
     except ClusterUnavailable:
         return  # the next beat run pushes; the sync marks the cluster unreachable
+
+
+@shared_task(name="clusters.kube_drift_action", ignore_result=True)
+def kube_drift_action(action: str, ids: list[int], reply: str) -> None:
+    """An admin's drift button (check clusters, re-apply or adopt objects), run here because the web process may not
+    change a cluster; its messages go back to the waiting page (clusters.drift_replies)."""
+    reply_store(reply, drift_action_run(action=action, ids=list(ids)))
 
 
 @shared_task(name="clusters.kube_push_configs", ignore_result=True)

@@ -1,14 +1,34 @@
 """Admin of notify: read the outbox, digests and deliveries (written only by the services)."""
 
+from django import forms
 from django.contrib import admin
 
 from notify.models import Delivery, Digest, Event, Preference
+from notify.services import webhook_url_errors
+
+
+class PreferenceAdminForm(forms.ModelForm):
+    """The admin's form of a preference: the webhook URL passes the same egress check as the user's page."""
+
+    webhook_url = forms.CharField(required=False, max_length=500, label="Webhook URL")
+
+    class Meta:
+        model = Preference
+        fields = "__all__"  # noqa: DJ007 (the admin shows every field of this small model)
+
+    def clean_webhook_url(self) -> str:
+        """An http(s) URL the egress guard accepts (kernel.egress), or nothing."""
+        url = self.cleaned_data["webhook_url"].strip()
+        if errors := webhook_url_errors(url):
+            raise forms.ValidationError(errors)
+        return url
 
 
 @admin.register(Preference)
 class PreferenceAdmin(admin.ModelAdmin):
     """Users' notification preferences."""
 
+    form = PreferenceAdminForm
     list_display = ("user", "email", "webhook_url")
     search_fields = ("user__username", "user__email")
     raw_id_fields = ("user",)

@@ -7,15 +7,25 @@ could record it) can tell it is the same one.
 
 from __future__ import annotations
 
-import requests
+import json
+import logging
+
 from django.conf import settings
 from django.core.mail import EmailMessage
 
+from kernel.egress import EgressRefused, EgressUnavailable, egress_request
 from notify.models import Delivery, Digest
+from notify.services import webhook_policy
+
+log = logging.getLogger(__name__)
 
 
 class SendFailed(Exception):
     """The channel did not accept the digest (the delivery is retried later)."""
+
+
+class SendRefused(SendFailed):
+    """The digest may not be sent there at all (the webhook's address is not allowed): not retried."""
 
 
 def _email(digest: Digest, address: str) -> None:
@@ -33,19 +43,33 @@ def _email(digest: Digest, address: str) -> None:
 
 
 def _webhook(digest: Digest, url: str) -> None:
-    """POST ``{"text": …}`` (what Slack, Teams and Mattermost incoming webhooks accept); 2xx is accepted."""
+    """POST ``{"text": …}`` (what Slack, Teams and Mattermost incoming webhooks accept) through the egress guard;
+    2xx is accepted. What the receiver answered is never kept beyond its status class: the error is shown to the
+    user, and a reply's body (or whether a port is open) must not tell them anything about the network."""
+    body = json.dumps({"text": f"*{digest.subject}*\n{digest.text}"}, ensure_ascii=False).encode()
+    headers = {
+        "Content-Type": "application/json",
+        "Idempotency-Key": str(digest.key),
+        "User-Agent": "gpu-pool-portal-notify",
+    }
     try:
-        response = requests.post(
+        response = egress_request(
+            "POST",
             url,
-            json={"text": f"*{digest.subject}*\n{digest.text}"},
-            headers={"Idempotency-Key": str(digest.key), "User-Agent": "gpu-pool-portal-notify"},
+            policy=webhook_policy(),
             timeout=settings.NOTIFY_WEBHOOK_TIMEOUT_SECONDS,
-            allow_redirects=False,
+            body=body,
+            headers=headers,
+            max_bytes=1024,
         )
-    except requests.RequestException as exc:
-        raise SendFailed(f"webhook unreachable: {exc}") from exc
-    if not 200 <= response.status_code < 300:
-        raise SendFailed(f"webhook answered {response.status_code}: {response.text[:200]}")
+    except EgressRefused as exc:
+        raise SendRefused(f"webhook not called: {exc.message}") from None
+    except EgressUnavailable as exc:
+        raise SendFailed(f"webhook unreachable: {exc.message}") from None
+    if not 200 <= response.status < 300:
+        log.info("webhook of digest %s: %s answered HTTP %s", digest.key, response.address, response.status)
+        redirect = " (redirects are not followed)" if 300 <= response.status < 400 else ""
+        raise SendFailed(f"webhook answered {response.status_class}{redirect}")
 
 
 def channel_send(delivery: Delivery) -> None:

@@ -17,7 +17,7 @@ The steps, each its own short transaction, and what a worker killed between them
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -25,10 +25,11 @@ from django.contrib.auth import get_user_model
 from django.db import OperationalError, connection, transaction
 from django.db.models import Min, Q
 
-from notify.channels import SendFailed, channel_send
+from notify.channels import SendFailed, SendRefused, channel_send
 from notify.digest import digest_compose
 from notify.kinds import Kind
 from notify.models import Delivery, Digest, Event, Preference
+from queues.privacy import may_need_redaction, redactors_for
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,7 @@ def digest_claim(*, recipient_id: int, now: datetime) -> Digest | None:
             _take([e.pk for e in events if e.pk not in wanted_ids], state=Event.State.SKIPPED)
             if not wanted:
                 return None
-            subject, text = digest_compose(wanted, now=now)
+            subject, text = digest_compose(wanted, now=now, redact=_redaction_for(recipient_id, wanted))
             digest = Digest.objects.create(
                 recipient_id=recipient_id, subject=subject, text=text, event_count=len(wanted), created_at=now
             )
@@ -129,6 +130,14 @@ def digest_claim(*, recipient_id: int, now: datetime) -> Digest | None:
             raise
         log.info("claim for user %s met a concurrent SQLite writer; retried next run", recipient_id)
         return None
+
+
+def _redaction_for(recipient_id: int, events: Sequence[Event]) -> Callable[[str], str]:
+    """The recipient's privacy rule for a digest's lines (queues.privacy); nothing to build when no line could name
+    another team's job."""
+    if not any(may_need_redaction(e.title) or may_need_redaction(e.message) for e in events):
+        return lambda text: text
+    return redactors_for([recipient_id])[recipient_id].text
 
 
 def _retry_after(attempts: int) -> timedelta:
@@ -159,7 +168,7 @@ def delivery_send(*, delivery_id: int, now: datetime) -> str:
     try:
         channel_send(delivery)
     except SendFailed as exc:
-        gave_up = delivery.attempts >= settings.NOTIFY_MAX_ATTEMPTS
+        gave_up = isinstance(exc, SendRefused) or delivery.attempts >= settings.NOTIFY_MAX_ATTEMPTS
         state = Delivery.State.FAILED if gave_up else Delivery.State.SENDING
         Delivery.objects.filter(pk=delivery.pk, state=Delivery.State.SENDING).update(state=state, last_error=str(exc))
         log.warning("notification delivery %s (attempt %s) failed: %s", delivery.pk, delivery.attempts, exc)

@@ -10,7 +10,7 @@ a retried or replayed change is recorded once.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from django.utils import timezone
@@ -18,6 +18,7 @@ from django.utils import timezone
 from notify.kinds import Kind, kind_for_event
 from notify.models import Event
 from queues.models import Job, JobEvent, Team
+from queues.privacy import may_need_redaction, redactors_for
 from queues.services import checkpoint_grace_seconds
 
 
@@ -36,9 +37,33 @@ class Pending:
     details: dict = field(default_factory=dict)
 
 
+def _for_recipient(pending: list[Pending]) -> list[Pending]:
+    """Each event as its recipient may read it: another team's job named by its team only, no Kueue UIDs or cohort
+    paths, no other jobs' ids in the details (queues.privacy). The text is written for one person here, and the
+    digest, the email and the webhook copy it: this is where the privacy rule is applied."""
+    needing = {p.recipient_id for p in pending if may_need_redaction(p.title) or may_need_redaction(p.message)}
+    needing |= {p.recipient_id for p in pending if p.details}
+    if not needing:
+        return pending
+    redactors = redactors_for(needing)
+    out = []
+    for p in pending:
+        redactor = redactors.get(p.recipient_id)
+        if redactor is None:
+            out.append(p)
+            continue
+        out.append(
+            replace(
+                p, title=redactor.text(p.title), message=redactor.text(p.message), details=redactor.details(p.details)
+            )
+        )
+    return out
+
+
 def events_record(pending: Iterable[Pending]) -> int:
-    """Write events into the outbox inside the caller's transaction; a key already recorded for that recipient is
-    left as it is (one ``INSERT … ON CONFLICT DO NOTHING``). Returns how many were offered."""
+    """Write events into the outbox inside the caller's transaction, each as its recipient may read it; a key
+    already recorded for that recipient is left as it is (one ``INSERT … ON CONFLICT DO NOTHING``). Returns how
+    many were offered."""
     now = timezone.now()
     rows = [
         Event(
@@ -53,7 +78,7 @@ def events_record(pending: Iterable[Pending]) -> int:
             created_at=p.at,
             recorded_at=now,
         )
-        for p in pending
+        for p in _for_recipient(list(pending))
     ]
     Event.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
     return len(rows)

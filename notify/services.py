@@ -3,39 +3,43 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from kernel.egress import EgressPolicy, url_problems
 from kernel.errors import ValidationFailed
 from notify.kinds import Kind
 from notify.models import Preference
 from notify.record import Pending, events_record
 
 
+def webhook_policy() -> EgressPolicy:
+    """Where users' webhooks may go: ``NOTIFY_WEBHOOK_ALLOWED_HOSTS`` (empty: any host) on public addresses, plus
+    the networks an admin allows in ``NOTIFY_WEBHOOK_ALLOWED_NETWORKS`` (kernel.egress)."""
+    return EgressPolicy.from_settings(
+        hosts=settings.NOTIFY_WEBHOOK_ALLOWED_HOSTS, networks=settings.NOTIFY_WEBHOOK_ALLOWED_NETWORKS, what="webhooks"
+    )
+
+
 def webhook_url_errors(url: str) -> list[str]:
-    """Why a webhook URL is refused: not http(s), or its host is not in ``NOTIFY_WEBHOOK_ALLOWED_HOSTS`` (when set)."""
+    """Why a webhook URL is refused (empty: none set, or acceptable as far as can be told without DNS): not a
+    strictly well-formed http(s) URL, a host not allowed, or an address literal in a refused range. Where the name
+    leads is checked again at each send."""
     if not url:
         return []
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return ["give an http:// or https:// URL, e.g. https://hooks.slack.com/services/…"]
-    allowed = settings.NOTIFY_WEBHOOK_ALLOWED_HOSTS
-    if allowed and not any(parts.hostname == h or parts.hostname.endswith("." + h) for h in allowed):
-        return [f"webhooks may only go to {', '.join(allowed)} (ask an admin)"]
-    return []
+    return url_problems(url, webhook_policy())
 
 
-def preference_get(user: AbstractBaseUser) -> Preference:
+def preference_get(user: User) -> Preference:
     """The user's preferences, or the defaults (unsaved) when they never set any."""
     return Preference.objects.filter(user=user).first() or Preference(user=user)
 
 
 @transaction.atomic
-def preference_set(*, user: AbstractBaseUser, email: bool, webhook_url: str, kinds: Iterable[str]) -> Preference:
+def preference_set(*, user: User, email: bool, webhook_url: str, kinds: Iterable[str]) -> Preference:
     """Store how the user wants to be told: email on/off, an incoming webhook (or none), which kinds."""
     kinds = sorted(set(kinds))
     errors: dict[str, list[str]] = {}
@@ -53,7 +57,7 @@ def preference_set(*, user: AbstractBaseUser, email: bool, webhook_url: str, kin
 
 
 @transaction.atomic
-def test_message_record(*, user: AbstractBaseUser) -> None:
+def test_message_record(*, user: User) -> None:
     """Queue a test message for the user on their channels (with the next digest), to check a webhook works."""
     now = timezone.now()
     events_record(

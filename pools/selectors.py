@@ -204,7 +204,7 @@ def flavor_capacity(
 
 
 #: The only device kind each sharing mode may hand out: a dedicated class never gets a time-shared replica.
-SHARING_KIND = {
+SHARING_KIND: dict[str, Device.Kind] = {
     ResourceClass.Sharing.DEDICATED: Device.Kind.FULL,
     ResourceClass.Sharing.MIG: Device.Kind.MIG,
     ResourceClass.Sharing.TIME_SHARED: Device.Kind.SHARED,

@@ -158,7 +158,7 @@ def _check_topology(spec: ClassSpec, check: ClassCheck) -> None:
     if not spec.topology_level or spec.topology_level == HOSTNAME_LEVEL:
         return
     for flavor in spec.flavors:
-        levels = flavor.topology.levels if flavor.topology_id else []
+        levels = flavor.topology.levels if flavor.topology is not None else []
         if spec.topology_level not in levels:
             check.error(
                 "topology_level",

@@ -10,9 +10,11 @@ class PortalConfig(AppConfig):
     verbose_name = "Portal"
 
     def ready(self) -> None:
-        """Count every Celery task failure (in the worker processes) for ``/metrics``."""
+        """Count every Celery task failure (in the worker processes) for ``/metrics``; register the security
+        checks (portal.checks)."""
         from celery.signals import task_failure
 
+        from portal import checks  # noqa: F401 (registers the checks)
         from portal.task_failures import on_task_failure
 
         task_failure.connect(on_task_failure, weak=False, dispatch_uid="portal.task_failures")

@@ -144,6 +144,10 @@ AXES_ENABLED = env.bool("AXES_ENABLED", default=True)
 AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# A spray (many usernames from one address) is slowed too: this many failures from one address, any usernames, within
+# the cool-off lock the address (portal.signin_throttle; 0: off).
+AXES_HANDLER = "portal.signin_throttle.AddressAwareHandler"
+AXES_ADDRESS_FAILURE_LIMIT = env.int("AXES_ADDRESS_FAILURE_LIMIT", default=20)
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_CLIENT_IP_CALLABLE = "kernel.net.client_ip"
@@ -199,8 +203,11 @@ if OIDC_ENABLED:
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
-# Bearer token /metrics requires; empty: the endpoint is open (scrapes from inside the cluster).
+# Bearer token /metrics requires. Without one, /metrics answers 403 when METRICS_REQUIRE_TOKEN (the default in
+# production: it shows every team's spend) and is open otherwise (development; or a production site that serves
+# /metrics only on a network-restricted listener and says so with METRICS_REQUIRE_TOKEN=0). check --deploy warns.
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+METRICS_REQUIRE_TOKEN = _env_or("METRICS_REQUIRE_TOKEN", env.bool, PRODUCTION)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env.str("TIME_ZONE", default="UTC")
@@ -318,6 +325,11 @@ SIMULATED_DCGM_SECONDS = env.float("SIMULATED_DCGM_SECONDS", default=60.0)
 HEALTH_DCGM_ENDPOINTS = env.list("HEALTH_DCGM_ENDPOINTS", default=[])
 HEALTH_SCRAPE_SECONDS = env.float("HEALTH_SCRAPE_SECONDS", default=30.0)
 HEALTH_SCRAPE_TIMEOUT_SECONDS = env.float("HEALTH_SCRAPE_TIMEOUT_SECONDS", default=10.0)
+# Networks the scrapes may reach (exporters run inside the cluster): the private ranges by default; loopback,
+# link-local (cloud metadata) and the rest of the special-use ranges only when listed here (kernel.egress).
+HEALTH_SCRAPE_ALLOWED_NETWORKS = _env_or(
+    "HEALTH_SCRAPE_ALLOWED_NETWORKS", env.list, ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"]
+)
 # Exporter host label → node name, where they differ (e.g. "ip-10-0-0-1=gpu-node-1").
 HEALTH_NODE_MAP = env.dict("HEALTH_NODE_MAP", default={})
 # Seconds between health sweeps (node conditions, inventory changes, repair tickets; kubernetes taints applied).
@@ -379,6 +391,8 @@ KUEUE_CONFIG_MAP = env.str("KUEUE_CONFIG_MAP", default="kueue-system/kueue-manag
 # restarts Kueue's controller (this Deployment, in the ConfigMap's namespace); needs deploy/kueue-config-write's Role.
 KUEUE_CONFIG_WRITE = env.bool("KUEUE_CONFIG_WRITE", default=False)
 KUEUE_CONTROLLER_DEPLOYMENT = env.str("KUEUE_CONTROLLER_DEPLOYMENT", default="kueue-controller-manager")
+# The drift admin's buttons run on the worker; the page waits this long for the answer (clusters.drift_replies).
+KUBE_DRIFT_REPLY_SECONDS = env.float("KUBE_DRIFT_REPLY_SECONDS", default=20.0)
 # Reconciliation.
 KUBE_RECONCILE_REPORTS_KEPT = env.int("KUBE_RECONCILE_REPORTS_KEPT", default=50)
 KUBE_DEAD_NODE_SECONDS = env.int("KUBE_DEAD_NODE_SECONDS", default=600)
@@ -402,8 +416,11 @@ IDLE_GRACE_SECONDS = env.int("IDLE_GRACE_SECONDS", default=1800)
 IDLE_SCAN_SECONDS = env.float("IDLE_SCAN_SECONDS", default=60.0)
 NOTIFY_PORTAL_URL = env.str("NOTIFY_PORTAL_URL", default="")
 NOTIFY_KEEP_DAYS = env.int("NOTIFY_KEEP_DAYS", default=90)
-# Hosts users' webhooks may point at (and their subdomains), e.g. hooks.slack.com,webhook.office.com; empty: any.
+# Hosts users' webhooks may point at (and their subdomains), e.g. hooks.slack.com,webhook.office.com; empty: any
+# (check --deploy warns). Whatever the host, the worker connects only to public addresses (kernel.egress) unless the
+# address is in NOTIFY_WEBHOOK_ALLOWED_NETWORKS (CIDRs, e.g. an internal Mattermost's 10.20.0.0/16; empty: none).
 NOTIFY_WEBHOOK_ALLOWED_HOSTS = env.list("NOTIFY_WEBHOOK_ALLOWED_HOSTS", default=[])
+NOTIFY_WEBHOOK_ALLOWED_NETWORKS = env.list("NOTIFY_WEBHOOK_ALLOWED_NETWORKS", default=[])
 CELERY_BEAT_SCHEDULE = {
     "simulated-clusters-tick": {
         "task": "clusters.simulated_clusters_tick",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.db.models import Count, F, Min, Q, QuerySet
@@ -500,6 +500,96 @@ def _given_workloads(
     return out
 
 
+@dataclass
+class PolicyRows:
+    """The rows a cluster's Kueue policy is read from: the live rows, or their versions at some time of the audit
+    log (``queues.policy.recorded``). Related rows are reached as attributes (``quota.team``, ``quota.cohort``,
+    ``line.flavor``, ``cohort.parent``, ``flavor.topology``), as the ORM's select_related gives them."""
+
+    cluster: Cluster
+    quotas: list
+    lines: list
+    cohorts: list
+    teams: list
+    flavors: list
+    topologies: list
+    priority_classes: list
+
+
+def live_policy_rows(cluster: Cluster) -> PolicyRows:
+    """The cluster's policy rows as the database holds them now."""
+    return PolicyRows(
+        cluster=cluster,
+        quotas=list(TeamQuota.objects.filter(cluster=cluster).select_related("team", "cohort")),
+        lines=list(
+            QuotaLine.objects.filter(Q(team_quota__cluster=cluster) | Q(cohort__isnull=False)).select_related("flavor")
+        ),
+        cohorts=list(Cohort.objects.select_related("parent")),
+        teams=list(Team.objects.all()),
+        flavors=list(ResourceFlavor.objects.select_related("topology")),
+        topologies=list(Topology.objects.all()),
+        priority_classes=list(PriorityClass.objects.all()),
+    )
+
+
+def policy_state(rows: PolicyRows, *, usage_policy: bool = False) -> tuple[m.ClusterState, dict[int, set[str]]]:
+    """The engine's policy (no nodes, no workloads) built from policy rows, and the resources each team's
+    ClusterQueue declares (by team id). ``usage_policy``: the cohorts' fairness that remembers is part of it."""
+    quotas = rows.quotas
+    by_quota: dict[int, list[QuotaLine]] = defaultdict(list)
+    by_cohort: dict[int, list[QuotaLine]] = defaultdict(list)
+    for line in rows.lines:
+        if line.team_quota_id:
+            by_quota[line.team_quota_id].append(line)
+        else:
+            by_cohort[line.cohort_id].append(line)
+    cluster_queues = tuple(_cluster_queue(q, by_quota[q.pk]) for q in quotas)
+    declared = {q.team_id: {ln.resource_name for ln in by_quota[q.pk]} for q in quotas}
+    policies = cohort_policies(rows.cohorts) if usage_policy else {}
+    cohorts = tuple(
+        m.Cohort(
+            name=c.name,
+            parent=c.parent.name if c.parent_id else None,
+            resource_groups=_resource_groups(by_cohort.get(c.pk, [])),
+            fair_weight=float(c.fair_weight),
+            usage_decay=policies.get(c.pk),
+        )
+        for c in rows.cohorts
+    )
+
+    teams = {q.team_id: q.team for q in quotas}
+    local_queues = tuple(
+        m.LocalQueue(namespace=t.namespace, name=t.local_queue_name, cluster_queue=q.cluster_queue_name)
+        for q in quotas
+        for t in [teams[q.team_id]]
+    )
+    namespaces = tuple(m.Namespace(name=t.namespace) for t in rows.teams)
+    flavors = tuple(
+        m.ResourceFlavor(
+            name=f.name,
+            node_labels=dict(f.node_labels or {}),
+            node_taints=_taints(f.node_taints),
+            tolerations=_tolerations(f.tolerations),
+            topology_name=f.topology.name if f.topology_id else None,
+            display_name=f.display_name or None,
+        )
+        for f in rows.flavors
+    )
+    topologies = tuple(m.Topology(name=t.name, levels=tuple(t.levels)) for t in rows.topologies)
+    priority_classes = tuple(m.WorkloadPriorityClass(name=p.name, value=p.value) for p in rows.priority_classes)
+    state = m.ClusterState(
+        fair_sharing=cluster_fair_sharing(rows.cluster),
+        flavors=flavors,
+        topologies=topologies,
+        cohorts=cohorts,
+        cluster_queues=cluster_queues,
+        local_queues=local_queues,
+        namespaces=namespaces,
+        priority_classes=priority_classes,
+    )
+    return state, declared
+
+
 def cluster_engine_input(
     *,
     cluster: Cluster,
@@ -516,58 +606,15 @@ def cluster_engine_input(
     engine applies it: on Kubernetes, Kueue decides, and its admission fair sharing does not order teams of a
     cohort (docs/engine.md, *Fairness that remembers*), so the diagnosis explains without it; previews turn it on.
     """
-    quotas = list(TeamQuota.objects.filter(cluster=cluster).select_related("team", "cohort"))
-    lines = QuotaLine.objects.filter(Q(team_quota__cluster=cluster) | Q(cohort__isnull=False)).select_related("flavor")
-    by_quota: dict[int, list[QuotaLine]] = defaultdict(list)
-    by_cohort: dict[int, list[QuotaLine]] = defaultdict(list)
-    for line in lines:
-        if line.team_quota_id:
-            by_quota[line.team_quota_id].append(line)
-        else:
-            by_cohort[line.cohort_id].append(line)
-    cluster_queues = tuple(_cluster_queue(q, by_quota[q.pk]) for q in quotas)
-    declared = {q.team_id: {ln.resource_name for ln in by_quota[q.pk]} for q in quotas}
-    db_cohorts = list(Cohort.objects.select_related("parent"))
     if usage_policy is None:
         usage_policy = cluster.backend == Cluster.Backend.SIMULATED
-    policies = cohort_policies(db_cohorts) if usage_policy else {}
-    cohorts = tuple(
-        m.Cohort(
-            name=c.name,
-            parent=c.parent.name if c.parent_id else None,
-            resource_groups=_resource_groups(by_cohort.get(c.pk, [])),
-            fair_weight=float(c.fair_weight),
-            usage_decay=policies.get(c.pk),
-        )
-        for c in db_cohorts
-    )
-
-    teams = {q.team_id: q.team for q in quotas}
-    local_queues = tuple(
-        m.LocalQueue(namespace=t.namespace, name=t.local_queue_name, cluster_queue=q.cluster_queue_name)
-        for q in quotas
-        for t in [teams[q.team_id]]
-    )
-    all_teams = {t.pk: t for t in Team.objects.all()}
-    namespaces = tuple(m.Namespace(name=t.namespace) for t in all_teams.values())
-    flavors = tuple(
-        m.ResourceFlavor(
-            name=f.name,
-            node_labels=dict(f.node_labels or {}),
-            node_taints=_taints(f.node_taints),
-            tolerations=_tolerations(f.tolerations),
-            topology_name=f.topology.name if f.topology_id else None,
-            display_name=f.display_name or None,
-        )
-        for f in ResourceFlavor.objects.select_related("topology")
-    )
-    topologies = tuple(m.Topology(name=t.name, levels=tuple(t.levels)) for t in Topology.objects.all())
-    all_priority_classes = list(PriorityClass.objects.all())
-    priority_classes = tuple(m.WorkloadPriorityClass(name=p.name, value=p.value) for p in all_priority_classes)
+    rows = live_policy_rows(cluster)
+    policy, declared = policy_state(rows, usage_policy=usage_policy)
     nodes, nodes_by_name = engine_nodes(cluster) if with_nodes else ((), {})
-    pc_names = {p.pk: p.name for p in all_priority_classes}
+    pc_names = {p.pk: p.name for p in rows.priority_classes}
     if jobs is None:
-        by_pk = {p.pk: p for p in all_priority_classes}
+        all_teams = {t.pk: t for t in rows.teams}
+        by_pk = {p.pk: p for p in rows.priority_classes}
         built = _engine_workloads(
             cluster, teams=all_teams, priority_classes=by_pk, declared=declared, pc_names=pc_names
         )
@@ -575,18 +622,7 @@ def cluster_engine_input(
         built = _given_workloads(jobs, declared=declared, pc_names=pc_names)
     jobs_by_key = {wl.key: job for job, wl in built}
     workloads = [wl for _, wl in built]
-    state = m.ClusterState(
-        fair_sharing=cluster_fair_sharing(cluster),
-        flavors=flavors,
-        topologies=topologies,
-        cohorts=cohorts,
-        cluster_queues=cluster_queues,
-        local_queues=local_queues,
-        namespaces=namespaces,
-        priority_classes=priority_classes,
-        nodes=nodes,
-        workloads=tuple(workloads),
-    )
-    if policies and recent:
+    state = replace(policy, nodes=nodes, workloads=tuple(workloads))
+    if usage_policy and recent:
         state = with_recent_usage(state, cluster=cluster, as_of=usage_as_of or timezone.now())
     return EngineInput(state=state, jobs_by_key=jobs_by_key, nodes_by_name=nodes_by_name)

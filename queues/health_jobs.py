@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from pools.models import Allocation, Device
@@ -114,7 +114,7 @@ def validation_team_ensure(*, slug: str) -> Team:
     return team
 
 
-def validation_owner_ensure(*, user: AbstractBaseUser | None, team: Team) -> AbstractBaseUser:
+def validation_owner_ensure(*, user: User | None, team: Team) -> User:
     """The user a validation job is submitted as (the acting admin, else a portal service user), a team member."""
     if user is None:
         user, created = get_user_model().objects.get_or_create(

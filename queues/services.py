@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
@@ -30,7 +30,7 @@ from queues.pod_sets import companions_resolve, job_pod_sets, pod_sets_phrase
 from queues.ports import cluster_port, job_event_listener
 
 
-def _membership(*, user: AbstractBaseUser, team: Team) -> Membership:
+def _membership(*, user: User, team: Team) -> Membership:
     """The user's membership of the team, or a refusal."""
     membership = Membership.objects.filter(user=user, team=team).first()
     if membership is None:
@@ -85,7 +85,7 @@ def _invalid(field_name: str, message: str) -> None:
 
 def job_build(
     *,
-    owner: AbstractBaseUser,
+    owner: User,
     team: Team,
     spec: JobSpec,
     cluster: Cluster,
@@ -141,7 +141,7 @@ def job_build(
 @transaction.atomic
 def job_submit(
     *,
-    owner: AbstractBaseUser,
+    owner: User,
     team: Team,
     spec: JobSpec,
     cluster: Cluster | None = None,
@@ -193,7 +193,7 @@ def job_submit(
     return job
 
 
-def _shape_details(ps) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _shape_details(ps) -> dict[str, Any]:
     """A pod set as a timeline event's details hold it."""
     return {"name": ps.name, "count": ps.count, "devicesPerPod": ps.devices_per_pod, "cpu": ps.cpu, "memory": ps.memory}
 
@@ -391,7 +391,7 @@ def release_allocations(job: Job, *, now: datetime, reason: str) -> int:
     return Allocation.objects.filter(job=job, ended_at__isnull=True).update(ended_at=now, end_reason=reason)
 
 
-FINISH_KINDS = {
+FINISH_KINDS: dict[str, JobEvent.Kind] = {
     Job.State.SUCCEEDED: JobEvent.Kind.SUCCEEDED,
     Job.State.FAILED: JobEvent.Kind.FAILED,
     Job.State.CANCELLED: JobEvent.Kind.CANCELLED,
@@ -412,7 +412,7 @@ def job_finish(job: Job, *, state: str, now: datetime, message: str) -> None:
 
 
 @transaction.atomic
-def job_cancel(*, job: Job, user: AbstractBaseUser, now: datetime | None = None, notify_backend: bool = True) -> Job:
+def job_cancel(*, job: Job, user: User, now: datetime | None = None, notify_backend: bool = True) -> Job:
     """Cancel a job on behalf of a team member or a platform admin; a finished job cannot be cancelled.
 
     Stopping a development session or an inference service (they run until stopped) is this same cancel."""

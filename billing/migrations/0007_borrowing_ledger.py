@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ('billing', '0006_usage_idle_held'),
         ('pools', '0012_resource_class_kinds'),
-        ('queues', '0020_wait_attribution_and_usage_decay'),
+        ('queues', '0021_wait_attribution_and_usage_decay'),
     ]
 
     operations = [

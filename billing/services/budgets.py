@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
 
@@ -22,7 +22,7 @@ from queues.services import team_priority_override_set
 log = logging.getLogger(__name__)
 
 DEFAULT_THRESHOLDS = (50, 80, 100)
-ADJECTIVE = {Budget.Period.MONTH: "monthly", Budget.Period.QUARTER: "quarterly"}
+ADJECTIVE: dict[str, str] = {Budget.Period.MONTH: "monthly", Budget.Period.QUARTER: "quarterly"}
 
 
 def period_bounds(period: str, day: date) -> tuple[date, date]:
@@ -197,9 +197,7 @@ def team_demote(
 
 
 @transaction.atomic
-def team_demotion_lift(
-    *, team: Team, now: datetime, user: AbstractBaseUser | None = None, reason: str = ""
-) -> TeamDemotion:
+def team_demotion_lift(*, team: Team, now: datetime, user: User | None = None, reason: str = "") -> TeamDemotion:
     """Undo a team's demotion: its next submissions use their own priority class again."""
     require_aware(now, "now")
     Team.objects.select_for_update().get(pk=team.pk)

@@ -342,14 +342,14 @@ def _units(allocations: Iterable[Allocation]) -> dict[int, Unit]:
         parent = device.parent
         profile = device.mig_profile or (parent.mig_profile if parent is not None else "")
         product = device.product or (parent.product if parent is not None else "")
-        replicas = children.get((device.parent_id, Device.Kind.SHARED), 0) if parent is not None else 0
+        replicas = children.get((parent.pk, Device.Kind.SHARED), 0) if parent is not None else 0
         if not replicas:
             raw = device.node.labels.get("nvidia.com/gpu.replicas") or device.attributes.get("replicas") or 1
             try:
                 replicas = max(int(raw), 1)
             except (TypeError, ValueError):
                 replicas = 1
-        siblings = children.get((device.parent_id, Device.Kind.MIG), 1) if parent is not None else 1
+        siblings = children.get((parent.pk, Device.Kind.MIG), 1) if parent is not None else 1
         units[allocation.pk] = unit_for(
             kind=device.kind, profile=profile, product=product, replicas=replicas, siblings=siblings
         )

@@ -123,11 +123,11 @@ def month_rollup(*, month: date) -> tuple[int, int]:
     capacity: dict[tuple, CapacityTeamMonthly] = {}
     daily_capacity = CapacityDaily.objects.filter(day__gte=first, day__lt=after).order_by()
     for team_id, currency, *sums in daily_capacity.values_list("team_id", "currency", *CAPACITY_SUMMED):
-        row = capacity.get((team_id, currency))
-        if row is None:
-            row = capacity[(team_id, currency)] = CapacityTeamMonthly(month=first, team_id=team_id, currency=currency)
+        cap = capacity.get((team_id, currency))
+        if cap is None:
+            cap = capacity[(team_id, currency)] = CapacityTeamMonthly(month=first, team_id=team_id, currency=currency)
         for name, value in zip(CAPACITY_SUMMED, sums, strict=True):
-            setattr(row, name, getattr(row, name) + value)
+            setattr(cap, name, getattr(cap, name) + value)
     UsageTeamMonthly.objects.filter(month=first).delete()
     CapacityTeamMonthly.objects.filter(month=first).delete()
     UsageTeamMonthly.objects.bulk_create(usage.values())
@@ -318,17 +318,17 @@ def _lost_hours(*, lo: datetime, hi: datetime):
             "job__owner_id", "job__resource_class_id", "job__assigned_flavor_id",
         )
     )  # fmt: skip
-    for a in hardware_endings:
-        if not is_hardware_reason(a["end_reason"]):
+    for ending in hardware_endings:
+        if not is_hardware_reason(ending["end_reason"]):
             continue
-        since = max(a["started_at"], a["checkpoint"]) if a["checkpoint"] else a["started_at"]
-        us = duration_us(since, a["ended_at"]) if a["ended_at"] > since else 0
+        since = max(ending["started_at"], ending["checkpoint"]) if ending["checkpoint"] else ending["started_at"]
+        us = duration_us(since, ending["ended_at"]) if ending["ended_at"] > since else 0
         job = {
-            "team_id": a["job__team_id"],
-            "owner_id": a["job__owner_id"],
-            "resource_class_id": a["job__resource_class_id"],
+            "team_id": ending["job__team_id"],
+            "owner_id": ending["job__owner_id"],
+            "resource_class_id": ending["job__resource_class_id"],
         }
-        flavor_id = a["device__node__flavor_id"] or a["job__assigned_flavor_id"]
+        flavor_id = ending["device__node__flavor_id"] or ending["job__assigned_flavor_id"]
         yield job, flavor_id, (Decimal(us) / US_PER_HOUR).quantize(Decimal("0.000001")), True
 
 
@@ -436,8 +436,8 @@ def _capacity_rows(*, day: date, lo: datetime, until: datetime) -> tuple[list[Ca
     lines = _quota_lines(hours, lo=lo, hi=max(until, lo + timedelta(microseconds=1)))
     if not lines:
         return [], []
-    owned = defaultdict(lambda: [0] * len(hours))  # (team, flavor, resource) → µs per hour
-    borrowed = defaultdict(lambda: [0] * len(hours))  # (team, flavor, resource) → µs per hour
+    owned: defaultdict[tuple, list[int]] = defaultdict(lambda: [0] * len(hours))  # (team, flavor, resource) → µs/h
+    borrowed: defaultdict[tuple, list[int]] = defaultdict(lambda: [0] * len(hours))  # (team, flavor, resource) → µs/h
     records = UsageRecord.objects.filter(day=day, start__lt=until, end__gt=lo, duration_us__gt=0).values_list(
         "team_id", "flavor_id", "resource_name", "borrowed", "start", "end"
     )

@@ -319,7 +319,7 @@ def _pick_devices(job: Job, decision, nodes_by_name) -> list[list] | None:
     free = job_services.usable_free_devices(
         node_ids=node_ids, resource_name=rc.resource_name, kind=SHARING_KIND[rc.sharing]
     )
-    picked = []
+    picked: list[list] = []
     for shape in shapes:
         if not shape.devices_per_pod:
             picked += [[] for _ in range(shape.count)]

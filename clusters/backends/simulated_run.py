@@ -79,7 +79,7 @@ def _pod_place(allocations: list[Allocation], pod: int, at: datetime) -> tuple[s
     ]
     if not held:
         return "", []
-    return held[0].device.node.name, sorted(a.device.index for a in held)
+    return held[0].device.node.name, sorted(a.device.index for a in held if a.device.index is not None)
 
 
 def _end_lines(job: Job, run: _Run, pod: int) -> list[str]:
@@ -167,7 +167,7 @@ def simulated_job_logs(job: Job, *, tail_lines: int, now: datetime) -> list[PodL
 
 
 #: JobEvent kind → (type, reason, involved object kind) of the Kubernetes event a real cluster would record.
-EVENT_OF = {
+EVENT_OF: dict[str, tuple[str, str, str]] = {
     K.SUBMITTED: ("Normal", "SuccessfulCreate", "Job"),
     K.WAIT_REASON: ("Normal", "Pending", "Workload"),
     K.ADMITTED: ("Normal", "Admitted", "Workload"),

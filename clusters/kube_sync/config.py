@@ -194,7 +194,10 @@ def _push_one(
             return
         ours = ((live.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) == PORTAL
         portal_changed = bool(row.applied_hash) and row.applied_hash != h
-        first_sight_of_ours = not row.applied_hash and ours
+        # A team namespace exists before the portal sees it (the deployer creates it with its Pod Security labels, and
+        # the portal may not create one): the first push adds the portal's labels, as its own field manager, and
+        # leaves everyone else's alone — not a drift to resolve by hand.
+        first_sight_of_ours = not row.applied_hash and (ours or key[0] == "Namespace")
         if not (portal_changed or first_sight_of_ours or reapply_drift):
             if row.status != KubeConfigObject.Status.DRIFTED or row.drift != delta:
                 unmanaged = "" if ours else " It existed before the portal managed it."

@@ -52,6 +52,8 @@ def dra_request(job: Job) -> DraRequest | None:
 def class_dra_request(rc: ResourceClass, *, cluster_id: int | None) -> DraRequest | None:
     """The DRA request of a class's devices on a cluster where all of them are published as ResourceSlices (None
     where a device plugin advertises any of them: the pods then ask for the extended resource, as everywhere)."""
+    if cluster_id is None:  # no cluster: no devices
+        return None
     devices = list(
         Device.objects.filter(
             node__cluster_id=cluster_id,

@@ -6,14 +6,16 @@ a unified YAML diff of the fields the portal manages, and what "adopt" would wri
 choice against the cluster: *re-apply* (the portal wins: force-apply its version, delete an orphan) or *adopt*
 (the cluster wins: copy its values into the portal's models, e.g. a nominal quota edited with kubectl).
 
-Cluster calls happen in the admin's request, bounded by the client's timeouts and retries, because the admin
-needs the outcome (an adopt the portal cannot express is refused, and says why); an unreachable cluster is
-reported as such and changes nothing.
+Cluster calls run on the **worker**, never in the web process (whose service account may not change a cluster, and
+in deploy/ cannot): the admin's button sends :func:`drift_action_run` to the worker (``clusters.kube_drift_action``)
+and the page waits a few seconds for its messages (:mod:`clusters.drift_replies`). An adopt the portal cannot
+express is refused and says why; an unreachable cluster is reported as such and changes nothing.
 """
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,3 +173,55 @@ def kube_drift_check(*, cluster_id: int, api: KubeApi | None = None) -> PushRepo
         return kube_config_push(cluster=cluster, api=api) if api else backend_for(cluster).drift_check()
     except KubeError as exc:
         raise _cluster_error(f"cluster {cluster.name}", exc) from exc
+
+
+# --- the admin's actions, run on the worker -------------------------------------------------------------------------
+
+#: (level, text) of one outcome for the admin's page; level is "success", "warning", "error" or "info".
+DriftMessage = tuple[str, str]
+ACTIONS = ("check", "reapply", "adopt")
+
+
+def _row_messages(ids: list[int], service: Callable[..., object], done: str) -> list[DriftMessage]:
+    out: list[DriftMessage] = []
+    for row_id in ids:
+        row = KubeConfigObject.objects.filter(pk=row_id).first()
+        if row is None:
+            continue
+        label = str(row)
+        try:
+            service(row_id=row_id)
+        except DomainError as exc:
+            out.append(("error", str(exc)))
+            continue
+        out.append(("success", f"{label}: {done}"))
+    return out
+
+
+def _check_messages(cluster_ids: list[int]) -> list[DriftMessage]:
+    out: list[DriftMessage] = []
+    for cluster in Cluster.objects.filter(pk__in=cluster_ids).order_by("name"):
+        try:
+            report = kube_drift_check(cluster_id=cluster.pk)
+        except DomainError as exc:
+            out.append(("error", str(exc)))
+            continue
+        level = "warning" if report.drifted or report.conflicts or report.errors else "success"
+        out.append((level, f"Cluster {cluster.name}: {report.text()}"))
+        if report.kueue_config is not None and report.kueue_config.added:
+            out.append(("info", f"Cluster {cluster.name}: added to Kueue's configuration: {report.kueue_config.added}"))
+        if report.kueue_config is not None and report.kueue_config.needs_attention:
+            out.append(("warning", f"Cluster {cluster.name}: {report.kueue_config.problem}"))
+    return out
+
+
+def drift_action_run(*, action: str, ids: list[int]) -> list[DriftMessage]:
+    """Run an admin's drift action — ``check`` (push and look for drift in these clusters), ``reapply`` or ``adopt``
+    (these configuration objects) — and say what happened, one message per cluster or object."""
+    if action == "check":
+        return _check_messages(ids)
+    if action == "reapply":
+        return _row_messages(ids, kube_drift_reapply, "re-applied the portal's version")
+    if action == "adopt":
+        return _row_messages(ids, kube_drift_adopt, "adopted the cluster's values")
+    raise ValueError(f"unknown drift action {action!r} (one of {', '.join(ACTIONS)})")

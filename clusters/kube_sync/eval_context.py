@@ -69,7 +69,7 @@ class EvalContext:
         """Topology name → flavors that use it."""
         out: dict[str, list[str]] = defaultdict(list)
         for f in self.flavors.values():
-            if f.topology_id:
+            if f.topology is not None:
                 out[f.topology.name].append(f.name)
         return dict(out)
 
@@ -77,9 +77,11 @@ class EvalContext:
     def quota_use(self) -> QuotaUse:
         """Quota and use per ClusterQueue of the cluster: Kueue's own reservation figures where synced."""
         use = QuotaUse()
-        quotas = {q.pk: q for q in TeamQuota.objects.filter(cluster=self.cluster).select_related("cohort")}
+        quotas: dict[int | None, TeamQuota] = {
+            q.pk: q for q in TeamQuota.objects.filter(cluster=self.cluster).select_related("cohort")
+        }
         for q in quotas.values():
-            if q.cohort_id:
+            if q.cohort is not None:
                 use.cohort_of[q.cluster_queue_name] = self._root(q.cohort)
         for line in QuotaLine.objects.filter(team_quota__in=quotas).select_related("flavor"):
             key = (quotas[line.team_quota_id].cluster_queue_name, line.flavor.name, line.resource_name)
@@ -253,7 +255,7 @@ class EvalContext:
             found = {n.name: n for n in rows}
             for name in missing:
                 self._nodes[name] = found.get(name)
-        return {n: self._nodes[n] for n in names if self._nodes[n] is not None}
+        return {n: node for n in names if (node := self._nodes[n]) is not None}
 
     def gone_nodes(self, names: set[str]) -> set[str]:
         """Which of these node names the inventory knows as gone from the cluster."""

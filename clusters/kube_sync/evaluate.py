@@ -99,7 +99,7 @@ def _final_outcome(bj: dict, jc: dict[str, dict], wlc: dict[str, dict]) -> tuple
 def _pods_sorted(pods: dict[str, dict]) -> list[tuple[str, dict]]:
     def key(item: tuple[str, dict]) -> tuple[int, str]:
         index = item[1].get("index")
-        return (int(index) if str(index).isdigit() else 1 << 30, item[0])
+        return (int(str(index)) if str(index).isdigit() else 1 << 30, item[0])
 
     return sorted(pods.items(), key=key)
 
@@ -184,9 +184,8 @@ def _admit(
 ) -> None:
     wl = st.workload or {}
     admission = (wl.get("status") or {}).get("admission") or {}
-    cq = admission.get("clusterQueue") or (
-        ctx._team_quota.get(job.team_id).cluster_queue_name if ctx._team_quota.get(job.team_id) else ""
-    )
+    quota = ctx._team_quota.get(job.team_id)
+    cq = admission.get("clusterQueue") or (quota.cluster_queue_name if quota else "")
     nodes = [p.get("node", "") for _, p in pods]
     assignments = admission.get("podSetAssignments") or [{"name": "main", "count": job.pod_count, "flavors": {}}]
     pod_sets = [

@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from django.db import DatabaseError, close_old_connections
+from django.db import DatabaseError, close_old_connections, connection
 
 from clusters.kube_sync.api import KubeApi, KubeError, KubeUnavailable
 from clusters.kube_sync.conf import kube_setting
@@ -36,7 +36,7 @@ def kube_watch_loop(
     seconds = int(timeout_seconds or kube_setting("KUBE_WATCH_TIMEOUT_SECONDS"))
     backoff = 1.0
     while not stop():
-        close_old_connections()
+        _drop_stale_connections()
         sync = ClusterSync(cluster, api)
         try:
             sync = ClusterSync(Cluster.objects.get(pk=cluster.pk), api)
@@ -65,7 +65,7 @@ def kube_watch_loop(
 def kube_evaluate_loop(*, cluster: Cluster, api: KubeApi, stop: Callable[[], bool], interval: float = 0.2) -> None:
     """Apply what the watchers stored: evaluate dirty jobs every ``interval`` seconds until ``stop()``."""
     while not stop():
-        close_old_connections()
+        _drop_stale_connections()
         try:
             sync = ClusterSync(Cluster.objects.get(pk=cluster.pk), api)
             evaluated = sync.evaluate_dirty()
@@ -74,6 +74,13 @@ def kube_evaluate_loop(*, cluster: Cluster, api: KubeApi, stop: Callable[[], boo
             evaluated = 0
         if not evaluated:
             _sleep_unless(stop, interval)
+
+
+def _drop_stale_connections() -> None:
+    """Close connections that died or outlived CONN_MAX_AGE, as a request boundary does; never one inside a caller's
+    transaction (closing it there would break the caller, not refresh anything)."""
+    if not connection.in_atomic_block:
+        close_old_connections()
 
 
 def _sleep_unless(stop: Callable[[], bool], seconds: float) -> None:

@@ -165,7 +165,7 @@ def _cluster_queue(quota: TeamQuota, lines: list[QuotaLine], *, usage_based: boo
         "fairSharing": {"weight": _weight(quota.fair_weight)},
         "stopPolicy": quota.stop_policy,
     }
-    if quota.cohort_id:
+    if quota.cohort is not None:
         spec["cohortName"] = quota.cohort.name
     if quota.borrow_within_cohort != "Never" and quota.reclaim_within_cohort != "Never":
         bwc: dict[str, Any] = {"policy": quota.borrow_within_cohort}
@@ -193,7 +193,7 @@ def _flavor(flavor: ResourceFlavor) -> dict:
         ]
     if flavor.tolerations:
         spec["tolerations"] = [{k: v for k, v in t.items() if v not in (None, "")} for t in flavor.tolerations]
-    if flavor.topology_id and flavor.node_labels:
+    if flavor.topology is not None and flavor.node_labels:
         spec["topologyName"] = flavor.topology.name
     return {
         "apiVersion": KUEUE_API,
@@ -211,7 +211,7 @@ def desired_config(cluster: Cluster) -> list[dict]:
     lines = list(
         QuotaLine.objects.filter(team_quota__cluster=cluster).select_related("flavor").order_by("flavor_order")
     )
-    by_quota: dict[int, list[QuotaLine]] = defaultdict(list)
+    by_quota: dict[int | None, list[QuotaLine]] = defaultdict(list)
     for line in lines:
         by_quota[line.team_quota_id].append(line)
     cohort_names: set[str] = set()
@@ -221,7 +221,7 @@ def desired_config(cluster: Cluster) -> list[dict]:
         while cohort is not None and cohort.name not in cohort_names:
             cohort_names.add(cohort.name)
             cohort = cohorts.get(cohort.parent_id) if cohort.parent_id else None
-    cohort_lines: dict[int, list[QuotaLine]] = defaultdict(list)
+    cohort_lines: dict[int | None, list[QuotaLine]] = defaultdict(list)
     for line in QuotaLine.objects.filter(cohort__name__in=cohort_names).select_related("flavor"):
         cohort_lines[line.cohort_id].append(line)
     flavor_names = {ln.flavor.name for ln in lines} | {ln.flavor.name for ls in cohort_lines.values() for ln in ls}

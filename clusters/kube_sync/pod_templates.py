@@ -68,7 +68,7 @@ def job_labels(job: Job) -> dict[str, str]:
             QUEUE_LABEL: job.team.local_queue_name,
         }
     )
-    if job.priority_class_id:
+    if job.priority_class is not None:
         labels[PRIORITY_LABEL] = job.priority_class.name
     return labels
 

@@ -128,13 +128,13 @@ def _check_jobs(cluster: Cluster, found: _Findings, *, dry_run: bool, api: KubeA
         with transaction.atomic():
             locked = job_sync.job_lock(job_id=job.pk)
             locked.team, locked.resource_class = job.team, job.resource_class
-            outcome = evaluate_job(locked, st, ctx)
+            evaluated = evaluate_job(locked, st, ctx)
         still = job_mismatch(locked, st)
-        action = "reported" if still or not outcome.actions else "repaired"
+        action = "reported" if still or not evaluated.actions else "repaired"
         found.add(
             "state_mismatch",
             action,
-            f"job {job.pk}: {problem}" + (f" → {', '.join(outcome.actions)}" if outcome.actions else ""),
+            f"job {job.pk}: {problem}" + (f" → {', '.join(evaluated.actions)}" if evaluated.actions else ""),
             job=job.pk,
         )
     gone = Job.objects.filter(cluster=cluster, state=Job.State.CANCELLED).exclude(k8s_uid="")
@@ -214,7 +214,7 @@ def _check_dead_nodes(cluster: Cluster, found: _Findings, *, now: datetime) -> N
     """Present nodes NotReady for long whose devices still count as usable capacity."""
     limit = timedelta(seconds=int(kube_setting("KUBE_DEAD_NODE_SECONDS")))
     for node in Node.objects.filter(cluster=cluster, gone_at__isnull=True, ready=False):
-        ready = next((c for c in node.conditions or [] if c.get("type") == "Ready"), {})
+        ready: dict = next((c for c in node.conditions or [] if c.get("type") == "Ready"), {})
         since = parse_time(ready.get("lastTransitionTime"))
         if since is None or now - since < limit:
             continue

@@ -490,7 +490,7 @@ class ClusterSync(InventoryEvents, JobObjectEvents):
         # caller's transaction, while the chunk's row locks are held
         ctx.waits = job_services.WaitReasonBatch() if self.batch_wait_reasons else None
         ctx.prefetch(jobs, states)
-        evaluated, actions = 0, Counter()
+        evaluated, actions = 0, Counter[str]()
         for job in jobs:
             st = states.get(job.pk)
             if st is None:

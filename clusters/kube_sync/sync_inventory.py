@@ -7,11 +7,13 @@ A mixin of :class:`clusters.kube_sync.sync.ClusterSync`; it relies on the ``clus
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from django.db import transaction
 
-from clusters.kube_sync.api import NODES, RESOURCE_SLICES, KubeNotFound, WatchEvent, list_all
+from clusters.kube_sync.api import NODES, RESOURCE_SLICES, KubeApi, KubeNotFound, WatchEvent, list_all
 from clusters.kube_sync.batches import chunks
 from clusters.kube_sync.conf import kube_setting
 from clusters.models import KubeJobState
@@ -43,8 +45,24 @@ def node_fields(obj: dict) -> dict:
     }
 
 
+if TYPE_CHECKING:
+    from clusters.kube_sync.sync import SyncReport
+
+
 class InventoryEvents:
     """Nodes and ResourceSlices: relist, watch events, the inventory import."""
+
+    # What this part of ClusterSync uses of the rest of it (set and defined there).
+    cluster: Cluster
+    api: KubeApi
+    clock: Callable[[], datetime]
+    report: SyncReport
+    _slices_served: bool | None
+
+    if TYPE_CHECKING:
+
+        def mark_dirty(self, job_ids: Iterable[int]) -> None: ...
+        def save_bookmark(self, kind: str, rv: str) -> None: ...
 
     def slices_served(self) -> bool:
         """Whether the cluster serves DRA ResourceSlices (resource.k8s.io/v1)."""
@@ -56,7 +74,7 @@ class InventoryEvents:
         """Every Node (and ResourceSlice) into one complete inventory import; nodes missing are marked gone."""
         size = int(kube_setting("KUBE_LIST_PAGE_SIZE"))
         objects: list[dict] = []
-        rvs = {}
+        rvs: dict[str, str] = {}
         for page in list_all(self.api, NODES, limit=size):
             rvs.setdefault("nodes", page.resource_version)
             objects += [node_fields(n) for n in page.items]

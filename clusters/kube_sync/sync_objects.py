@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from django.db.models import Q
 
@@ -47,8 +49,25 @@ NOISY_WORKLOAD_REASONS = frozenset(km.REASON_HINTS) | {"Pending"}
 NOISY_JOB_REASONS = frozenset({"SuccessfulCreate", "SuccessfulDelete"})
 
 
+if TYPE_CHECKING:
+    from clusters.kube_sync.sync import SyncReport
+    from pools.models import Cluster
+
+
 class JobObjectEvents:
     """Batch Jobs, Pods, Workloads and Events: what changed, stored per job; the jobs it touched."""
+
+    # What this part of ClusterSync uses of the rest of it (set and defined there).
+    cluster: Cluster
+    clock: Callable[[], datetime]
+    report: SyncReport
+    foreign_jobs: list[str]
+
+    if TYPE_CHECKING:
+
+        def states(self, job_ids: Iterable[int], fields: tuple[str, ...]) -> dict[int, KubeJobState]: ...
+        def portal_jobs(self, job_ids: Iterable[int]) -> dict[int, Job]: ...
+        def save_states(self, states: Iterable[KubeJobState], fields: list[str]) -> None: ...
 
     def job_events(self, events: list[WatchEvent]) -> set[int]:
         """Top-level objects of any kind (batch Jobs, JobSets, PyTorchJobs, RayJobs, Deployments, LeaderWorkerSets)
@@ -267,8 +286,8 @@ class JobObjectEvents:
                     fields.append("workload")
             if fields:
                 changed[tuple(fields)].append(st)
-        for fields, rows in changed.items():
-            self.save_states(rows, list(fields))
+        for names, rows in changed.items():
+            self.save_states(rows, list(names))
         return {st.job_id for rows in changed.values() for st in rows}
 
     def kube_events(self, events: list[WatchEvent]) -> set[int]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -191,7 +192,7 @@ def workload_manifest(job: Job, settings: ManifestSettings) -> dict[str, Any]:
     """The object the portal creates for a job of any kind (ManifestError when the job cannot be one); on a
     cluster whose devices of the class are DRA devices, its pod sets claim them (:func:`claim_templates`)."""
     settings = replace(settings, pod=replace(settings.pod, dra=dra_request(job)))
-    builders = {
+    builders: dict[str, Callable[[Job, ManifestSettings], dict]] = {
         WorkloadKind.BATCH: job_manifest,
         WorkloadKind.JOBSET: jobset_manifest,
         WorkloadKind.PYTORCHJOB: pytorchjob_manifest,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.exceptions import ImproperlyConfigured
 
 from pools.models import Cluster, Device, ResourceClass
@@ -24,7 +24,7 @@ class ValidationJobRequest:
 
     cluster: Cluster
     team_slug: str
-    user: AbstractBaseUser | None
+    user: User | None
     name: str
     image: str
     resource_class: ResourceClass

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -48,11 +48,11 @@ class HealthInputError(DomainError):
 class Actor:
     """Who acts: a user (admin actions) or a named part of the portal ("dcgm scrape", "inventory import")."""
 
-    user: AbstractBaseUser | None = None
+    user: User | None = None
     label: str = "portal health"
 
     @classmethod
-    def of(cls, user: AbstractBaseUser | None, *, label: str = "") -> Actor:
+    def of(cls, user: User | None, *, label: str = "") -> Actor:
         """An actor for a user (labelled by username) or for the portal itself."""
         if user is not None and getattr(user, "is_authenticated", False):
             return cls(user=user, label=label or user.get_username())
@@ -233,7 +233,7 @@ def observation_record(
 
 def card_of(device: Device) -> Device:
     """The physical card a unit belongs to (itself for a full card)."""
-    return device.parent if device.parent_id else device
+    return device.parent if device.parent is not None else device
 
 
 def card_units(card: Device) -> list[Device]:

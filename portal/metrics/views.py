@@ -1,4 +1,5 @@
-"""``GET /metrics``: Prometheus' scrape target; a bearer token guards it when ``METRICS_TOKEN`` is set."""
+"""``GET /metrics``: Prometheus' scrape target; a bearer token guards it when ``METRICS_TOKEN`` is set, and without a
+token it is refused where ``METRICS_REQUIRE_TOKEN`` (production's default): it fails closed."""
 
 from __future__ import annotations
 
@@ -19,8 +20,15 @@ def _authorized(request: HttpRequest, token: str) -> bool:
 
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
-    """The portal's metrics; 401 without the right ``Authorization: Bearer`` token when one is configured."""
+    """The portal's metrics; 401 without the right ``Authorization: Bearer`` token when one is configured, 403 when
+    none is and one is required."""
     token = settings.METRICS_TOKEN
+    if not token and settings.METRICS_REQUIRE_TOKEN:
+        return HttpResponse(
+            "/metrics is turned off: set METRICS_TOKEN (and send it as 'Authorization: Bearer <token>').\n",
+            status=403,
+            content_type="text/plain; charset=utf-8",
+        )
     if token and not _authorized(request, token):
         response = HttpResponse("A valid 'Authorization: Bearer <METRICS_TOKEN>' header is required.\n", status=401)
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'

@@ -9,14 +9,25 @@ Pure functions over the verified claims (the ID token merged with the userinfo a
 - Okta: ``groups`` (a groups claim on the authorization server; its name can differ: ``OIDC_EXTRA_GROUP_CLAIMS``).
 - Dex: ``groups`` (with the ``groups`` scope).
 - Google: no groups; ``hd`` (the Workspace domain) and ``email`` with ``email_verified``.
+
+Domains grant teams (a domain mapping), so they are read only from the configured issuer's claims and only with
+``email_verified`` true: an ``hd`` beside an unverified address grants nothing. What is copied onto the user — the
+e-mail address, the names — is validated here: one well-formed address (a list such as ``a@x, b@y`` would be mailed
+to both), names without control or invisible characters that do not start like a spreadsheet formula.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+
+from kernel.csv_cells import FORMULA_START
 
 #: At most this many values of one kind are read from one sign-in (bounds the mapping query).
 MAX_VALUES = 1000
@@ -75,15 +86,19 @@ def is_true(value: Any) -> bool:
 
 
 def email_domain(claims: Mapping[str, Any]) -> str | None:
-    """The domain of a verified e-mail address, lower case; None when the address is missing or unverified."""
-    email = claims.get("email")
-    if not isinstance(email, str) or "@" not in email or not is_true(claims.get("email_verified")):
+    """The domain of a verified, well-formed e-mail address, lower case; None when the address is missing,
+    unverified or not one address."""
+    email = valid_email(claims.get("email"))
+    if email is None or not is_true(claims.get("email_verified")):
         return None
     return email.rsplit("@", 1)[1].lower() or None
 
 
-def claim_values(claims: Mapping[str, Any], *, client_id: str, extra_group_claims: Iterable[str] = ()) -> ClaimValues:
-    """Groups, roles and domains from the claims of any of the supported providers."""
+def claim_values(
+    claims: Mapping[str, Any], *, client_id: str, issuer: str, extra_group_claims: Iterable[str] = ()
+) -> ClaimValues:
+    """Groups, roles and domains from the claims of any of the supported providers. Domains (``hd`` and the e-mail's
+    domain) only when the claims come from ``issuer`` (the configured one) with ``email_verified`` true."""
     groups: set[str] = set()
     for name in ("groups", *extra_group_claims):
         groups.update(normalise_group(g) for g in _strings(claims.get(name)))
@@ -91,9 +106,10 @@ def claim_values(claims: Mapping[str, Any], *, client_id: str, extra_group_claim
     roles.update(_strings(_nested(claims, "realm_access", "roles")))
     roles.update(_strings(_nested(claims, "resource_access", client_id, "roles")))
     domains = set()
-    if isinstance(claims.get("hd"), str) and claims["hd"]:
+    trusted = bool(issuer) and claims.get("iss") == issuer and is_true(claims.get("email_verified"))
+    if trusted and isinstance(claims.get("hd"), str) and 0 < len(claims["hd"]) <= MAX_VALUE_LENGTH:
         domains.add(claims["hd"].lower())
-    if domain := email_domain(claims):
+    if trusted and (domain := email_domain(claims)):
         domains.add(domain)
     overage = "groups" not in claims and isinstance(_nested(claims, "_claim_names", "groups"), str)
     return ClaimValues(frozenset(groups), frozenset(roles), frozenset(domains), groups_overage=overage)
@@ -111,14 +127,69 @@ def username_base(claims: Mapping[str, Any]) -> str:
     return "sso-user"
 
 
-def profile(claims: Mapping[str, Any]) -> dict[str, str]:
-    """E-mail, first and last name from the claims (``given_name``/``family_name``, else ``name`` split once)."""
+#: Control, format (zero-width, bidirectional overrides) and other invisible characters: never part of a name.
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Zl", "Zp"})
+
+
+def valid_email(value: Any) -> str | None:
+    """``value`` when it is one well-formed e-mail address (at most 254 characters), else None."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if not text or len(text) > 254 or any(ch in text for ch in ",;<>\r\n\t "):
+        return None
+    try:
+        validate_email(text)
+    except ValidationError:
+        return None
+    return text
+
+
+def valid_name(value: Any, *, max_length: int = 150) -> str | None:
+    """A display name as stored: whitespace runs made single spaces; None when it holds control or invisible
+    characters, starts like a spreadsheet formula (``=``, ``+``, ``-``, ``@``) or is longer than ``max_length``."""
+    if not isinstance(value, str):
+        return None
+    if any(unicodedata.category(ch) in _INVISIBLE_CATEGORIES for ch in value if ch not in " \t"):
+        return None
+    text = " ".join(value.split())
+    if not text or len(text) > max_length or text.startswith(FORMULA_START):
+        return None
+    return text
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The e-mail address and names to copy onto the user (empty: not sent, or refused) and what was refused."""
+
+    email: str = ""
+    first_name: str = ""
+    last_name: str = ""
+    refused: tuple[str, ...] = field(default=())
+
+    def fields(self) -> dict[str, str]:
+        """The user fields and their new values (empty ones are left as they are)."""
+        return {"email": self.email, "first_name": self.first_name, "last_name": self.last_name}
+
+
+def profile(claims: Mapping[str, Any]) -> Profile:
+    """E-mail, first and last name from the claims (``given_name``/``family_name``, else ``name`` split once),
+    each validated (``valid_email``, ``valid_name``); a claim sent but refused is named in ``refused``."""
     first, last = claims.get("given_name"), claims.get("family_name")
     if not isinstance(first, str) and not isinstance(last, str) and isinstance(claims.get("name"), str):
-        first, _, last = claims["name"].strip().partition(" ")
-    email = claims.get("email")
-    return {
-        "email": email[:254] if isinstance(email, str) else "",
-        "first_name": first[:150] if isinstance(first, str) else "",
-        "last_name": last[:150] if isinstance(last, str) else "",
-    }
+        first, _, last = " ".join(claims["name"].split()).partition(" ")
+    out: dict[str, str] = {}
+    refused = []
+    for name, value, check in (
+        ("email", claims.get("email"), valid_email),
+        ("first_name", first, valid_name),
+        ("last_name", last, valid_name),
+    ):
+        if value is None or value == "":
+            out[name] = ""
+            continue
+        clean = check(value)
+        out[name] = clean or ""
+        if clean is None:
+            refused.append(name)
+    return Profile(**out, refused=tuple(refused))

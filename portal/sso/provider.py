@@ -76,4 +76,8 @@ def provider_endpoints() -> ProviderEndpoints:
     missing = [name for name in _REQUIRED if not found[name]]
     if missing:
         raise ProviderUnavailable(f"no {', '.join(missing)} endpoint configured or discovered for {issuer}")
+    if settings.PORTAL_MODE == "production":
+        plain = [name for name, url in found.items() if url and not url.startswith("https://")]
+        if plain:
+            raise ProviderUnavailable(f"{', '.join(plain)} endpoint of {issuer} is not https:// (production)")
     return ProviderEndpoints(issuer=issuer, **found)

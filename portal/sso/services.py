@@ -20,7 +20,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractUser, Group
+from django.contrib.auth.models import Group, User
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -64,7 +64,7 @@ def _unique_username(base: str) -> str:
     return candidate
 
 
-def _user_for(*, issuer: str, subject: str, claims: Mapping[str, Any], now: datetime) -> tuple[AbstractUser, bool]:
+def _user_for(*, issuer: str, subject: str, claims: Mapping[str, Any], now: datetime) -> tuple[User, bool]:
     """The user behind (issuer, subject), created on the first sign-in; the identity row locked."""
     identity = SsoIdentity.objects.select_for_update().select_related("user").filter(issuer=issuer, subject=subject)
     found = identity.first()
@@ -77,17 +77,21 @@ def _user_for(*, issuer: str, subject: str, claims: Mapping[str, Any], now: date
     return user, True
 
 
-def _apply_profile(user: AbstractUser, claims: Mapping[str, Any]) -> list[str]:
-    """Copy the e-mail and names the provider sent (a claim it did not send leaves the field as it is)."""
+def _apply_profile(user: User, claims: Mapping[str, Any]) -> list[str]:
+    """Copy the e-mail and names the provider sent (a claim it did not send, or one refused as malformed, leaves the
+    field as it is; a refusal is logged)."""
+    sent = profile(claims)
+    if sent.refused:
+        logger.warning("single sign-on: %s sent a malformed %s: not copied", user, ", ".join(sent.refused))
     changed = []
-    for field, value in profile(claims).items():
+    for field, value in sent.fields().items():
         if value and getattr(user, field) != value:
             setattr(user, field, value)
             changed.append(field)
     return changed
 
 
-def _apply_admin(user: AbstractUser, identity: SsoIdentity, granted: bool) -> list[str]:
+def _apply_admin(user: User, identity: SsoIdentity, granted: bool) -> list[str]:
     """Staff and superuser from an admin mapping; taken back when sign-on gave them and no mapping does now."""
     if granted and not (user.is_staff and user.is_superuser):
         user.is_staff = user.is_superuser = True
@@ -100,7 +104,7 @@ def _apply_admin(user: AbstractUser, identity: SsoIdentity, granted: bool) -> li
     return []
 
 
-def _apply_operator(user: AbstractUser, identity: SsoIdentity, granted: bool) -> None:
+def _apply_operator(user: User, identity: SsoIdentity, granted: bool) -> None:
     """The operator group from an operator mapping; left when sign-on gave it and no mapping does now."""
     group = Group.objects.filter(name=OPERATOR_GROUP).first()  # made with its permission by a queues migration
     if group is None:
@@ -116,13 +120,15 @@ def _apply_operator(user: AbstractUser, identity: SsoIdentity, granted: bool) ->
 
 
 @transaction.atomic
-def sso_sign_in(*, claims: Mapping[str, Any], client_id: str, now: datetime | None = None) -> AbstractUser:
+def sso_sign_in(*, claims: Mapping[str, Any], client_id: str, now: datetime | None = None) -> User:
     """The portal user for verified claims (``iss`` and ``sub`` required), with profile and mapping applied."""
     now = now or timezone.now()
     issuer, subject = claims["iss"], claims["sub"]
     user, created = _user_for(issuer=issuer, subject=subject, claims=claims, now=now)
     identity = SsoIdentity.objects.get(user=user)
-    values = claim_values(claims, client_id=client_id, extra_group_claims=settings.OIDC_EXTRA_GROUP_CLAIMS)
+    values = claim_values(
+        claims, client_id=client_id, issuer=settings.OIDC_OP_ISSUER, extra_group_claims=settings.OIDC_EXTRA_GROUP_CLAIMS
+    )
     if values.groups_overage:
         logger.warning(
             "single sign-on: %s has too many groups for the token (Entra ID overage); map app roles instead", user
@@ -130,7 +136,7 @@ def sso_sign_in(*, claims: Mapping[str, Any], client_id: str, now: datetime | No
     rows = matching_mappings(values)
     teams: dict[Team, list[str]] = defaultdict(list)
     for row in rows:
-        if row.grants in SsoMapping.TEAM_GRANTS:
+        if row.grants in SsoMapping.TEAM_GRANTS and row.team is not None:
             teams[row.team].append(row.grants)
     grants = {row.grants for row in rows}
     changed = _apply_profile(user, claims) + _apply_admin(user, identity, SsoMapping.Grant.ADMIN in grants)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
@@ -15,26 +17,31 @@ class TeamTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Token"
 
     def authenticate(self, request):
-        """The token's user and the token; an address that sent too many bad tokens is refused (429) first."""
+        """The token's user and the token. A valid key is always accepted; an invalid one counts against its address,
+        and past ``bad_token`` an address's invalid keys are answered 429 instead of 401 (a spray is slowed down and
+        learns nothing), while another client's valid key from that address still works."""
         header = authentication.get_authorization_header(request).split()
         if not header or header[0].lower() != self.keyword.lower().encode():
             return None
         guard = BadTokenThrottle()
-        if guard.exceeded(request):
-            raise exceptions.Throttled(wait=guard.wait(), detail="Too many invalid tokens from this address.")
         if len(header) != 2:
-            guard.record_failure(request)
-            raise exceptions.AuthenticationFailed("Give the token as: Authorization: Token <key>")
+            self._refuse(request, guard, "Give the token as: Authorization: Token <key>")
         try:
             key = header[1].decode()
-        except UnicodeError as exc:
-            guard.record_failure(request)
-            raise exceptions.AuthenticationFailed("The token contains invalid characters.") from exc
+        except UnicodeError:
+            self._refuse(request, guard, "The token contains invalid characters.")
         token = api_token_authenticate(key)
         if token is None:
-            guard.record_failure(request)
-            raise exceptions.AuthenticationFailed("Invalid, expired or revoked token.")
+            self._refuse(request, guard, "Invalid, expired or revoked token.")
         return token.user, token
+
+    @staticmethod
+    def _refuse(request, guard: BadTokenThrottle, reason: str) -> NoReturn:
+        """401 for an invalid key, counted against the address; 429 once the address is past its rate."""
+        if guard.exceeded(request):
+            raise exceptions.Throttled(wait=guard.wait(), detail="Too many invalid tokens from this address.")
+        guard.record_failure(request)
+        raise exceptions.AuthenticationFailed(reason)
 
     def authenticate_header(self, request) -> str:
         return self.keyword

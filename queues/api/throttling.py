@@ -65,8 +65,9 @@ class SessionUserThrottle(PortalRateThrottle):
 
 
 class BadTokenThrottle(PortalRateThrottle):
-    """Failed token authentications, by address (``bad_token``): past the rate the address is refused outright,
-    a right key included, so that guessing keys does not pay."""
+    """Failed token authentications, by address (``bad_token``): past the rate the address's invalid keys are
+    answered 429 (queues.api.authentication), so that guessing keys does not pay; a valid key is never refused
+    for the bad ones others sent from the same address (a shared NAT, a CI runner)."""
 
     scope = "bad_token"
 

@@ -46,7 +46,7 @@ def _decode(tp: Any, data: Any) -> Any:
             if dataclasses.is_dataclass(option) and isinstance(data, Mapping):
                 return _decode(option, data)
         return data
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return from_data(tp, data)
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
@@ -64,5 +64,5 @@ def _decode(tp: Any, data: Any) -> Any:
 
 def from_data(cls: type[T], data: Mapping[str, Any]) -> T:
     """An instance of the dataclass ``cls`` from what ``to_data`` wrote (unknown keys are an error)."""
-    hints = _hints(cls)
+    hints = _hints(typing.cast(type, cls))  # type[T] is hashable; mypy does not see it through the TypeVar
     return cls(**{name: _decode(hints[name], value) for name, value in data.items()})

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from . import messages as msg
+from . import pods_ready
 from .decisions import AdmissionDecision, PodSetAssignment, Preemption
 from .fair_sharing import tournament
 from .flavor_assignment import assign, assign_if_fits, quota_fit_plan
 from .model import Eviction, FlavorResource
+from .partial_admission import search as reduce_counts
 from .pod_placement import placement_ok
 from .preemption import preemption_targets
 from .queueing import may_fit, next_head, on_admission, park, push_group
@@ -44,6 +46,17 @@ def _pinned(engine: Engine, cq: ClusterQueueInfo) -> WorkloadInfo | None:
     return None
 
 
+def _reserving(engine: Engine, cq: ClusterQueueInfo) -> WorkloadInfo | None:
+    """The StrictFIFO head of a blocked ``cq`` that holds capacity back in every cycle (None: none, or it ended)."""
+    wl = engine.reserving.get(cq.name)
+    if wl is None:
+        return None
+    if wl.state == PENDING and wl.cq == cq.name and wl.group is not None:
+        return wl
+    del engine.reserving[cq.name]
+    return None
+
+
 def find_heads(engine: Engine) -> list[tuple[ClusterQueueInfo, WorkloadInfo]]:
     """The head of every ClusterQueue that can admit now.
 
@@ -62,6 +75,11 @@ def find_heads(engine: Engine) -> list[tuple[ClusterQueueInfo, WorkloadInfo]]:
             queued.discard(name)
             continue
         if cq.blocked:
+            if engine.reserving:
+                reserving = _reserving(engine, cq)
+                if reserving is not None:
+                    # Kueue requeues a StrictFIFO head at once: it competes (and holds capacity) in every cycle.
+                    out.append((cq, reserving))
             continue
         head = _pinned(engine, cq) if preemptors else None
         if head is None:
@@ -83,7 +101,8 @@ def run_cycle(
         memory.advance(now)
         memory.mark()
     outcome = CycleOutcome()
-    entries = _nominate(engine, heads if heads is not None else find_heads(engine), outcome)
+    reduced: list[WorkloadInfo] = []
+    entries = _nominate(engine, heads if heads is not None else find_heads(engine), outcome, reduced)
     if not entries:
         # Every head was found inadmissible at nomination (parked): nothing to order or admit.
         return outcome
@@ -109,6 +128,14 @@ def run_cycle(
         ordered: Iterable[CycleEntry] = entries
     else:
         ordered = tournament(entries, classic, lambda e: (id(e.wl) not in pinned, e.wl.ts, e.wl.key))
+    held = engine.held
+    if held is not None:
+        # waitForPodsReady.blockAdmission stopped Kueue's scheduler at this entry: it goes first once unblocked.
+        first = [e for e in entries if e.wl is held]
+        if not first:
+            engine.held = held = None
+        else:
+            ordered = [*first, *[e for e in ordered if e.wl is not held]]
     preempted: dict[str, WorkloadInfo] = {}
     reservations: list[tuple[ClusterQueueInfo, dict[FlavorResource, int], list[tuple[str, dict[str, int]]]]] = []
     admitted_cqs: set[str] = set()
@@ -125,8 +152,14 @@ def run_cycle(
         if e.nominated:
             waiting[tree] -= 1
         if not e.nominated:
+            if cq.strict and not e.quick:
+                # Kept in every cycle while it finds no candidates (``find_heads``), not only in this one.
+                if not e.targets and unreclaimable_reservation(cq, assignment):
+                    engine.reserving[cq.name] = wl
+                else:
+                    engine.reserving.pop(cq.name, None)
             reserved = (
-                _unreclaimable_reservation(cq, assignment)
+                unreclaimable_reservation(cq, assignment)
                 if not e.quick and not e.targets and waiting.get(tree, 0) > 0
                 else {}
             )
@@ -160,19 +193,33 @@ def run_cycle(
             reservations.append((cq, assignment.usage, pods))
             changed = True
             engine.preemptors[cq.name] = wl
+            if engine.reserving:
+                engine.reserving.pop(cq.name, None)
             issued = _issue_preemptions(engine, wl, cq, e.targets)
             outcome.preemptions.extend(issued)
             wl.note = {"kind": "preempting", "count": len(e.targets), "message": assignment.message()}
             continue
+        if engine.not_ready and pods_ready.blocking(engine):
+            # Kueue's scheduler waits here until every admitted workload is Ready, then admits this one.
+            wl.note = {"kind": "waiting_for_pods_ready", "message": pods_ready.BLOCK_MESSAGE}
+            engine.held = wl
+            continue
         decision = _admit(engine, wl, cq, assignment, nodes or [[] for _ in wl.pod_sets])
         if engine.preemptors.get(cq.name) is wl:
             del engine.preemptors[cq.name]
+        if engine.held is wl:
+            engine.held = None
+        if engine.reserving:
+            engine.reserving.pop(cq.name, None)
         changed = True
         outcome.admitted.append(decision)
         admitted_cqs.add(cq.name)
     for cq, usage, pods in reservations:
         QuotaTree.remove_usage(cq.node, usage)
         engine.pool.remove(pods)
+    for wl in reduced:
+        if wl.state == PENDING:
+            wl.pod_sets = wl.full_pod_sets  # a reduction tried but not admitted: the next cycle searches again
     for name in sorted(admitted_cqs):
         on_admission(engine, name)
     if memory is not None:
@@ -181,18 +228,23 @@ def run_cycle(
 
 
 def _nominate(
-    engine: Engine, heads: list[tuple[ClusterQueueInfo, WorkloadInfo]], outcome: CycleOutcome
+    engine: Engine,
+    heads: list[tuple[ClusterQueueInfo, WorkloadInfo]],
+    outcome: CycleOutcome,
+    reduced: list[WorkloadInfo] | None = None,
 ) -> list[CycleEntry]:
     """Kueue's nomination: every head's flavor assignment and, when it needs preemption, its targets."""
     entries: list[CycleEntry] = []
     # Without preemption a head that fails ``may_fit`` is inadmissible (an exact shortcut). It still needs its full
-    # assignment when that could reserve capacity (``_unreclaimable_reservation``) that another head of its cohort
+    # assignment when that could reserve capacity (``unreclaimable_reservation``) that another head of its cohort
     # tree might otherwise take: one that passes, or whose queue preempts (only those can be admitted).
     quick: list[bool] = []
     live: set[int] = set()
     for cq, wl in heads:
         group = wl.group
         failed = not cq.preempts and group is not None and not may_fit(engine, cq, group)
+        if failed and wl.reducible:
+            failed = False  # ``may_fit`` checks the full counts; fewer pods may fit
         quick.append(failed)
         if not failed:
             live.add(id(cq.root))
@@ -223,8 +275,27 @@ def _nominate(
         elif mode == PS_PREEMPT:
             targets = preemption_targets(engine, wl, cq, assignment)
             nominated = bool(targets)
+        if not nominated and wl.reducible:
+            found = reduce_counts(engine, wl, cq, _targets_finder(engine, wl, cq))
+            if found is not None:
+                assignment, targets, pod_sets = found
+                wl.pod_sets = pod_sets  # kept while the cycle admits it; restored at its end otherwise
+                nominated = True
+                if reduced is not None:
+                    reduced.append(wl)
         entries.append(CycleEntry(wl, cq, assignment, targets, nominated))
     return entries
+
+
+def _targets_finder(
+    engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo
+) -> Callable[[FlavorAssignment], list[tuple[WorkloadInfo, str]]]:
+    """The preemption targets of ``wl``'s assignments in ``cq`` (for a partial admission's search)."""
+
+    def targets_of(assignment: FlavorAssignment) -> list[tuple[WorkloadInfo, str]]:
+        return preemption_targets(engine, wl, cq, assignment)
+
+    return targets_of
 
 
 def _all_inadmissible(
@@ -243,7 +314,7 @@ def _all_inadmissible(
     return []
 
 
-def _unreclaimable_reservation(cq: ClusterQueueInfo, assignment: FlavorAssignment) -> dict[FlavorResource, int]:
+def unreclaimable_reservation(cq: ClusterQueueInfo, assignment: FlavorAssignment) -> dict[FlavorResource, int]:
     """What a head that needs preemption but has no candidates holds for the rest of the cycle (Kueue's
     ``resourcesToReserve``, pkg/scheduler/scheduler.go); nothing when its queue can always reclaim.
 
@@ -340,11 +411,15 @@ def _fits_now(engine: Engine, e: CycleEntry, victims: list[WorkloadInfo], change
 
 def _inadmissible(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, outcome: CycleOutcome) -> None:
     wl.note = {"kind": "inadmissible"}
-    outcome.parked.append(wl.key)
     if cq.strict:
+        if not cq.blocked:
+            # A blocked queue's head evaluated again (it holds capacity back every cycle) changes nothing.
+            outcome.parked.append(wl.key)
         cq.blocked = True
-    elif wl.group is not None:
-        park(engine, wl.group)
+    else:
+        outcome.parked.append(wl.key)
+        if wl.group is not None:
+            park(engine, wl.group)
 
 
 def _issue_preemptions(
@@ -387,6 +462,8 @@ def _admit(
     wl.state = RESERVED if wl.pending_checks else ADMITTED
     wl.eviction = None
     wl.note = None
+    if engine.pods_ready_config is not None:
+        pods_ready.admitted(engine, wl, engine.now)
     cq.admitted[wl.key] = wl
     group = wl.group
     wl.group = None

@@ -73,6 +73,9 @@ def _fits_resource_quota(
     engine, wl: WorkloadInfo, cq: ClusterQueueInfo, fr: FlavorResource, assumed: int, request: int, explain: bool
 ) -> tuple[int, int, str | tuple, dict | None]:
     node = cq.node
+    if assumed + request == 0:
+        # A zero request (a pod set of count 0, or a resource asked for with 0) always fits, at no borrowing.
+        return FIT, 0, "", None
     # ``QuotaTree``'s caches read here first (most lookups hit them).
     cached = node.available_cache.get(fr)
     if cached is not None and cached[0] == cq.root.usage_version:
@@ -253,15 +256,21 @@ def assign(
     covers_pods = "pods" in cq.rg_of
     for ps in wl.pod_sets:
         requests = dict(ps.total)
+        if ps.zero:
+            # Kueue assigns a flavor (usage 0) to a zero request its ClusterQueue covers, and drops it otherwise.
+            for res in ps.zero:
+                requests.setdefault(res, 0)
         if covers_pods:
             requests["pods"] = ps.count
         psa = PodSetFlavors(ps.name, ps.count, usage=requests)
         result.pod_sets.append(psa)
         for res in sorted(requests):
-            if requests[res] == 0 or res in psa.flavors:
+            if res in psa.flavors:
                 continue
             rg_idx = cq.rg_of.get(res)
             if rg_idx is None:
+                if requests[res] == 0:
+                    continue
                 psa.reasons.append(msg.resource_unavailable(res))
                 psa.no_fit_reason = NO_MATCHING_FLAVOR
                 psa.failed = True
@@ -279,7 +288,7 @@ def assign(
                     )
                 break
             rg = cq.rgs[rg_idx]
-            group_requests = {r: v for r, v in requests.items() if r in rg.covered and v > 0}
+            group_requests = {r: v for r, v in requests.items() if r in rg.covered}
             flavors, modes, reasons, borrow, attempts = _find_flavor(
                 engine, wl, cq, ps, rg, group_requests, result.usage, explain
             )
@@ -319,7 +328,7 @@ def quota_fit_plan(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> tu
     if single is None:
         return None
     ps, requests = single
-    if not requests or any(v <= 0 for v in requests.values()):
+    if not requests or ps.zero or any(v <= 0 for v in requests.values()):
         return None
     groups = {cq.rg_of.get(r) for r in requests}
     if len(groups) != 1 or None in groups:

@@ -1,5 +1,5 @@
 """Kueue's manager Configuration (``config.kueue.x-k8s.io``) as a scenario carries it: the fair-sharing switch,
-and the integrations it enables.
+``waitForPodsReady``, and the integrations it enables.
 
 Two shapes are read: the ``kueue-manager-config`` ConfigMap as ``kubectl get cm -o yaml`` prints it (the
 Configuration is the YAML string under ``data["controller_manager_config.yaml"]``), or a bare
@@ -13,6 +13,10 @@ check; other fields are ignored.
   default to ``[LessThanOrEqualToFinalShare, LessThanInitialShare]``.
 
 In both, the strategies must be one of the lists Kueue's validation accepts (``VALID_STRATEGIES``).
+
+``waitForPodsReady`` (``wait_for_pods_ready``): in v1beta2 it is always on (Kueue ≥ 0.19 defaults it: timeout 30m,
+no blockAdmission, unlimited requeues every 60s·2^(n-1) up to 3600s); in v1beta1 ``enable`` (default false)
+switches it. Durations are Go durations (``5m``, ``1h30m0s``); a bad value names its field.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from typing import Any
 
 import yaml
 
-from .model import DEFAULT_FAIR_SHARING_STRATEGIES, FairSharing
+from .durations import parse_duration
+from .model import DEFAULT_FAIR_SHARING_STRATEGIES, FairSharing, WaitForPodsReady
 
 CONFIG_API_VERSIONS = ("config.kueue.x-k8s.io/v1beta2", "config.kueue.x-k8s.io/v1beta1")
 CONFIG_MAP_KEY = "controller_manager_config.yaml"
@@ -134,7 +139,7 @@ def configuration(config: Mapping[str, Any], fail: Fail) -> FairSharing | None:
             "fairSharing.preemptionStrategies",
             f"unsupported combination [{', '.join(chosen)}] (supported: {_supported()})",
         )
-    return FairSharing(chosen)  # type: ignore[arg-type]
+    return FairSharing(chosen)
 
 
 def device_class_mappings(config: Mapping[str, Any], fail: Fail) -> dict[str, tuple[str, ...]]:
@@ -153,3 +158,82 @@ def device_class_mappings(config: Mapping[str, Any], fail: Fail) -> dict[str, tu
             raise fail(f"resources.deviceClassMappings[{i}]", "expected {name, deviceClassNames}")
         out[mapping["name"]] = out.get(mapping["name"], ()) + tuple(str(n) for n in names)
     return out
+
+
+_PODS_READY_FIELDS = {"enable", "timeout", "blockAdmission", "requeuingStrategy", "recoveryTimeout"}
+_REQUEUING_FIELDS = {"timestamp", "backoffLimitCount", "backoffBaseSeconds", "backoffMaxSeconds"}
+
+
+def _seconds(value: Any, path: str, fail: Fail, *, positive: bool = True) -> float:
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        raise fail(path, str(exc)) from None
+    if positive and seconds <= 0:
+        raise fail(path, f"must be positive, got {value!r}")
+    return seconds
+
+
+def _count(raw: Mapping[str, Any], name: str, path: str, fail: Fail, *, least: int) -> int | None:
+    value = raw.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise fail(f"{path}.{name}", f"must be an integer of at least {least}, got {value!r}")
+    return value
+
+
+def wait_for_pods_ready(config: Mapping[str, Any] | None, fail: Fail) -> WaitForPodsReady | None:
+    """Kueue's ``waitForPodsReady`` of a ``Configuration`` (None: no Configuration at all, Kueue's defaults: on),
+    or None when a v1beta1 Configuration leaves it off."""
+    if config is None:
+        return WaitForPodsReady()
+    api = config.get("apiVersion")
+    raw = config.get("waitForPodsReady")
+    if raw is None:
+        return WaitForPodsReady() if api == CONFIG_API_VERSIONS[0] else None
+    if not isinstance(raw, Mapping):
+        raise fail("waitForPodsReady", f"expected an object, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - _PODS_READY_FIELDS)
+    if unknown:
+        raise fail(f"waitForPodsReady.{unknown[0]}", "unknown field")
+    if api == CONFIG_API_VERSIONS[0]:
+        if "enable" in raw:
+            raise fail("waitForPodsReady.enable", "unknown field in v1beta2 (waitForPodsReady is always on)")
+    else:
+        enable = raw.get("enable", False)
+        if not isinstance(enable, bool):
+            raise fail("waitForPodsReady.enable", f"expected true or false, got {enable!r}")
+        if not enable:
+            return None
+    defaults = WaitForPodsReady()
+    timeout = defaults.timeout
+    if raw.get("timeout") not in (None, "", 0, "0s"):
+        timeout = _seconds(raw["timeout"], "waitForPodsReady.timeout", fail)
+    block = raw.get("blockAdmission", False)
+    if not isinstance(block, bool):
+        raise fail("waitForPodsReady.blockAdmission", f"expected true or false, got {block!r}")
+    recovery = None
+    if raw.get("recoveryTimeout") is not None:
+        recovery = _seconds(raw["recoveryTimeout"], "waitForPodsReady.recoveryTimeout", fail, positive=False)
+    strategy = raw.get("requeuingStrategy") or {}
+    path = "waitForPodsReady.requeuingStrategy"
+    if not isinstance(strategy, Mapping):
+        raise fail(path, f"expected an object, got {type(strategy).__name__}")
+    unknown = sorted(set(strategy) - _REQUEUING_FIELDS)
+    if unknown:
+        raise fail(f"{path}.{unknown[0]}", "unknown field")
+    timestamp = strategy.get("timestamp") or "Eviction"
+    if timestamp not in ("Eviction", "Creation"):
+        raise fail(f"{path}.timestamp", f"unsupported value {timestamp!r} (allowed: Eviction, Creation)")
+    base = _count(strategy, "backoffBaseSeconds", path, fail, least=1)
+    most = _count(strategy, "backoffMaxSeconds", path, fail, least=1)
+    return WaitForPodsReady(
+        timeout=timeout,
+        block_admission=block,
+        recovery_timeout=recovery,
+        requeuing_timestamp="Creation" if timestamp == "Creation" else "Eviction",
+        backoff_limit_count=_count(strategy, "backoffLimitCount", path, fail, least=0),
+        backoff_base_seconds=float(base) if base is not None else defaults.backoff_base_seconds,
+        backoff_max_seconds=float(most) if most is not None else defaults.backoff_max_seconds,
+    )

@@ -107,6 +107,11 @@ def quota_reserved(cluster_queue: str) -> str:
     return f"Quota reserved in ClusterQueue {cluster_queue}"
 
 
+def admission_gated(gates: str) -> str:
+    """Kueue's QuotaReserved=False message of a workload with ``kueue.x-k8s.io/admission-gated-by``."""
+    return f"Admission is gated by: {gates}"
+
+
 def local_queue_missing(name: str) -> str:
     """``LocalQueue X doesn't exist``."""
     return f"LocalQueue {name} doesn't exist"

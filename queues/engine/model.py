@@ -32,6 +32,7 @@ FungibilityPreference = Literal["BorrowingOverPreemption", "PreemptionOverBorrow
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 AdmissionCheckState = Literal["Pending", "Ready", "Retry", "Rejected"]
 FairSharingStrategy = Literal["LessThanOrEqualToFinalShare", "LessThanInitialShare"]
+RequeuingTimestamp = Literal["Eviction", "Creation"]
 
 #: Kueue's default ``fairSharing.preemptionStrategies`` (the only order its validation accepts, or either alone).
 DEFAULT_FAIR_SHARING_STRATEGIES: tuple[FairSharingStrategy, ...] = (
@@ -56,6 +57,24 @@ HEALTH_TAINT_KEYS: frozenset[str] = frozenset(
         "node.kubernetes.io/not-ready",
         "node.kubernetes.io/unreachable",
     }
+)
+
+#: Node conditions that, when True, report a node's GPUs broken: NVSentinel's health checks (the portal's health
+#: policy default, ``pools.models.health``, which a test keeps equal). A condition's message names a GPU by index
+#: (``ErrorCode:79 GPU:3 …``); one that names none concerns every GPU of the node.
+NODE_HEALTH_CONDITION_TYPES: tuple[str, ...] = (
+    "GpuXidError",
+    "GpuMemWatch",
+    "GpuPcieWatch",
+    "GpuInforomWatch",
+    "GpuSmWatch",
+    "GpuNvlinkWatch",
+    "GpuMcuWatch",
+    "GpuPmuWatch",
+    "GpuDriverWatch",
+    "SysLogsXIDError",
+    "SysLogsSXIDError",
+    "SysLogsGPUFallenOff",
 )
 
 #: ``Node.health_gap_by`` of a gap the device plugin made (the default for a Node as Kubernetes reports it).
@@ -131,6 +150,26 @@ class FairSharing:
     """Kueue's Configuration ``fairSharing`` (set = enabled): the preemption strategies, tried in this order."""
 
     preemption_strategies: tuple[FairSharingStrategy, ...] = DEFAULT_FAIR_SHARING_STRATEGIES
+
+
+@dataclass(frozen=True, slots=True)
+class WaitForPodsReady:
+    """Kueue's Configuration ``waitForPodsReady`` (seconds; defaults are Kueue's v1beta2 defaults).
+
+    An admitted workload whose pods are not all Ready ``timeout`` seconds after its admission is evicted
+    (``PodsReadyTimeout``) and requeued after a backoff of ``backoff_base_seconds * 2**(n-1)`` (capped at
+    ``backoff_max_seconds``) for its n-th requeue; past ``backoff_limit_count`` requeues (None = no limit) it is
+    deactivated instead. ``block_admission``: no workload is admitted while an admitted one is not Ready.
+    ``requeuing_timestamp``: whether a timed-out workload queues by its eviction (``Eviction``) or its creation.
+    """
+
+    timeout: float = 1800.0
+    block_admission: bool = False
+    recovery_timeout: float | None = None
+    requeuing_timestamp: RequeuingTimestamp = "Eviction"
+    backoff_limit_count: int | None = None
+    backoff_base_seconds: float = 60.0
+    backoff_max_seconds: float = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +287,10 @@ class AdmissionCheckRule:
 
 @dataclass(frozen=True, slots=True)
 class ClusterQueue:
-    """A Kueue ClusterQueue. ``namespace_selector`` None selects no namespace, ``LabelSelector()`` all."""
+    """A Kueue ClusterQueue. ``namespace_selector`` None selects no namespace, ``LabelSelector()`` all.
+
+    ``terminating``: deleted, but kept by its finalizer while workloads it admitted still run (it admits nothing).
+    """
 
     name: str
     cohort: str | None = None
@@ -265,6 +307,7 @@ class ClusterQueue:
     #: Cohort with ``usage_decay``; ``consumed_at`` None = as of the engine's start.
     consumed: Mapping[str, float] = field(default_factory=dict)
     consumed_at: float | None = None
+    terminating: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,6 +408,8 @@ class PodSet:
     node_affinity: tuple[NodeSelectorTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     topology: TopologyRequest | None = None
+    #: Kueue's ``minCount`` (partial admission): the fewest pods the pod set may be admitted with (None = all).
+    min_count: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,6 +448,12 @@ class Workload:
     ``Ready`` the workload has quota reserved but is not admitted (awaiting provisioning).
     ``requeued_at`` is the eviction time of a requeued workload (Kueue orders those by it).
     ``submit_at`` and ``runtime`` are simulation facts (seconds) used by replays and ETA.
+    ``reclaimable_pods`` is Kueue's ``status.reclaimablePods`` (pods of a pod set that finished for good: they
+    neither need nor hold quota). ``pods_ready_after`` (a simulation fact) is how long after its admission every
+    pod is Ready (None: at once; ``math.inf``: never), for ``waitForPodsReady``; ``requeue_count`` and
+    ``requeue_at`` are Kueue's ``status.requeueState`` (PodsReady-timeout requeues so far, the backoff's end).
+    ``admission_gated_by`` is the annotation ``kueue.x-k8s.io/admission-gated-by`` (non-empty: Kueue does not queue
+    it until the gate is removed).
     """
 
     namespace: str
@@ -422,6 +473,11 @@ class Workload:
     requeued_at: float | None = None
     submit_at: float | None = None
     runtime: float | None = None
+    reclaimable_pods: Mapping[str, int] = field(default_factory=dict)
+    pods_ready_after: float | None = None
+    requeue_count: int = 0
+    requeue_at: float | None = None
+    admission_gated_by: str = ""
 
     @property
     def key(self) -> str:
@@ -437,6 +493,7 @@ class ClusterState:
     """Everything the engine reads: configuration, nodes and workloads. No Nodes = quota-only Kueue.
 
     ``fair_sharing`` is Kueue's manager Configuration ``fairSharing``: None (the default) = fair sharing off.
+    ``wait_for_pods_ready`` is its ``waitForPodsReady``: None (the default) = pods count as Ready once admitted.
     """
 
     flavors: tuple[ResourceFlavor, ...] = ()
@@ -450,3 +507,4 @@ class ClusterState:
     nodes: tuple[Node, ...] = ()
     workloads: tuple[Workload, ...] = ()
     fair_sharing: FairSharing | None = None
+    wait_for_pods_ready: WaitForPodsReady | None = None

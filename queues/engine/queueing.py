@@ -22,7 +22,9 @@ def enqueue(engine: Engine, wl: WorkloadInfo) -> None:
     """Put a workload back in its ClusterQueue as pending (nowhere when it cannot be queued: see ``Engine.blocker``)."""
     wl.state = PENDING
     wl.group = None
-    if engine.blocker(wl) is not None:
+    wl.pod_sets = wl.full_pod_sets
+    if engine.blocker(wl) is not None or wl.requeue_at is not None:
+        # Not queued: it cannot be (see ``Engine.blocker``), or it waits out a requeue backoff (``pods_ready``).
         return
     cq = engine.cqs[wl.cq]  # type: ignore[index]
     group = cq.groups.get(wl.shape)
@@ -129,6 +131,8 @@ def _fit_plan(engine: Engine, cq: ClusterQueueInfo, wl: WorkloadInfo) -> tuple |
     if single is None:
         return None
     ps, requests = single
+    if ps.spec.min_count is not None:
+        return None  # partial admission: fewer pods than the full count may fit
     groups = {cq.rg_of.get(r) for r, v in requests.items() if v > 0}
     if len(groups) != 1:
         return None

@@ -10,8 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import messages as msg
+from . import pods_ready
+from .cycle import unreclaimable_reservation
 from .decisions import AdmissionDecision, Explanation, PodSetAssignment, WaitReason
 from .flavor_assignment import assign
+from .partial_admission import can_reduce
+from .partial_admission import search as partial_search
 from .pod_placement import placement_ok
 from .preemption import preemption_targets
 from .quota import QuotaTree
@@ -190,11 +194,19 @@ def explain_wl(engine: Engine, wl: WorkloadInfo, *, index: ReasonIndex | None = 
     blocked = engine.blocker(wl)
     if blocked is not None:
         return Explanation(key, admissible=False, reason=_misconfigured(engine, wl, blocked))
+    if wl.requeue_at is not None:
+        held = pods_ready.hold_reason(engine, wl)
+        if held is not None:
+            return Explanation(key, admissible=False, reason=held)
     cq = engine.cqs[wl.cq]  # type: ignore[index]
     if wl.state == RESERVED:
         return Explanation(key, admissible=False, reason=_awaiting(engine, wl, cq), assignment=_decision(wl))
     assert wl.state == PENDING
     assignment = assign(engine, wl, cq)
+    if assignment.mode != PS_FIT and can_reduce(wl):
+        reduced = _reduced(engine, wl, cq, assignment)
+        if reduced is not None:
+            return reduced
     never = _never(engine, wl, cq, assignment)
     if never is not None:
         memo = index.pod_set_fits if index is not None else None
@@ -229,6 +241,14 @@ def explain_wl(engine: Engine, wl: WorkloadInfo, *, index: ReasonIndex | None = 
         earmarked = _earmarked(engine, wl, cq, index)
         if earmarked is not None:
             return Explanation(key, admissible=False, reason=earmarked)
+        if engine.reserving:
+            held = _held_back(engine, wl, cq, assignment)
+            if held is not None:
+                return Explanation(key, admissible=False, reason=held)
+        if engine.not_ready:
+            blocked_by_start = pods_ready.block_reason(engine, wl)
+            if blocked_by_start is not None:
+                return Explanation(key, admissible=False, reason=blocked_by_start)
         return Explanation(key, admissible=True, assignment=_preview(engine, wl, cq, assignment))
     targets: list = []
     if mode == PS_PREEMPT:
@@ -288,6 +308,52 @@ def recent_usage_note(engine: Engine, cq: ClusterQueueInfo, reason: WaitReason) 
     return WaitReason(reason.code, reason.message + sentence, reason.kueue_message, reason.kueue_reason, details)
 
 
+def _reduced(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, full: FlavorAssignment) -> Explanation | None:
+    """A workload that does not fit whole but would with fewer pods (partial admission): admissible with the
+    largest counts that fit, or waiting for the preemptions they need. None when no reduction helps."""
+
+    def targets_of(assignment: FlavorAssignment) -> list:
+        return preemption_targets(engine, wl, cq, assignment)
+
+    if full.mode == PS_PREEMPT and preemption_targets(engine, wl, cq, full):
+        return None  # the whole workload can preempt: Kueue takes that, not a reduction
+    found = partial_search(engine, wl, cq, targets_of, explain=True)
+    if found is None:
+        return None
+    assignment, targets, pod_sets = found
+    saved = wl.pod_sets
+    wl.pod_sets = pod_sets
+    try:
+        if targets:
+            names = sorted(t.key for t, _ in targets)
+            reason = WaitReason(
+                code="preemption_in_progress",
+                message=(
+                    f"This job can start with fewer pods ({_counts_text(pod_sets)}, partial admission) by preempting "
+                    f"{len(names)} job(s) ({name_list(names)}); the next scheduling cycle evicts them."
+                ),
+                kueue_message=assignment.message() + msg.pending_preemption_suffix(len(names)),
+                kueue_reason="WaitingForPreemptedWorkloads",
+                details={"clusterQueue": cq.name, "victims": names, "podSetCounts": _counts(pod_sets)},
+            )
+            return Explanation(wl.key, admissible=False, reason=reason, preemption_targets=tuple(names))
+        if engine.not_ready:
+            blocked_by_start = pods_ready.block_reason(engine, wl)
+            if blocked_by_start is not None:
+                return Explanation(wl.key, admissible=False, reason=blocked_by_start)
+        return Explanation(wl.key, admissible=True, assignment=_preview(engine, wl, cq, assignment))
+    finally:
+        wl.pod_sets = saved
+
+
+def _counts(pod_sets: list) -> dict[str, int]:
+    return {ps.name: ps.count for ps in pod_sets}
+
+
+def _counts_text(pod_sets: list) -> str:
+    return ", ".join(f"{ps.name}: {ps.count} of {ps.spec.count}" for ps in pod_sets if ps.count != ps.spec.count)
+
+
 # ------------------------------------------------------------------------------------------ misconfigured
 
 
@@ -296,7 +362,13 @@ def _misconfigured(engine: Engine, wl: WorkloadInfo, blocked: tuple[str, str, st
     spec = wl.spec
     cq_name = wl.cq or ""
     if cause == "deactivated":
-        text = "This job is deactivated (spec.active is false); reactivate it to queue it again."
+        if wl.deactivated:
+            text = (
+                f"Kueue deactivated this job ({wl.deactivated}: its pods missed the PodsReady timeout once more than "
+                "waitForPodsReady's backoffLimitCount allows); set spec.active: true to queue it again."
+            )
+        else:
+            text = "This job is deactivated (spec.active is false); reactivate it to queue it again."
         code = "misconfigured"
     elif cause == "local_queue_missing":
         text = (
@@ -314,6 +386,12 @@ def _misconfigured(engine: Engine, wl: WorkloadInfo, blocked: tuple[str, str, st
         cq = engine.cqs[cq_name]
         text = f"Your team's ClusterQueue {cq_name} cannot admit jobs: it {cq.inactive}."
         code = "misconfigured"
+    elif cause == "admission_gated":
+        text = (
+            f"Admission of this job is held by {spec.admission_gated_by} (annotation "
+            "kueue.x-k8s.io/admission-gated-by); it queues once that gate is removed."
+        )
+        code = "awaiting_provisioning"
     elif cause == "namespace_mismatch":
         text = f"ClusterQueue {cq_name} does not accept jobs from namespace {spec.namespace} (namespaceSelector)."
         code = "misconfigured"
@@ -503,6 +581,44 @@ def _earmarked(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, index: Re
     )
 
 
+def _held_back(
+    engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: FlavorAssignment
+) -> WaitReason | None:
+    """A workload that fits, but not beside the capacity a StrictFIFO head of its cohort tree holds back in every
+    cycle (it needs preemption, has no candidates and cannot count on reclaiming lent quota)."""
+    members = {c.name for c in cq.cohort_cqs}
+    for name, head in sorted(engine.reserving.items()):
+        other = engine.cqs.get(name)
+        if head is wl or other is None or name not in members or head.state != PENDING:
+            continue
+        reserved = unreclaimable_reservation(other, assign(engine, head, other, place=False, explain=False))
+        if not reserved:
+            continue
+        QuotaTree.add_usage(other.node, reserved)
+        try:
+            fits = all(v <= QuotaTree.available(cq.node, fr) for fr, v in assignment.usage.items() if v)
+        finally:
+            QuotaTree.remove_usage(other.node, reserved)
+        if fits:
+            continue
+        return WaitReason(
+            code="higher_priority_ahead",
+            message=(
+                f"This job fits, but the capacity is held back for {head.key} (priority {head.priority}), the head "
+                f"of StrictFIFO queue {name}: it needs preemption, finds nothing to preempt yet and could not take "
+                "lent capacity back, so Kueue keeps that capacity for it in every cycle."
+            ),
+            kueue_message="",
+            kueue_reason=WAITING_FOR_QUOTA,
+            details={"clusterQueue": cq.name, "ahead": head.key, "aheadQueue": name, "held": _held_details(reserved)},
+        )
+    return None
+
+
+def _held_details(reserved: dict) -> dict[str, int]:
+    return {f"{f}/{r}": v for (f, r), v in sorted(reserved.items())}
+
+
 # ------------------------------------------------------------------------------------------ quota
 
 
@@ -617,7 +733,7 @@ def _cohort_idle(cq: ClusterQueueInfo, fr: tuple[str, str]) -> int:
     return max(0, total - used)
 
 
-def _binding_limit(node, fr) -> str:  # type: ignore[no-untyped-def]
+def _binding_limit(node, fr) -> str:
     """The queue or cohort whose borrowingLimit caps the available quota the most."""
     cur = node
     while cur is not None:

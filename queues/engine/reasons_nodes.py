@@ -32,6 +32,7 @@ from .records import (
     WorkloadInfo,
 )
 from .scheduler import Engine
+from .wait_codes import WaitCode
 
 
 def flavor_label(engine: Engine, flavor: str) -> str:
@@ -267,6 +268,7 @@ def _together_reason(
         f"{ps.name} {ps.count} × {msg.qty(main, ps.per_pod.get(main, 0))}" for ps in wl.pod_sets if ps.per_pod.get(main)
     )
     details = {**details, "needed": need, "free": free}
+    code: WaitCode
     if free >= need:
         code = "topology_fragmented"
         text = (

@@ -77,7 +77,8 @@ def name_pod_sets(
     asking = [(i, ps) for i, ps in enumerate(wl.pod_sets) if ps.per_pod]
     if len(asking) < 2 or reason.code not in POD_SET_CODES:
         return reason
-    fit, blocked = [], []
+    fit: list[PodSetInfo] = []
+    blocked: list[PodSetInfo] = []
     for index, ps in asking:
         (fit if fits_alone(engine, wl, cq, index, memo) else blocked).append(ps)
     if blocked and fit:

@@ -38,30 +38,44 @@ VARIANT_REASON = {
 }
 
 PENDING, RESERVED, ADMITTED, EVICTING, FINISHED = "pending", "reserved", "admitted", "evicting", "finished"
+#: A workload deleted while it still waited or ran (a timeline's ``delete``): it left the engine's queues.
+DELETED = "deleted"
 
 
 class PodSetInfo:
-    """A pod set's requests, per pod and in total (zero requests dropped, resources sorted)."""
+    """A pod set's requests, per pod and in total (zero requests dropped, resources sorted).
 
-    __slots__ = ("count", "flavor_checks", "name", "per_pod", "requests", "spec", "total")
+    ``count`` is the pods it asks quota for: the spec's count less its reclaimable pods, or the count a partial
+    admission tries (``count`` given). ``zero`` names the resources it requests none of (a request of 0, or any
+    request of a pod set of count 0): Kueue still assigns them a flavor when the ClusterQueue covers them.
+    """
 
-    def __init__(self, spec: PodSet) -> None:
+    __slots__ = ("count", "flavor_checks", "name", "per_pod", "requests", "spec", "total", "zero")
+
+    def __init__(self, spec: PodSet, count: int | None = None) -> None:
         self.spec = spec
         # ``flavor_assignment``'s flavor checks of this pod set, by (ClusterQueue, flavor).
         self.flavor_checks: dict[tuple[str, str], tuple[str, str] | None] = {}
         # ``pod_placement.podset_request``'s node requests, by (the flavors assigned, whether nodes count pods).
         self.requests: dict[tuple, tuple] = {}
         self.name = spec.name
-        self.count = spec.count
-        count = spec.count
+        if count is None:
+            count = spec.count
+        self.count = count
         per_pod: dict[str, int] = {}
         total: dict[str, int] = {}
+        zero: list[str] = []
         for r, v in sorted(spec.requests.items()):
             if v > 0:
                 per_pod[r] = v
                 total[r] = v * count
+                if count == 0:
+                    zero.append(r)
+            elif v == 0:
+                zero.append(r)
         self.per_pod = per_pod
         self.total = total
+        self.zero = tuple(zero)
 
 
 @dataclass(slots=True, init=False)
@@ -189,8 +203,10 @@ _WORKLOAD_FIELDS = (
     "borrowing",
     "cq",
     "created",
+    "deactivated",
     "evicted_at",
     "eviction",
+    "full_pod_sets",
     "group",
     "key",
     "lq",
@@ -198,8 +214,12 @@ _WORKLOAD_FIELDS = (
     "pending_checks",
     "pod_sets",
     "pods",
+    "pods_ready_at",
     "preempted_by",
     "priority",
+    "reducible",
+    "requeue_at",
+    "requeue_count",
     "shape",
     "share_memo",
     "spec",
@@ -220,7 +240,26 @@ class WorkloadInfo:
         self.priority = spec.priority
         self.created = spec.created_at
         self.ts = spec.requeued_at if spec.requeued_at is not None else spec.created_at
-        self.pod_sets = [PodSetInfo(ps) for ps in spec.pod_sets]
+        reclaimable = spec.reclaimable_pods
+        self.pod_sets = (
+            [PodSetInfo(ps, max(0, ps.count - reclaimable.get(ps.name, 0))) for ps in spec.pod_sets]
+            if reclaimable
+            else [PodSetInfo(ps) for ps in spec.pod_sets]
+        )
+        #: The pod sets as the spec asks (``pod_sets`` holds fewer pods while partially admitted).
+        self.full_pod_sets = self.pod_sets
+        #: Whether a pod set declares a ``minCount`` below its count (Kueue's CanBePartiallyAdmitted).
+        self.reducible = False
+        for ps in spec.pod_sets:
+            if ps.min_count is not None and ps.count > ps.min_count:
+                self.reducible = True
+        #: When its pods are all Ready (waitForPodsReady; None: not admitted, or not tracked).
+        self.pods_ready_at: float | None = None
+        #: Kueue's ``requeueState``: PodsReady-timeout requeues, and when the backoff ends (None: not held).
+        self.requeue_count = spec.requeue_count
+        self.requeue_at = spec.requeue_at
+        #: Why the workload is inactive when Kueue deactivated it (empty: active, or deactivated by a user).
+        self.deactivated = ""
         self.state = PENDING
         self.cq: str | None = None
         self.lq: LocalQueue | None = None

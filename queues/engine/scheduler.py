@@ -18,6 +18,7 @@ from dataclasses import replace
 from itertools import count as _counter
 
 from . import messages as msg
+from . import pods_ready
 from .cycle import find_heads, run_cycle
 from .decisions import QUEUE_STOP_REASONS, PodSetAssignment, QueueStopEviction
 from .fair_share import share
@@ -34,6 +35,7 @@ from .model import (
     PodSetAdmission,
     ResourceFlavor,
     Topology,
+    WaitForPodsReady,
     Workload,
 )
 from .placement import NodePool
@@ -42,6 +44,7 @@ from .queueing import enqueue, on_release
 from .quota import QuotaTree
 from .records import (
     ADMITTED,
+    DELETED,
     EVICTING,
     FINISHED,
     PENDING,
@@ -49,11 +52,22 @@ from .records import (
     ClusterQueueInfo,
     CycleOutcome,
     PodSetFlavors,
+    PodSetInfo,
     WorkloadInfo,
 )
 from .usage_decay import UsageMemory
 
-__all__ = ["ADMITTED", "EVICTING", "FINISHED", "PENDING", "RESERVED", "CycleOutcome", "Engine", "engines_built"]
+__all__ = [
+    "ADMITTED",
+    "DELETED",
+    "EVICTING",
+    "FINISHED",
+    "PENDING",
+    "RESERVED",
+    "CycleOutcome",
+    "Engine",
+    "engines_built",
+]
 
 #: How many ``Engine``s this process has built (``engines_built``).
 _BUILT = [0]
@@ -88,6 +102,14 @@ class Engine:
         )
         self.quota = QuotaTree(state.cluster_queues, state.cohorts)
         self.fair = state.fair_sharing
+        #: Kueue's waitForPodsReady (None: pods count as Ready once admitted; ``pods_ready`` is not consulted).
+        self.pods_ready_config: WaitForPodsReady | None = state.wait_for_pods_ready
+        #: Keys of workloads holding quota whose pods are not all Ready yet (only with ``pods_ready_config``).
+        self.not_ready: set[str] = set()
+        #: StrictFIFO heads that need preemption, found no candidates and hold capacity back in every cycle.
+        self.reserving: dict[str, WorkloadInfo] = {}
+        #: The workload blockAdmission held back when it was about to be admitted: first once admission resumes.
+        self.held: WorkloadInfo | None = None
         self.pool = NodePool(state.nodes)
         self.cqs: dict[str, ClusterQueueInfo] = {}
         for spec in sorted(state.cluster_queues, key=lambda c: c.name):
@@ -116,6 +138,8 @@ class Engine:
                 unplaced.append(wl)
         for wl in sorted(unplaced, key=lambda w: (w.admitted_at or 0.0, w.key)):
             self._place_existing(wl)
+        if self.pods_ready_config is not None:
+            pods_ready.load(self, now)
         for cq in self.cqs.values():
             self._mark_borrowing(cq)
         # A preemptor keeps its ClusterQueue's head until it is admitted or found inadmissible (see heads()).
@@ -134,6 +158,8 @@ class Engine:
         flavor_names = [f for rg in cq.rgs for f in rg.flavors]
         missing = sorted({f for f in flavor_names if f not in self.flavors})
         causes = []
+        if spec.terminating:
+            causes.append("is terminating")
         if cq.stopped:
             causes.append("is stopped")
         if missing:
@@ -180,7 +206,10 @@ class Engine:
         """(kueue_message, kueue_reason, cause) when the workload cannot even be queued, else None."""
         spec = wl.spec
         if not spec.active:
-            return msg.DEACTIVATED, "Deactivated", "deactivated"
+            text = f"{msg.DEACTIVATED} due to {wl.deactivated}" if wl.deactivated else msg.DEACTIVATED
+            return text, "Deactivated", "deactivated"
+        if spec.admission_gated_by:
+            return msg.admission_gated(spec.admission_gated_by), "AdmissionGated", "admission_gated"
         if wl.lq is None:
             return msg.local_queue_missing(spec.queue_name), "Misconfigured", "local_queue_missing"
         if wl.lq.stop_policy in ("Hold", "HoldAndDrain"):
@@ -210,12 +239,15 @@ class Engine:
                     spec.node_affinity,
                     spec.tolerations,
                     spec.topology,
+                    spec.min_count,
                 )
             )
         return (wl.priority, tuple(parts))
 
     def _add(self, spec: Workload) -> WorkloadInfo:
         wl = WorkloadInfo(spec)
+        if wl.requeue_at is not None and (self.pods_ready_config is None or wl.requeue_at <= self.now):
+            wl.requeue_at = None  # its backoff is over (or nothing holds workloads back)
         self.workloads[wl.key] = wl
         self.live[wl.key] = wl
         self._resolve_queue(wl)
@@ -233,7 +265,8 @@ class Engine:
         pods: list[tuple[str, dict[str, int]]] = []
         for ps in wl.pod_sets:
             psa = by_name.get(ps.name)
-            count = psa.count if psa is not None else ps.count
+            # Reclaimable pods scale an admitted pod set down; a partial admission keeps its smaller count.
+            count = min(psa.count, ps.count) if psa is not None else ps.count
             flavors = dict(psa.flavors) if psa is not None else {}
             ps_usage = {r: v * count for r, v in ps.per_pod.items()}
             if "pods" in flavors and "pods" not in ps_usage:
@@ -328,6 +361,8 @@ class Engine:
         freed = [n for n, _ in wl.pods]
         wl.usage = {}
         wl.pods = []
+        if self.not_ready:
+            self.not_ready.discard(key)
         if wl.cq:
             self.dirty.add(wl.cq)
         on_release(self, wl.cq, freed)
@@ -414,13 +449,19 @@ class Engine:
                 else:
                     continue
                 # Nothing runs yet: Kueue unsets the reservation directly; the queue order is unchanged.
-                self.release(key)
-                wl.assignment = []
-                wl.admitted_at = None
-                wl.pending_checks = ()
-                enqueue(self, wl)
+                self.release_reservation(key)
                 out.append(QueueStopEviction(key, cq.name, reason, text, admitted=False))  # type: ignore[arg-type]
         return out
+
+    def release_reservation(self, key: str) -> None:
+        """Unset the quota reservation of a workload whose admission checks are not all Ready (nothing runs yet):
+        it is pending again in its old place."""
+        wl = self.workloads[key]
+        self.release(key)
+        wl.assignment = []
+        wl.admitted_at = None
+        wl.pending_checks = ()
+        enqueue(self, wl)
 
     def complete_eviction(self, key: str, now: float) -> None:
         """An evicted workload's pods are gone: release its quota and requeue it (ordered by eviction time).
@@ -436,9 +477,13 @@ class Engine:
         wl.assignment = []
         wl.admitted_at = None
         wl.pending_checks = ()
+        wl.pods_ready_at = None
         if wl.eviction is None or wl.eviction.reason not in QUEUE_STOP_REASONS:
-            wl.ts = now
-            wl.evicted_at = now
+            if wl.eviction is not None and wl.eviction.reason in pods_ready.EVICTION_REASONS:
+                pods_ready.requeue_time(self, wl, now)
+            else:
+                wl.ts = now
+                wl.evicted_at = now
         wl.eviction = None
         enqueue(self, wl)
 
@@ -449,20 +494,193 @@ class Engine:
             self.complete_eviction(key, now)
         return keys
 
-    def checks_ready(self, key: str) -> bool:
-        """Mark every admission check of a quota-reserved workload Ready; True if it became admitted."""
+    def checks_ready(self, key: str, now: float | None = None) -> bool:
+        """Mark every admission check of a quota-reserved workload Ready; True if it became admitted (at ``now``,
+        the engine's time when not given)."""
         wl = self.workloads[key]
         if wl.state != RESERVED:
             return False
         wl.pending_checks = ()
         wl.state = ADMITTED
+        if self.pods_ready_config is not None:
+            pods_ready.admitted(self, wl, self.now if now is None else now)
         return True
 
     def submit(self, spec: Workload) -> WorkloadInfo:
         """Add a new pending workload."""
-        if spec.key in self.workloads:
+        known = self.workloads.get(spec.key)
+        if known is not None and known.state != DELETED:
             raise ValueError(f"workload {spec.key} already exists")
         return self._add(spec)
+
+    def delete(self, key: str) -> None:
+        """A workload object was deleted: a pending one leaves its queue, one holding quota releases it at once
+        (Kueue drops a deleted workload from its cache and queues). It stays in ``workloads`` as ``DELETED``."""
+        wl = self.workloads[key]
+        if wl.state in (ADMITTED, RESERVED, EVICTING):
+            self.release(key)
+        self.evicting.discard(key)
+        wl.state = DELETED
+        wl.group = None
+        self.live.pop(key, None)
+        self._unpin(wl)
+
+    def _unpin(self, wl: WorkloadInfo) -> None:
+        """Forget ``wl`` as a queue's pinned preemptor or reserving StrictFIFO head."""
+        for name, pinned in list(self.preemptors.items()):
+            if pinned is wl:
+                del self.preemptors[name]
+        for name, head in list(self.reserving.items()):
+            if head is wl:
+                del self.reserving[name]
+
+    def update(self, spec: Workload, now: float) -> None:
+        """A workload object changed (priority, active, queue name, pod sets, reclaimable pods, simulation facts).
+
+        A pending workload is queued again under its new spec, keeping its queue time (Kueue re-sorts it; a change
+        of its requests makes it a new shape). One holding quota keeps its admission: its priority counts for
+        preemption from now on, its usage shrinks with its reclaimable pods (those pods leave their nodes), and
+        ``active: false`` evicts it (``Deactivated``: "The workload is deactivated"); ``active: true`` queues a
+        deactivated workload again.
+        """
+        wl = self.workloads[spec.key]
+        if wl.state in (FINISHED, DELETED):
+            return
+        old = wl.spec
+        if wl.state == PENDING:
+            reactivated = spec.active and not old.active
+            queued_at = wl.ts if wl.ts != spec.created_at else spec.requeued_at
+            fresh_spec = replace(
+                spec,
+                admission=None,
+                admitted_at=None,
+                eviction=None,
+                requeued_at=queued_at,
+                requeue_count=0 if reactivated else wl.requeue_count,
+                requeue_at=None if reactivated else wl.requeue_at,
+            )
+            deactivated = "" if reactivated else wl.deactivated
+            wl.state = DELETED  # the old record leaves its group (groups skip workloads no longer pending)
+            wl.group = None
+            self._unpin(wl)
+            fresh = self._add(fresh_spec)
+            fresh.deactivated = deactivated
+            return
+        wl.spec = spec
+        wl.priority = spec.priority
+        if dict(spec.reclaimable_pods) != dict(old.reclaimable_pods):
+            self._reclaim(wl, spec)
+        if not spec.active and old.active and wl.state in (ADMITTED, RESERVED):
+            self._deactivate(wl, now, "")
+
+    def _reclaim(self, wl: WorkloadInfo, spec: Workload) -> None:
+        """Reclaimable pods changed on a workload holding quota: its usage and pods shrink to what still runs."""
+        reclaimable = spec.reclaimable_pods
+        wl.full_pod_sets = [PodSetInfo(ps, max(0, ps.count - reclaimable.get(ps.name, 0))) for ps in spec.pod_sets]
+        cq = self.cqs.get(wl.cq or "")
+        by_name = {p.name: p for p in wl.full_pod_sets}
+        usage: dict[FlavorResource, int] = {}
+        pods: list[tuple[str, dict[str, int]]] = []
+        assignment: list[PodSetAssignment] = []
+        for a in wl.assignment:
+            ps = by_name.get(a.name)
+            count = a.count if ps is None else min(a.count, ps.count)
+            per_pod = ps.per_pod if ps is not None else {}
+            ps_usage = {r: v * count for r, v in per_pod.items()}
+            if "pods" in a.flavors:
+                ps_usage["pods"] = count
+            for res, val in ps_usage.items():
+                flavor = a.flavors.get(res)
+                if flavor is not None:
+                    usage[(flavor, res)] = usage.get((flavor, res), 0) + val
+            nodes = a.nodes[:count] if a.nodes else ()
+            pods.extend((n, per_pod) for n in nodes)
+            assignment.append(PodSetAssignment(a.name, count, dict(a.flavors), ps_usage, tuple(nodes)))
+        if cq is not None:
+            QuotaTree.remove_usage(cq.node, wl.usage)
+            QuotaTree.add_usage(cq.node, usage)
+            self.dirty.add(cq.name)
+        freed = [n for n, _ in wl.pods]
+        self.pool.remove(wl.pods)
+        self.pool.add(pods)
+        wl.usage, wl.pods, wl.assignment = usage, pods, assignment
+        wl.pod_sets = wl.full_pod_sets
+        on_release(self, wl.cq, freed)
+
+    def _deactivate(self, wl: WorkloadInfo, now: float, why: str) -> None:
+        """Evict a workload holding quota because it was deactivated (by a user, or by Kueue: ``why``)."""
+        reason = f"DeactivatedDueTo{pods_ready.DEACTIVATION_CAUSE}" if why else "Deactivated"
+        text = f"{msg.DEACTIVATED} due to {why}" if why else msg.DEACTIVATED
+        wl.deactivated = why
+        if wl.state == RESERVED:
+            self.release_reservation(wl.key)  # nothing runs yet: the reservation goes at once
+            return
+        wl.state = EVICTING
+        self.evicting.add(wl.key)
+        wl.eviction = Eviction(reason=reason, message=text, preemptor=None, issued_at=now)
+
+    def pods_ready(self, key: str, now: float) -> None:
+        """Every pod of an admitted workload is Ready (Kueue's PodsReady=True): it no longer blocks admission."""
+        pods_ready.mark_ready(self, key, now)
+
+    def pods_ready_timeout(self, key: str, now: float) -> Eviction | None:
+        """waitForPodsReady's timeout of ``key`` expired: evict it (``PodsReadyTimeout``) and set its backoff, or
+        deactivate it past ``backoffLimitCount``; the eviction issued (None when its pods are Ready or it no
+        longer runs)."""
+        return pods_ready.timeout(self, key, now)
+
+    def backoff_finished(self, key: str) -> bool:
+        """The requeue backoff of a timed-out workload ended: it queues again; True if it did."""
+        return pods_ready.backoff_finished(self, key)
+
+    def reconfigure(self, policy: ClusterState, now: float) -> None:
+        """Kueue's objects changed (ClusterQueues, Cohorts, LocalQueues, flavors, topologies, nodes, namespaces,
+        priority classes, admission checks, the Configuration): rebuild on ``policy``, keeping every workload.
+
+        ``policy``'s workloads are ignored. Workloads holding quota keep it (even where the new quota is smaller,
+        as Kueue keeps running what it admitted); pending ones are queued again in their order (Kueue requeues the
+        inadmissible workloads of a ClusterQueue or Cohort that changed). Finished and deleted ones are kept for
+        reports; a preemptor keeps its queue's head. The teams' recent usage (fairness that remembers) is kept
+        unless ``policy`` brings its own.
+        """
+        previous = self.workloads
+        pinned = {name: wl.key for name, wl in self.preemptors.items()}
+        held = self.held.key if self.held is not None else None
+        pool_enabled = self.pool.enabled
+        not_ready = set(self.not_ready) if self.pods_ready_config is not None else None
+        exported = self.export_state()
+        # The teams' recent usage goes on where the new policy brings none (a recorded policy change mid-replay).
+        remembered = {cq.name: cq for cq in exported.cluster_queues if cq.consumed_at is not None}
+        queues = tuple(
+            replace(cq, consumed=remembered[cq.name].consumed, consumed_at=remembered[cq.name].consumed_at)
+            if cq.consumed_at is None and cq.name in remembered
+            else cq
+            for cq in policy.cluster_queues
+        )
+        state = replace(policy, workloads=exported.workloads, cluster_queues=queues)
+        Engine.__init__(self, state, now)
+        self.pool.enabled = self.pool.enabled or pool_enabled
+        for key, old in previous.items():
+            wl = self.workloads.get(key)
+            if wl is None:
+                self.workloads[key] = old
+                continue
+            wl.deactivated = old.deactivated
+            if not_ready is not None:
+                wl.pods_ready_at = old.pods_ready_at
+            wl.preempted_by = old.preempted_by
+            wl.note = old.note
+        if self.pods_ready_config is None:
+            self.not_ready = set()
+        elif not_ready is not None:
+            # Tracked before: what was Ready stays Ready (``load`` would read the specs' facts again).
+            self.not_ready = {k for k in not_ready if k in self.live and self.live[k].state != PENDING}
+        for name, key in pinned.items():
+            wl = self.live.get(key)
+            if name in self.cqs and wl is not None and wl.state == PENDING and wl.cq == name:
+                self.preemptors[name] = wl
+        if held is not None:
+            self.held = self.live.get(held)
 
     # ------------------------------------------------------------------ fair sharing
 
@@ -492,14 +710,20 @@ class Engine:
                 eviction=wl.eviction,
                 admission_checks=checks,
                 requeued_at=wl.evicted_at,
+                requeue_count=wl.requeue_count,
+                requeue_at=wl.requeue_at,
             )
         requeued = wl.ts if wl.ts != spec.created_at else spec.requeued_at
+        if wl.requeue_count != spec.requeue_count or wl.requeue_at != spec.requeue_at:
+            spec = replace(spec, requeue_count=wl.requeue_count, requeue_at=wl.requeue_at)
         return replace(spec, admission=None, admitted_at=None, eviction=None, requeued_at=requeued)
 
     def export_state(self) -> ClusterState:
         """The current state as a ClusterState (finished workloads dropped)."""
         workloads = tuple(
-            self.workload_spec(w) for w in sorted(self.live.values(), key=lambda w: w.key) if w.state != FINISHED
+            self.workload_spec(w)
+            for w in sorted(self.live.values(), key=lambda w: w.key)
+            if w.state not in (FINISHED, DELETED)
         )
         memory = self.memory
         if memory is None:

@@ -1,9 +1,13 @@
 """Event-driven replay over simulated time: submissions, runtimes, admission checks, preemption requeues.
 
-Queues with a stopPolicy are drained at the first instant (``HoldAndDrain`` evicts admitted workloads, whose
-evictions complete at once like preemptions'); the policy of a queue does not change during a replay. Nodes may
-join and leave at given instants (``node_joins_at`` / ``node_leaves_at``); a workload with a pod on a node that
-leaves loses its pods and queues again, to restart from the beginning (``WorkloadRecord.node_losses``).
+Queues with a stopPolicy are drained at each instant (``HoldAndDrain`` evicts admitted workloads, whose evictions
+complete at once like preemptions'). Nodes may join and leave at given instants (``node_joins_at`` /
+``node_leaves_at``); a workload with a pod on a node that leaves loses its pods and queues again, to restart from
+the beginning (``WorkloadRecord.node_losses``). Anything else may change at an instant through ``at`` (a scenario's
+timeline, a recorded policy change): the action runs after that instant's finishes and admission checks and before
+its submissions; evictions it issues complete at once, and ``last_event`` names it for the decisions that follow.
+With Kueue's ``waitForPodsReady`` (the engine's ``pods_ready_config``) the replay also marks pods Ready, evicts
+workloads whose pods are not Ready in time and requeues them when their backoff ends.
 """
 
 from __future__ import annotations
@@ -17,12 +21,17 @@ from mypy_extensions import mypyc_attr
 
 from kernel.quantity import is_device_resource
 
+from . import pods_ready
 from .decisions import QueueStopEviction
 from .gc_pacing import fewer_collections
-from .model import Node, Workload
+from .model import Eviction, Node, Workload
 from .scheduler import ADMITTED, EVICTING, FINISHED, PENDING, RESERVED, CycleOutcome, Engine
 
-_FINISH, _CHECKS, _SUBMIT, _NODE_JOIN, _NODE_LEAVE = 0, 1, 2, 3, 4
+# Event kinds, in the order they are applied at one instant.
+_FINISH, _CHECKS, _PODS_READY, _PODS_TIMEOUT, _BACKOFF, _ACTION, _SUBMIT, _NODE_JOIN, _NODE_LEAVE = range(9)
+
+#: An action the replay runs at an instant (``Replay.at``): called with the instant.
+Action = Callable[[float], None]
 
 
 @dataclass(slots=True, init=False)
@@ -39,6 +48,9 @@ class WorkloadRecord:
     node_losses: int
     stop_eviction: QueueStopEviction | None
     stopped_at: float | None
+    #: The last eviction waitForPodsReady or a deactivation issued (None: none), and when.
+    ready_eviction: Eviction | None
+    ready_evicted_at: float | None
 
     # Written out: a compiled dataclass's generated __init__ runs as interpreted Python, 4x slower.
     def __init__(
@@ -53,6 +65,8 @@ class WorkloadRecord:
         node_losses: int = 0,
         stop_eviction: QueueStopEviction | None = None,
         stopped_at: float | None = None,
+        ready_eviction: Eviction | None = None,
+        ready_evicted_at: float | None = None,
     ) -> None:
         self.submitted_at = submitted_at
         self.first_admitted_at = first_admitted_at
@@ -64,6 +78,8 @@ class WorkloadRecord:
         self.node_losses = node_losses
         self.stop_eviction = stop_eviction
         self.stopped_at = stopped_at
+        self.ready_eviction = ready_eviction
+        self.ready_evicted_at = ready_evicted_at
 
 
 @dataclass(slots=True)
@@ -79,6 +95,17 @@ class QueueStats:
     preempted: int = 0
     finished: int = 0
     drained: int = 0
+    #: Earlier nominal quotas when a policy change altered it: (until when, nominal) per past stretch.
+    nominal_log: list[tuple[float, int]] = field(default_factory=list)
+
+    def nominal_seconds(self, start: float, end: float) -> float:
+        """Nominal quota × time over [start, end], each stretch at the nominal it had."""
+        total = 0.0
+        since = start
+        for until, nominal in self.nominal_log:
+            total += nominal * (until - since)
+            since = until
+        return total + self.nominal * (end - since)
 
 
 @dataclass(slots=True)
@@ -138,11 +165,15 @@ class Replay:
         self.on_cycle: Callable[[float, CycleOutcome], None] | None = None
         #: keys given quota (admitted or reserved) by the cycles since it was last reset (None: not collected)
         self.granted: list[str] | None = None
+        #: The label of the last action ``at`` ran (None: none yet): the event later decisions follow.
+        self.last_event: str | None = None
+        #: What happened to workloads, in order, when collected (``record_decisions``): (instant, workload key,
+        #: what: admitted | reserved | preempted | evicted | requeued | finished | deleted, detail, last_event).
+        self.decisions: list[tuple[float, str, str, str, str | None]] | None = None
+        #: Called after each instant settled; each returns True once it is done (it then changed the engine).
+        self.finalizers: list[Callable[[float], bool]] = []
         for name in engine.cqs:
-            resource, nominal = primary_resource(engine, name)
-            stats = QueueStats(resource=resource, nominal=nominal, last_time=start)
-            stats.last_value = self._usage(name, resource)
-            self.queues[name] = stats
+            self._add_queue(name, start)
         end_times = dict(end_times or {})
         for key, wl in engine.workloads.items():
             self.records[key] = WorkloadRecord(submitted_at=min(start, wl.created))
@@ -156,6 +187,35 @@ class Replay:
                         self._schedule_finish(key, (wl.admitted_at or start) + runtime)
             if wl.state == RESERVED and key in self.checks_delay:
                 self._push(max(start, (wl.admitted_at or start) + self.checks_delay[key]), _CHECKS, key, None)
+        if engine.pods_ready_config is not None:
+            self._pods_ready_timers(start)
+
+    def _add_queue(self, name: str, now: float) -> None:
+        """Start integrating a ClusterQueue's usage (at the start, or when a policy change creates it)."""
+        resource, nominal = primary_resource(self.engine, name)
+        stats = QueueStats(resource=resource, nominal=nominal, last_time=now)
+        stats.last_value = self._usage(name, resource)
+        self.queues[name] = stats
+
+    def _pods_ready_timers(self, now: float) -> None:
+        """Pods-ready and timeout events of the workloads an engine starts with, and the ends of their backoffs."""
+        engine = self.engine
+        config = engine.pods_ready_config
+        assert config is not None
+        for key in sorted(engine.not_ready):
+            wl = engine.workloads[key]
+            if wl.state != ADMITTED:
+                continue
+            gen = self._generation.get(key, 0)
+            ready = pods_ready.ready_at(wl)
+            if ready is not None:
+                self._push(max(now, ready), _PODS_READY, key, gen)
+            self._push(
+                max(now, (now if wl.admitted_at is None else wl.admitted_at) + config.timeout), _PODS_TIMEOUT, key, gen
+            )
+        for key, wl in sorted(engine.live.items()):
+            if wl.state == PENDING and wl.requeue_at is not None:
+                self._push(max(now, wl.requeue_at), _BACKOFF, key, None)
 
     # ------------------------------------------------------------------ events
 
@@ -187,11 +247,53 @@ class Replay:
         """Schedule a node's departure (after the workloads that finish at the same instant)."""
         self._push(when, _NODE_LEAVE, name, None)
 
+    def at(self, when: float, action: Action, label: str) -> None:
+        """Schedule ``action(instant)`` at ``when`` (after that instant's finishes and checks, before its
+        submissions; several at one instant run in the order given). ``label`` names it in ``decisions``."""
+        self._push(when, _ACTION, label, action)
+
+    def note(self, now: float, key: str, what: str, detail: str = "") -> None:
+        """Record what happened to a workload (when decisions are collected)."""
+        if self.decisions is not None:
+            self.decisions.append((now, key, what, detail, self.last_event))
+
+    def policy_changed(self, now: float, *, tracked_before: bool = True) -> None:
+        """The engine was reconfigured at ``now`` (``Engine.reconfigure``): queues it added start being integrated.
+        The workloads' timers stay scheduled (their keys and states carry over); when waitForPodsReady was just
+        switched on (``tracked_before`` False), those of workloads not Ready yet are scheduled."""
+        engine = self.engine
+        for name in engine.cqs:
+            if name not in self.queues:
+                self._add_queue(name, now)
+        for name, stats in self.queues.items():
+            nominal = primary_resource(engine, name)[1] if name in engine.cqs else 0
+            if nominal != stats.nominal:
+                stats.nominal_log.append((now, stats.nominal))
+                stats.nominal = nominal
+        self._integrate(now, list(self.queues))
+        if engine.pods_ready_config is not None and not tracked_before:
+            self._pods_ready_timers(now)
+
+    def complete_evictions(self, now: float) -> None:
+        """Complete at once the evictions an action issued (a deactivation, a drained queue), as replays do."""
+        engine = self.engine
+        for key in sorted(engine.evicting):
+            rec = self.records.setdefault(key, WorkloadRecord(submitted_at=now))
+            wl = engine.workloads[key]
+            if wl.eviction is not None and wl.eviction.preemptor is None:
+                rec.ready_eviction, rec.ready_evicted_at = wl.eviction, now
+                rec.evictions += 1
+                self.note(now, key, "evicted", f"{wl.eviction.reason}: {wl.eviction.message}")
+            self._generation[key] = self._generation.get(key, 0) + 1
+            engine.complete_eviction(key, now)
+
     # ------------------------------------------------------------------ accounting
 
     def _usage(self, cq_name: str, resource: str) -> int:
-        node = self.engine.cqs[cq_name].node
-        return sum(v for (f, r), v in node.usage.items() if r == resource)
+        cq = self.engine.cqs.get(cq_name)
+        if cq is None:
+            return 0  # a ClusterQueue a policy change removed
+        return sum(v for (f, r), v in cq.node.usage.items() if r == resource)
 
     def _integrate(self, now: float, names: list[str] | None = None) -> None:
         if names is None:
@@ -214,6 +316,8 @@ class Replay:
             rec.stop_eviction = stop
             rec.stopped_at = now
             touched.add(stop.cluster_queue)
+            if self.decisions is not None:
+                self.note(now, stop.workload, "evicted", f"{stop.reason}: {stop.message}")
             if stop.admitted:
                 rec.evictions += 1
                 if stop.cluster_queue in self.queues:
@@ -246,10 +350,14 @@ class Replay:
                     self.records.setdefault(key, WorkloadRecord(submitted_at=now))
                     if key in self.checks_delay:
                         self._push(now + self.checks_delay[key], _CHECKS, key, None)
+                    if self.decisions is not None:
+                        self.note(now, key, "reserved", decision.cluster_queue)
                     continue
                 self._admitted(key, decision.cluster_queue, now)
             for pre in outcome.preemptions:
                 rec = self.records.setdefault(pre.victim, WorkloadRecord(submitted_at=now))
+                if self.decisions is not None:
+                    self.note(now, pre.victim, "preempted", f"by {pre.preemptor} ({pre.reason})")
                 rec.preempted_by = pre.preemptor
                 rec.evictions += 1
                 self.queues[pre.victim_cluster_queue].preempted += 1
@@ -271,17 +379,48 @@ class Replay:
         runtime = self._runtime(key, self.engine.workloads[key].spec)
         if runtime is not None:
             self._schedule_finish(key, now + runtime)
+        if self.decisions is not None:
+            self.note(now, key, "admitted", cq_name)
+        if key in self.engine.not_ready:
+            # waitForPodsReady: Ready after its pods_ready_after (if ever); evicted at the timeout otherwise.
+            wl = self.engine.workloads[key]
+            config = self.engine.pods_ready_config
+            gen = self._generation.get(key, 0)
+            ready = pods_ready.ready_at(wl)
+            if ready is not None:
+                self._push(ready, _PODS_READY, key, gen)
+            if config is not None:
+                self._push(now + config.timeout, _PODS_TIMEOUT, key, gen)
         if self.on_admit is not None:
             self.on_admit(key, now)
 
     def step(self, until: float | None) -> bool:
-        """Process the next instant with events (or the start); False when nothing is left before ``until``."""
+        """Process the next instant with events (or the start); False when nothing is left before ``until``.
+
+        Without ``until``, a replay whose only events left are the PodsReady timeouts and backoffs of workloads
+        that never get Ready, each already at ``backoffMaxSeconds``, ends: Kueue would requeue them forever
+        (no ``backoffLimitCount``), every round the same as the last.
+        """
         if not self._events:
             return False
         when = self._events[0][0]
         if until is not None and when > until:
             return False
+        if until is None and self.engine.pods_ready_config is not None and self._endless():
+            return False
         self._advance(when)
+        return True
+
+    def _endless(self) -> bool:
+        """True when only the endless requeue loops of never-Ready workloads are left (see ``step``)."""
+        config = self.engine.pods_ready_config
+        assert config is not None
+        for _, kind, _, key, _ in self._events:
+            if kind != _PODS_TIMEOUT and kind != _BACKOFF:
+                return False
+            wl = self.engine.workloads.get(key)
+            if wl is None or pods_ready.backoff_seconds(config, wl.requeue_count + 1) < config.backoff_max_seconds:
+                return False
         return True
 
     def _advance(self, when: float) -> None:
@@ -295,29 +434,113 @@ class Replay:
                 wl = engine.workloads.get(key)
                 if wl is None or wl.state not in (ADMITTED, RESERVED, EVICTING):
                     continue
-                engine.finish(key)
-                rec = self.records[key]
-                rec.finished_at = when
-                if wl.cq in self.queues:
-                    self.queues[wl.cq].finished += 1
+                self.finish_now(key, when)
             elif kind == _CHECKS:
                 wl = engine.workloads.get(key)
-                if wl is not None and engine.checks_ready(key):
+                if wl is not None and engine.checks_ready(key, when):
                     self._admitted(key, wl.cq or "", when)
+            elif kind == _PODS_READY:
+                if payload == self._generation.get(key, 0):
+                    engine.pods_ready(key, when)
+            elif kind == _PODS_TIMEOUT:
+                if payload == self._generation.get(key, 0):
+                    self._pods_timeout(key, when)
+            elif kind == _BACKOFF:
+                if engine.backoff_finished(key) and self.decisions is not None:
+                    self.note(when, key, "requeued", "BackoffFinished")
+            elif kind == _ACTION:
+                assert callable(payload)
+                self.last_event = key
+                payload(when)
+                if engine.evicting:
+                    self.complete_evictions(when)
             elif kind == _NODE_JOIN:
                 assert isinstance(payload, Node)
                 engine.add_node(payload)
             elif kind == _NODE_LEAVE:
-                for lost in engine.remove_node(key, when):
-                    rec = self.records.setdefault(lost, WorkloadRecord(submitted_at=when))
-                    rec.evictions += 1
-                    rec.node_losses += 1
-                    self._generation[lost] = self._generation.get(lost, 0) + 1
+                self.node_left(key, when)
             else:
                 assert isinstance(payload, Workload)
                 engine.submit(payload)
         self._settle(when)
+        if self.finalizers and self._finalize(when):
+            self._settle(when)
         self._integrate(when)
+
+    def _finalize(self, now: float) -> bool:
+        """Run the finalizers (``finalizers``) after an instant settled; True if one finished (changing the
+        engine)."""
+        done = [f for f in self.finalizers if f(now)]
+        for f in done:
+            self.finalizers.remove(f)
+        return bool(done)
+
+    # ------------------------------------------------------------------ changes at an instant
+
+    def finish_now(self, key: str, now: float) -> None:
+        """The workload ends at ``now`` (its runtime ran out, or a timeline finishes it)."""
+        engine = self.engine
+        wl = engine.workloads[key]
+        engine.finish(key)
+        rec = self.records.setdefault(key, WorkloadRecord(submitted_at=now))
+        rec.finished_at = now
+        if wl.cq in self.queues:
+            self.queues[wl.cq or ""].finished += 1
+        self._generation[key] = self._generation.get(key, 0) + 1
+        if self.decisions is not None:
+            self.note(now, key, "finished")
+
+    def submit_now(self, spec: Workload, now: float, checks_delay: float | None = None) -> None:
+        """A workload is created at ``now`` (a timeline's ``create``)."""
+        self.records[spec.key] = WorkloadRecord(submitted_at=now)
+        if checks_delay is not None:
+            self.checks_delay[spec.key] = checks_delay
+        self.engine.submit(spec)
+        if self.decisions is not None:
+            self.note(now, spec.key, "created")
+
+    def delete_now(self, key: str, now: float) -> None:
+        """A workload object is deleted at ``now``: it leaves its queue, or frees its quota and nodes at once."""
+        self.engine.delete(key)
+        self._generation[key] = self._generation.get(key, 0) + 1
+        if self.decisions is not None:
+            self.note(now, key, "deleted")
+
+    def node_left(self, name: str, now: float) -> None:
+        """A node leaves at ``now``: the workloads with a pod on it lose their pods and queue again."""
+        for lost in self.engine.remove_node(name, now):
+            rec = self.records.setdefault(lost, WorkloadRecord(submitted_at=now))
+            rec.evictions += 1
+            rec.node_losses += 1
+            self._generation[lost] = self._generation.get(lost, 0) + 1
+            if self.decisions is not None:
+                self.note(now, lost, "evicted", f"NodeLost: node {name} left the cluster")
+
+    def runtime_changed(self, key: str, now: float) -> None:
+        """A running workload's runtime changed (its ``sim.portal/runtime``): it ends that long after it started."""
+        wl = self.engine.workloads.get(key)
+        if wl is None or wl.state not in (ADMITTED, RESERVED, EVICTING):
+            return
+        runtime = self._runtime(key, wl.spec)
+        if runtime is not None:
+            self._schedule_finish(key, max(now, (now if wl.admitted_at is None else wl.admitted_at) + runtime))
+
+    def _pods_timeout(self, key: str, now: float) -> None:
+        """waitForPodsReady's timeout: the workload is evicted (its eviction completes at once) and, unless it was
+        deactivated, queues again when its backoff ends."""
+        engine = self.engine
+        eviction = engine.pods_ready_timeout(key, now)
+        if eviction is None:
+            return
+        rec = self.records.setdefault(key, WorkloadRecord(submitted_at=now))
+        rec.ready_eviction, rec.ready_evicted_at = eviction, now
+        rec.evictions += 1
+        self.note(now, key, "evicted", f"{eviction.reason}: {eviction.message}")
+        self._generation[key] = self._generation.get(key, 0) + 1
+        engine.complete_eviction(key, now)
+        wl = engine.workloads[key]
+        if wl.requeue_at is not None:
+            self._push(wl.requeue_at, _BACKOFF, key, None)
 
     def _flush(self, when: float) -> None:
         """Bring every queue's usage integral up to ``when``."""

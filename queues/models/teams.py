@@ -311,6 +311,12 @@ class PolicyPreview(models.Model):
     object_id = models.CharField(max_length=40, blank=True, help_text="Empty when the change adds an object.")
     object_repr = models.CharField(max_length=200)
     days = models.PositiveSmallIntegerField()
+    apply_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the proposed change takes effect in the replay (empty: the window's start); the recorded "
+        "policy changes of the window are replayed at their times either way.",
+    )
     form_data = models.JSONField(default=list, help_text="[key, value] pairs of the posted admin form.")
     inputs = models.JSONField(default=list)
     policy_digests = models.JSONField(

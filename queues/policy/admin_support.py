@@ -8,6 +8,8 @@ is recorded as a ``PolicyPreview`` that a Celery worker replays next to the curr
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import BadRequest, PermissionDenied
@@ -15,6 +17,7 @@ from django.db import transaction
 from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from simple_history.admin import SimpleHistoryAdmin
 
@@ -160,6 +163,27 @@ class WhatIfAdminMixin:
             days = settings.WHATIF_DEFAULT_DAYS
         return max(1, min(days, MAX_DAYS))
 
+    def _apply_at(self, request, days: int) -> tuple[datetime | None, str]:
+        """``_whatif_apply_at`` (a UTC time ``YYYY-MM-DDTHH:MM``) when it falls in the window replayed, and a warning
+        naming the field and the window otherwise (the change then takes effect from the window's start)."""
+        raw = (request.POST.get("_whatif_apply_at") or "").strip()
+        if not raw:
+            return None, ""
+        end = timezone.now()
+        start = end - timedelta(days=days)
+        try:
+            when = datetime.fromisoformat(raw)
+        except ValueError:
+            when = None
+        if when is not None and when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        if when is None or not start <= when <= end:
+            return None, (
+                f"_whatif_apply_at: {raw!r} is not a time of the window replayed ({start:%Y-%m-%d %H:%M} to "
+                f"{end:%Y-%m-%d %H:%M} UTC); the change takes effect from the window's start"
+            )
+        return when, ""
+
     def _whatif_response(self, request, obj, *, add: bool):
         """Read the proposed policy back, note what to record once the save is rolled back, roll it back."""
         captured = getattr(request, PREVIEW_FLAG)
@@ -173,11 +197,14 @@ class WhatIfAdminMixin:
             changes.extend(f"{cluster.name}: {line}" for line in config_changes(current, proposed))
             sides.append(PreviewSide(cluster=cluster, current=current, proposed=proposed))
         opts = self.model._meta
+        days = self._days(request)
+        apply_at, apply_warning = self._apply_at(request, days)
         request._whatif_pending = {
             "model_label": f"{opts.app_label}.{opts.model_name}",
             "object_id": "" if add else str(obj.pk),
             "object_repr": f"{opts.verbose_name} {obj}",
-            "days": self._days(request),
+            "days": days,
+            "apply_at": apply_at,
             "form_data": [
                 (key, value)
                 for key, values in request.POST.lists()
@@ -186,7 +213,7 @@ class WhatIfAdminMixin:
             ],
             "sides": sides,
             "changes": changes,
-            "warnings": list(getattr(request, "_policy_warnings", [])),
+            "warnings": [*getattr(request, "_policy_warnings", []), *([apply_warning] if apply_warning else [])],
             "digests": {str(pk): policy_digest(current) for pk, (_, current) in captured.items()},
         }
         transaction.set_rollback(True)

@@ -10,6 +10,8 @@ from heapq import merge
 
 from django.apps import apps
 
+from kernel.csv_cells import csv_row
+
 #: The policy models whose history is kept, as ``app_label.ModelName``.
 POLICY_MODELS = (
     "queues.TeamQuota",
@@ -55,7 +57,7 @@ def _text(value) -> str:
     return "" if value is None else str(value)
 
 
-def _entry(record, model_label: str) -> AuditEntry:
+def entry_of(record, model_label: str) -> AuditEntry:
     """An audit entry from a historical record, with the fields that differ from the record before it."""
     fields = [f for f in record.instance_type._meta.fields if f.name in {h.name for h in record._meta.fields}]
     changes: list[Change] = []
@@ -97,7 +99,7 @@ def audit_entries(
         streams.append([(r, label) for r in qs[:limit]])
     newest = list(merge(*streams, key=lambda pair: pair[0].history_date, reverse=True))[:limit]
     # Diffs are computed for the kept records only (each needs the record before it).
-    return [_entry(record, label) for record, label in newest]
+    return [entry_of(record, label) for record, label in newest]
 
 
 def audit_csv(entries: list[AuditEntry]) -> str:
@@ -108,17 +110,19 @@ def audit_csv(entries: list[AuditEntry]) -> str:
     for e in entries:
         for c in e.changes or (Change("", "", ""),):
             writer.writerow(
-                [
-                    e.at.isoformat(),
-                    e.user,
-                    e.model,
-                    e.object_id,
-                    e.object_repr,
-                    e.action,
-                    c.field,
-                    c.before,
-                    c.after,
-                    e.reason,
-                ]
+                csv_row(
+                    [
+                        e.at.isoformat(),
+                        e.user,
+                        e.model,
+                        e.object_id,
+                        e.object_repr,
+                        e.action,
+                        c.field,
+                        c.before,
+                        c.after,
+                        e.reason,
+                    ]
+                )
             )
     return out.getvalue()

@@ -1,5 +1,8 @@
 """What-if previews in the background: the request records the proposal, a worker replays it, the page polls.
 
+The replay is of the window's history as it happened (its recorded policy changes at their times), with the
+proposal taken into effect at the time the admin chose (``apply_at``; by default the window's start).
+
 The admin's save path still computes the proposed policy (its own save, rolled back); what it stores here is
 each changed cluster's current and proposed policy as engine data without nodes (the replay takes the nodes
 the cluster had during the window when it runs), the form as posted, and a digest of every cluster's policy.
@@ -80,6 +83,7 @@ def policy_preview_request(
     object_id: str,
     object_repr: str,
     days: int,
+    apply_at: datetime | None = None,
     form_data: list[tuple[str, str]],
     sides: list[PreviewSide],
     changes: list[str],
@@ -97,6 +101,7 @@ def policy_preview_request(
         object_id=object_id,
         object_repr=object_repr[:200],
         days=days,
+        apply_at=apply_at,
         form_data=[list(pair) for pair in form_data],
         inputs=[
             {
@@ -165,6 +170,7 @@ def policy_preview_run(*, preview_id: int) -> PolicyPreview | None:
                     proposed=proposed,
                     request=WhatIfRequest(days=preview.days, now=preview.requested_at),
                     on_progress=report,
+                    apply_at=preview.apply_at,
                 )
             except WhatIfTooSlow as exc:
                 failures.append(f"{name}: {exc}")

@@ -1,4 +1,10 @@
-"""What-if: replay the portal's recorded jobs through the engine under the current and a proposed policy.
+"""What-if: replay the portal's recorded jobs through the engine under the policy as it was and a proposed one.
+
+The current side is the history as it happened: the policy at the window's start, then every recorded policy
+change inside the window (the audit log, ``queues.policy.recorded``) at its time. The proposed side is the same
+history with the admin's change applied from the time they chose (by default the window's start): the
+differences between the policy now and the proposal are laid over each recorded version from then on
+(``overlay.lay_over``), so a recorded change the proposal does not touch still happens when it happened.
 
 The replay covers a window (by default the last 14 days). Every job submitted in the window is
 resubmitted at its recorded submit time, with its class, size, priority and recorded run time; jobs
@@ -19,10 +25,11 @@ A preempted workload restarts with its full run time, as a job without checkpoin
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 from django.conf import settings
 from django.db.models import Q
@@ -44,6 +51,8 @@ from queues.engine_input import (
     workload_name,
 )
 from queues.models import Job, TeamQuota
+from queues.policy.overlay import lay_over
+from queues.policy.recorded import PolicyStep, recorded_policy
 from queues.recent_usage import with_recent_usage
 
 DEFAULT_DAYS = 14
@@ -128,8 +137,21 @@ class ReplayOutcome:
 
 
 @dataclass(frozen=True)
+class ReplayedChange:
+    """A recorded policy change the replay applied at its time (both sides), in words."""
+
+    at: datetime
+    user: str
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class WhatIf:
-    """The current and the proposed policy replayed over the same window and jobs."""
+    """The policy as it was and the proposed one replayed over the same window and jobs.
+
+    ``replayed``: the recorded changes applied at their times; ``created_during``: objects created during the
+    window, taken as present from its start; ``apply_at``: when the proposal took effect in the replay.
+    """
 
     cluster: str
     start: datetime
@@ -139,6 +161,16 @@ class WhatIf:
     left_out: int
     current: ReplayOutcome
     proposed: ReplayOutcome
+    replayed: tuple[ReplayedChange, ...] = ()
+    apply_at: datetime | None = None
+    created_during: tuple[str, ...] = ()
+
+    @property
+    def created_counts(self) -> str:
+        """``created_during`` counted by kind, most first: "QuotaLine ×14, TeamQuota ×3, Cluster"."""
+        counts = Counter(entry.split(" ", 1)[0] for entry in self.created_during)
+        ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        return ", ".join(kind if n == 1 else f"{kind} ×{n}" for kind, n in ordered)
 
     @property
     def node_losses(self) -> tuple[int, int]:
@@ -184,10 +216,28 @@ class _MeteredReplay(Replay):
         self._deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
         self.used_seconds: dict[str, float] = defaultdict(float)
         self.borrowed_seconds: dict[str, float] = defaultdict(float)
+        #: Nominal device units × seconds per ClusterQueue (its quota may change during the window).
+        self.nominal_seconds: dict[str, float] = defaultdict(float)
+        self._nominal: dict[str, tuple[float, int]] = {name: (start, _nominal(engine, name)) for name in engine.cqs}
         self._level: dict[str, tuple[float, int, int]] = dict.fromkeys(engine.cqs, (start, 0, 0))
 
+    def policy_changed(self, now: float, *, tracked_before: bool = True) -> None:
+        """Close each queue's nominal stretch at ``now`` and open the next at its new nominal."""
+        for name in set(self._nominal) | set(self.engine.cqs):
+            since, nominal = self._nominal.get(name, (now, 0))
+            self.nominal_seconds[name] += nominal * (now - since)
+            self._nominal[name] = (now, _nominal(self.engine, name))
+        super().policy_changed(now, tracked_before=tracked_before)
+
+    def nominal_device_seconds(self, name: str, end: float) -> float:
+        """Nominal device units × seconds of a queue over the window (each stretch at the quota it had)."""
+        since, nominal = self._nominal.get(name, (end, 0))
+        return self.nominal_seconds[name] + nominal * (end - since)
+
     def _levels(self, name: str) -> tuple[int, int]:
-        cq = self.engine.cqs[name]
+        cq = self.engine.cqs.get(name)
+        if cq is None:
+            return 0, 0  # a ClusterQueue a recorded change removed
         used = borrowed = 0
         for (flavor, resource), value in cq.node.usage.items():
             if not is_device_resource(resource):
@@ -225,8 +275,9 @@ class _MeteredReplay(Replay):
             names = list(self.engine.dirty)
             self.engine.dirty.clear()
         for name in names:
-            if name in self._level:
-                self._meter(name, now)
+            if name not in self._level:
+                self._level[name] = (now, 0, 0)  # a ClusterQueue a recorded change added
+            self._meter(name, now)
         super()._integrate(now, names)
 
     def _flush(self, when: float) -> None:
@@ -298,6 +349,14 @@ def recorded_jobs(*, cluster: Cluster, start: datetime, end: datetime) -> tuple[
     return out, left_out
 
 
+def _nominal(engine: Engine, name: str) -> int:
+    """A ClusterQueue's nominal quota of device resources, summed (0 when it does not exist)."""
+    cq = engine.cqs.get(name)
+    if cq is None:
+        return 0
+    return sum(q.nominal for (_, r), q in cq.quotas.items() if is_device_resource(r))
+
+
 def policy_configuration(*, cluster: Cluster, nodes: bool = True) -> m.ClusterState:
     """The cluster's policy and (unless not ``nodes``) nodes as the database holds them now: one side of a what-if.
 
@@ -323,12 +382,15 @@ def replay_policy(
     on_progress: Callable[[float], None] | None = None,
     nodes: Sequence[WindowNode] | None = None,
     relax_topology: bool = False,
+    changes: Sequence[tuple[float, m.ClusterState]] = (),
 ) -> ReplayOutcome:
     """Replay recorded jobs through the engine under ``config`` from ``start`` to ``end`` (engine seconds).
 
     ``nodes`` (when given) replace the configuration's: each is there from its ``joins_at`` (or the start) until
-    its ``leaves_at`` (or the end). ``relax_topology``: the jobs' topology rules are dropped (a what-if of perfectly
-    defragmented placements: every job finds its devices together).
+    its ``leaves_at`` (or the end). ``changes``: the policy (no nodes) from each given time on; the engine is
+    rebuilt on it there (``Engine.reconfigure``), keeping the nodes, every workload and the teams' recent usage.
+    ``relax_topology``: the jobs' topology rules are dropped (a what-if of perfectly defragmented placements: every
+    job finds its devices together).
     """
     declared = _declared(config)
     if nodes is not None:
@@ -346,6 +408,8 @@ def replay_policy(
                 replay.node_joins_at(w.node, w.joins_at)
             if w.leaves_at is not None:
                 replay.node_leaves_at(w.node.name, w.leaves_at)
+    for when, policy in changes:
+        replay.at(when, partial(_reconfigure, replay, policy), "recorded policy change")
     carried: set[str] = set()
     devices: dict[str, int] = {}
     for rec in jobs:
@@ -373,7 +437,7 @@ def replay_policy(
         )
         replay.submit_at(wl, rec.submit_at)
     result = replay.run(until=end)
-    window_hours = (end - start) / 3600
+    engine = replay.engine
     waits: dict[str, list[float]] = defaultdict(list)
     waited: dict[str, float] = defaultdict(float)
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
@@ -394,9 +458,7 @@ def replay_policy(
             waits[wl.cq].append(end - rec.submitted_at)
         waited[wl.cq] += waits[wl.cq][-1] * devices.get(key, 0) / 3600
     teams_out = []
-    for name in sorted(engine.cqs):
-        cq = engine.cqs[name]
-        nominal = sum(q.nominal for (_, r), q in cq.quotas.items() if is_device_resource(r))
+    for name in sorted(set(engine.cqs) | set(replay.used_seconds) | set(counts)):
         jobs_n, admitted, waiting = counts[name]
         teams_out.append(
             TeamOutcome(
@@ -408,14 +470,21 @@ def replay_policy(
                 wait_p50_seconds=percentile(waits[name], 0.5),
                 wait_p90_seconds=percentile(waits[name], 0.9),
                 used_device_hours=replay.used_seconds[name] / 3600,
-                nominal_device_hours=nominal * window_hours,
+                nominal_device_hours=replay.nominal_device_seconds(name, end) / 3600,
                 borrowed_device_hours=replay.borrowed_seconds[name] / 3600,
-                preemptions=result.queues[name].preempted,
+                preemptions=result.queues[name].preempted if name in result.queues else 0,
                 node_losses=node_losses[name],
                 waited_device_hours=waited[name],
             )
         )
     return ReplayOutcome(tuple(teams_out), tuple(replay.unsettled))
+
+
+def _reconfigure(replay: Replay, policy: m.ClusterState, now: float) -> None:
+    """A recorded (or proposed) policy change at ``now``: the engine is rebuilt on it, with the nodes it has."""
+    engine = replay.engine
+    engine.reconfigure(replace(policy, nodes=engine.spec_state.nodes), now)
+    replay.policy_changed(now)
 
 
 @dataclass
@@ -439,23 +508,33 @@ def whatif_compare(
     proposed: m.ClusterState,
     request: WhatIfRequest | None = None,
     on_progress: ProgressCallback | None = None,
+    apply_at: datetime | None = None,
 ) -> WhatIf:
-    """Replay the window's recorded jobs of ``cluster`` under both configurations, on the window's nodes.
+    """Replay the window's recorded jobs of ``cluster`` under the policy as it was (the recorded changes at their
+    times) and under the same history with the change from ``current`` to ``proposed`` applied from ``apply_at``
+    (None: the window's start), on the window's nodes.
 
     The configurations' own nodes are ignored: both replays use the nodes of ``window_engine_nodes``.
     ``on_progress`` hears ("current", share) during the first replay and ("proposed", share) during the second.
     """
     request = request or WhatIfRequest()
     start, end = request.bounds()
+    effective = min(max(apply_at or start, start), end)
     jobs, left_out = recorded_jobs(cluster=cluster, start=start, end=end)
     teams = dict(TeamQuota.objects.filter(cluster=cluster).values_list("cluster_queue_name", "team__name"))
     nodes = window_engine_nodes(cluster=cluster, start=start, end=end)
+    recorded = recorded_policy(cluster=cluster, start=start, end=end, now=_policy_only(current))
+    history = [(step.at, step.policy) for step in recorded.steps]
+    sides = {
+        "current": (recorded.initial, [(ts(at), policy) for at, policy in history]),
+        "proposed": _proposed_side(recorded.initial, history, current, proposed, effective, start),
+    }
     args = {"jobs": jobs, "start": ts(start), "end": ts(end), "teams": teams, "nodes": nodes}
     outcomes = {}
-    for side, config in (("current", current), ("proposed", proposed)):
+    for side, (config, changes) in sides.items():
         report = None if on_progress is None else (lambda share, side=side: on_progress(side, share))
         config = with_recent_usage(config, cluster=cluster, as_of=start)
-        outcomes[side] = replay_policy(config=config, on_progress=report, **args)
+        outcomes[side] = replay_policy(config=config, changes=changes, on_progress=report, **args)
     return WhatIf(
         cluster=cluster.name,
         start=start,
@@ -465,7 +544,47 @@ def whatif_compare(
         left_out=left_out,
         current=outcomes["current"],
         proposed=outcomes["proposed"],
+        replayed=tuple(_replayed(step) for step in recorded.steps),
+        apply_at=effective,
+        created_during=tuple(f"{e.model.split('.')[-1]} {e.object_repr}" for e in recorded.present_from_start),
     )
+
+
+def _policy_only(config: m.ClusterState) -> m.ClusterState:
+    return replace(config, nodes=(), workloads=())
+
+
+def _proposed_side(
+    initial: m.ClusterState,
+    history: list[tuple[datetime, m.ClusterState]],
+    current: m.ClusterState,
+    proposed: m.ClusterState,
+    when: datetime,
+    start: datetime,
+) -> tuple[m.ClusterState, list[tuple[float, m.ClusterState]]]:
+    """The proposed side's policy at the start and its changes: the recorded ones, with the proposal laid over each
+    version from ``when`` on (and a change at ``when`` itself when it falls after the start)."""
+    config = lay_over(initial, current, proposed) if when <= start else initial
+    changes: list[tuple[float, m.ClusterState]] = []
+    at_when = initial
+    for at, policy in history:
+        if at <= when:
+            at_when = policy
+        changes.append((ts(at), lay_over(policy, current, proposed) if at >= when else policy))
+    if when > start:
+        changes.append((ts(when), lay_over(at_when, current, proposed)))
+        changes.sort(key=lambda item: item[0])
+    return config, changes
+
+
+def _replayed(step: PolicyStep) -> ReplayedChange:
+    """A recorded change in words: per audited object, what it is and each field before → after."""
+    users = sorted({e.user for e in step.entries})
+    lines = []
+    for e in step.entries:
+        fields = "; ".join(f"{c.field} {c.before or '–'} → {c.after or '–'}" for c in e.changes if c.field != "id")
+        lines.append(f"{e.model.split('.')[-1]} {e.object_repr} {e.action}" + (f": {fields}" if fields else ""))
+    return ReplayedChange(at=step.at, user=", ".join(users), lines=tuple(lines))
 
 
 def _outcome_data(outcome: ReplayOutcome) -> dict:
@@ -487,6 +606,9 @@ def whatif_to_data(whatif: WhatIf) -> dict:
         "left_out": whatif.left_out,
         "current": _outcome_data(whatif.current),
         "proposed": _outcome_data(whatif.proposed),
+        "replayed": [{"at": c.at.isoformat(), "user": c.user, "lines": list(c.lines)} for c in whatif.replayed],
+        "apply_at": whatif.apply_at.isoformat() if whatif.apply_at is not None else None,
+        "created_during": list(whatif.created_during),
     }
 
 
@@ -501,6 +623,12 @@ def whatif_from_data(data: Mapping) -> WhatIf:
         left_out=data["left_out"],
         current=_outcome_from(data["current"]),
         proposed=_outcome_from(data["proposed"]),
+        replayed=tuple(
+            ReplayedChange(datetime.fromisoformat(c["at"]), c["user"], tuple(c["lines"]))
+            for c in data.get("replayed", ())
+        ),
+        apply_at=datetime.fromisoformat(data["apply_at"]) if data.get("apply_at") else None,
+        created_during=tuple(data.get("created_during", ())),
     )
 
 

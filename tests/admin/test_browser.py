@@ -8,9 +8,11 @@ go to docs/screenshots/ when SAVE_SCREENSHOTS=1, else to a temp folder.
 from __future__ import annotations
 
 import re
+from datetime import UTC, timedelta
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 from playwright.sync_api import expect
 
 from portal.demo import DEMO_PASSWORD, demo_seed
@@ -90,6 +92,26 @@ def test_change_quota_preview_apply_audit(page, shots, monkeypatch):
         row = next(r for r in rows if r["cluster_queue"] == "vision")
         if row["proposed"].used_device_hours <= row["current"].used_device_hours:
             expect(verdict).not_to_have_attribute("data-verdict", "better")
+    # The replay is of the window as it happened: the page says so and from when the change took effect.
+    expect(page.locator("#whatif-history-1")).to_contain_text("Replayed as it happened")
+    expect(page.locator("#whatif-history-1")).to_contain_text("Your change takes effect from the window's start")
+    expect(page.locator("#whatif-apply-at")).to_have_value("")
+    # The demo's policy was written when it was seeded, inside the window: counted by kind, the list folded.
+    expect(page.locator("#whatif-created-1 summary")).to_contain_text(re.compile(r"QuotaLine ×\d+"))
+    expect(page.locator("#whatif-created-1 p")).not_to_be_visible()
+    # The admin asks again with the change taking effect six hours ago: a new replay, the page names that time.
+    chosen = (timezone.now() - timedelta(hours=6)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M")
+    page.fill("#whatif-apply-at", chosen)
+    page.click("input[name=_whatif_rerun]")
+    page.wait_for_url(re.compile(rf"/admin/policy/previews/(?!{preview_id}/)\d+/$"))
+    assert len(enqueued) == 2
+    with DB_LOCK:
+        policy_preview(enqueued[-1])  # the worker
+    expect(page.locator("[data-status=done]")).to_contain_text("Replayed in")
+    when = chosen.replace("T", " ")
+    expect(page.locator("#whatif-history-1")).to_contain_text(f"Your change takes effect at {when} UTC")
+    expect(page.locator("#whatif-apply-at")).to_have_value(chosen)
+    assert PolicyPreview.objects.get(pk=enqueued[-1]).apply_at.strftime("%Y-%m-%dT%H:%M") == chosen
     page.screenshot(path=str(shots / "admin-whatif-preview.png"), full_page=True)
     line.refresh_from_db()
     assert line.nominal == "16"

@@ -14,11 +14,21 @@ from django.contrib.auth import get_user_model
 from django.test import RequestFactory
 from django.urls import reverse
 
-from portal.demo import DEMO_PASSWORD, demo_seed
+from portal.demo import DEMO_PASSWORD
 from queues.models import Cohort
 from tests.browsing import DB_LOCK
+from tests.demo_db import demo_each_test
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Both tests read the demo: seeded once per session, loaded before each (tests/demo_db.py).
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _demo(demo_snapshot, django_db_blocker):
+    """The demo, loaded before each test."""
+    with demo_each_test(demo_snapshot, django_db_blocker):
+        yield
+
 
 PROJECT_APPS = {"pools", "queues", "clusters", "billing", "portal"}
 
@@ -44,7 +54,6 @@ def _admin_pages() -> list[str]:
 
 def test_every_admin_page_of_the_project_opens_without_error(page):
     with DB_LOCK:
-        demo_seed(days=1)
         urls = _admin_pages()
     assert len(urls) > 40, urls  # the registry really was walked (clusters, nodes, teams, quotas, jobs...)
     assert reverse("admin:queues_cohort_changelist") in urls
@@ -69,7 +78,6 @@ def test_every_admin_page_of_the_project_opens_without_error(page):
 
 def test_a_cohort_page_lists_its_member_queues_and_child_cohorts(page):
     with DB_LOCK:
-        demo_seed(days=1)
         cohort = Cohort.objects.filter(team_quotas__isnull=False).order_by("pk").first()
         members = [f"{q.cluster.name}/{q.cluster_queue_name}" for q in cohort.team_quotas.select_related("cluster")]
     page.goto("/admin/login/")

@@ -12,26 +12,23 @@ is checked. The admin site is toured at its index, app indexes and changelists, 
 
 from __future__ import annotations
 
-import os
 import re
 from collections import deque
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
-from django.utils import timezone
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page
 
-from billing.demo import billing_demo_seed
-from portal.demo import DEMO_PASSWORD, demo_seed
+from portal.demo import DEMO_PASSWORD
 from queues.models import Job
 from tests.browsing import DB_LOCK
+from tests.demo_db import demo_each_test
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-#: Days of demo history (``ROLE_TOUR_DAYS=30`` tours the full demo: seeding then takes minutes).
-DAYS = int(os.environ.get("ROLE_TOUR_DAYS", "2"))
+# Each role's tour starts from the same demo (tests/demo_db.py: DAYS days, ``ROLE_TOUR_DAYS=30`` for the full
+# demo), seeded once and loaded before each test.
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 #: At most this many pages visited per role: far more than the page kinds there are, so hitting it is a failure.
 MAX_PAGES = 120
 #: At most this many links checked per role: more than the demo shows, so hitting it is a failure.
@@ -226,13 +223,17 @@ def tour_of(page: Page, origin: str, job_states: dict[int, str]) -> Tour:
     return tour
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _demo(demo_snapshot, django_db_blocker):
+    """The demo, loaded before each role's tour (seeded once per session)."""
+    with demo_each_test(demo_snapshot, django_db_blocker):
+        yield
+
+
 @pytest.mark.parametrize("role", list(ROLES))
 def test_every_page_for_the_role_opens_without_errors_or_dead_links(page, live_server, role):
     username, must_reach = ROLES[role]
     with DB_LOCK:
-        now = timezone.now()
-        demo_seed(now=now, days=DAYS)
-        billing_demo_seed(now=now, days=DAYS)
         job_states = dict(Job.objects.values_list("pk", "state"))
     sign_in(page, username)
     tour = tour_of(page, live_server.url, job_states)

@@ -219,12 +219,12 @@ def test_a_bad_file_is_refused_before_any_request(gpupool, tmp_path):
     spec = tmp_path / "job.yaml"
     spec.write_text("name: x\nimage: python:3.11\ngpu: 2\n")
     result = gpupool("submit", "-f", str(spec))
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # the file is wrong, not the portal's answer (issue 33)
     assert "unknown key 'gpu'" in result.stderr
     spec.write_text("name: x\nmax_runtime: soon\n")
     result = gpupool("submit", "-f", str(spec))
-    assert result.exit_code == 1
-    assert result.stderr.startswith("gpupool: max_runtime: 'soon' is not a duration")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"gpupool: {spec}: max_runtime: 'soon' is not a duration")
 
 
 def test_bad_or_dead_token_is_explained(gpupool, pool, live_server):

@@ -15,7 +15,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from clusters.kube_sync.access import rbac_rules, role_rules
+from clusters.kube_sync.access import PROCESSES, WATCH, WEB, WORKER, role_rules
 from tests.deploy.helm import (
     CHART,
     K8S_VERSION,
@@ -31,8 +31,9 @@ from tests.deploy.helm import (
     validate_all,
     validate_service_monitor,
 )
+from tests.deploy.rbac import expected, granted
 from tests.deploy_check import deploy_check
-from tests.kube.test_deploy import render_base
+from tests.kube.test_deploy import ACCOUNTS, render_base, render_example_site
 
 # --- rendering and validation ---------------------------------------------------------------------------------------
 
@@ -40,8 +41,12 @@ from tests.kube.test_deploy import render_base
 def test_helm_chart_renders_with_default_values_and_every_object_validates(chart):
     docs = render(chart)
     assert sorted((d["kind"], d["metadata"]["name"]) for d in docs) == [
-        ("ClusterRole", "gpu-portal-gpu-pool-portal"),
-        ("ClusterRoleBinding", "gpu-portal-gpu-pool-portal"),
+        ("ClusterRole", "gpu-portal-gpu-pool-portal-watch"),
+        ("ClusterRole", "gpu-portal-gpu-pool-portal-web-teams"),
+        ("ClusterRole", "gpu-portal-gpu-pool-portal-worker"),
+        ("ClusterRole", "gpu-portal-gpu-pool-portal-worker-teams"),
+        ("ClusterRoleBinding", "gpu-portal-gpu-pool-portal-watch"),
+        ("ClusterRoleBinding", "gpu-portal-gpu-pool-portal-worker"),
         ("ConfigMap", "gpu-portal-gpu-pool-portal-config"),
         ("ConfigMap", "gpu-portal-gpu-pool-portal-nginx"),
         ("Deployment", "gpu-portal-gpu-pool-portal-beat"),
@@ -54,6 +59,9 @@ def test_helm_chart_renders_with_default_values_and_every_object_validates(chart
         ("RoleBinding", "gpu-portal-gpu-pool-portal-kueue-config"),
         ("Service", "gpu-portal-gpu-pool-portal-web"),
         ("ServiceAccount", "gpu-portal-gpu-pool-portal"),
+        ("ServiceAccount", "gpu-portal-gpu-pool-portal-watch"),
+        ("ServiceAccount", "gpu-portal-gpu-pool-portal-web"),
+        ("ServiceAccount", "gpu-portal-gpu-pool-portal-worker"),
     ]
     validate_all(docs)
 
@@ -200,39 +208,72 @@ def test_helm_chart_kueue_config_write_adds_the_write_role_only_when_asked(chart
     assert "KUEUE_CONFIG_WRITE" not in one(off, "ConfigMap", "gpu-portal-gpu-pool-portal-config")["data"]
 
 
-def test_helm_chart_rbac_grants_exactly_the_access_table(chart):
-    docs = render(chart, {"kueueConfigMap": {"namespace": "kueue", "name": "kueue-config"}}, namespace="portal")
-    granted: dict[tuple[str, str], set[str]] = {}
-    for rule in one(docs, "ClusterRole")["rules"]:
-        for group in rule["apiGroups"]:
-            for resource in rule["resources"]:
-                granted.setdefault((group, resource), set()).update(rule["verbs"])
-    assert granted == rbac_rules()
-    account = one(docs, "ServiceAccount")["metadata"]["name"]
-    subject = [{"kind": "ServiceAccount", "name": account, "namespace": "portal"}]
-    assert one(docs, "ClusterRoleBinding")["subjects"] == subject
-    role, binding = one(docs, "Role"), one(docs, "RoleBinding")
-    (((namespace, group, plural, names), verbs),) = role_rules().items()
-    assert (namespace, names) == ("kueue-system", ("kueue-manager-config",))  # the access table's default …
-    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "kueue"  # … moved with the value
-    assert role["rules"] == [
-        {"apiGroups": [group], "resources": [plural], "resourceNames": ["kueue-config"], "verbs": sorted(verbs)}
-    ]
-    assert binding["subjects"] == subject
+def test_helm_chart_rbac_grants_each_process_exactly_its_access(chart):
+    """Each process's account gets its part of the access table: cluster-wide, in each of teamNamespaces, and the
+    worker's Role where kueueConfigMap moved it; node health only with nodeHealth.enabled."""
+    values = {"kueueConfigMap": {"namespace": "kueue", "name": "kueue-config"}, "teamNamespaces": ["ml-a", "ml-b"]}
+    docs = render(chart, values, namespace="portal")
+    validate_all(docs)
+    accounts = {p: f"gpu-portal-gpu-pool-portal-{p}" for p in PROCESSES}
+    for process in PROCESSES:
+        assert granted(docs, accounts[process], "portal") == expected(
+            process, teams=("ml-a", "ml-b"), kueue=("kueue", "kueue-config")
+        ), process
+    assert granted(docs, "gpu-portal-gpu-pool-portal", "portal") == {}  # beat and migrations
     assert (
         one(docs, "ConfigMap", "gpu-portal-gpu-pool-portal-config")["data"]["KUEUE_CONFIG_MAP"] == "kueue/kueue-config"
     )
+    health = render(chart, {**values, "nodeHealth": {"enabled": True}}, namespace="portal")
+    assert granted(health, accounts[WORKER], "portal") == expected(
+        WORKER, teams=("ml-a", "ml-b"), node_health=True, kueue=("kueue", "kueue-config")
+    )
+    data = one(health, "ConfigMap", "gpu-portal-gpu-pool-portal-config")["data"]
+    assert data["HEALTH_MANAGED_NODE_LABELS"] == "gpu-pool-portal.io/managed=true"
+    assert "HEALTH_MANAGED_NODE_LABELS" not in one(docs, "ConfigMap", "gpu-portal-gpu-pool-portal-config")["data"]
+    no_watch = render(chart, {"watch": {"enabled": False}}, namespace="portal")
+    assert not [d for d in no_watch if d["metadata"]["name"].endswith("-watch")]
     no_rbac = render(chart, {"rbac": {"create": False}})
     assert not {d["kind"] for d in no_rbac} & {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+
+
+def test_helm_chart_rbac_is_the_kustomize_example_sites(chart):
+    """The chart with the example site's team namespaces and node health grants what deploy/example-site grants."""
+    docs = render(chart, {"fullnameOverride": "gpu-portal", "teamNamespaces": ["team-vision", "team-speech"],
+                          "nodeHealth": {"enabled": True}})  # fmt: skip
+    site = render_example_site()
+    for process in PROCESSES:
+        assert granted(docs, ACCOUNTS[process], "gpu-portal") == granted(site, ACCOUNTS[process], "gpu-portal")
+    rbac_kinds = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceAccount")
+    key = lambda d: (d["kind"], d["metadata"]["name"], d["metadata"].get("namespace", "gpu-portal"))  # noqa: E731
+    assert sorted(key(d) for d in docs if d["kind"] in rbac_kinds) == sorted(
+        key(d) for d in site if d["kind"] in rbac_kinds
+    )
+    chart_config = one(docs, "ConfigMap", "gpu-portal-config")["data"]
+    assert (
+        chart_config["HEALTH_MANAGED_NODE_LABELS"]
+        == one(site, "ConfigMap", "gpu-portal-config")["data"]["HEALTH_MANAGED_NODE_LABELS"]
+    )
+
+
+def test_helm_chart_values_schema_refuses_a_bad_team_namespace(chart):
+    with pytest.raises(Exception, match="teamNamespaces"):
+        render(chart, {"teamNamespaces": ["Team_Vision"]})
 
 
 def test_helm_chart_only_pods_that_call_the_cluster_mount_the_token(chart):
     docs = render(chart)
     mounted = {name: pod_spec(component(docs, name))["automountServiceAccountToken"] for name in PORTAL_COMPONENTS}
     assert mounted == {"web": True, "worker": True, "watch": True, "beat": False, "migrate": False}
-    assert one(docs, "ServiceAccount")["automountServiceAccountToken"] is False
-    for name in PORTAL_COMPONENTS:
-        assert pod_spec(component(docs, name))["serviceAccountName"] == one(docs, "ServiceAccount")["metadata"]["name"]
+    assert all(a["automountServiceAccountToken"] is False for a in by(docs, "ServiceAccount"))
+    accounts = {name: pod_spec(component(docs, name))["serviceAccountName"] for name in PORTAL_COMPONENTS}
+    assert accounts == {
+        "web": "gpu-portal-gpu-pool-portal-web",
+        "worker": "gpu-portal-gpu-pool-portal-worker",
+        "watch": "gpu-portal-gpu-pool-portal-watch",
+        "beat": "gpu-portal-gpu-pool-portal",
+        "migrate": "gpu-portal-gpu-pool-portal",
+    }
+    assert {WEB, WORKER, WATCH} == set(PROCESSES)
 
 
 def test_helm_chart_grafana_dashboard_is_the_deploy_dashboard(chart):
@@ -262,6 +303,7 @@ def test_helm_chart_production_configmap_passes_the_deploy_check(chart, tmp_path
         "DATABASE_URL": "postgres://portal:pw@db.example.com:5432/portal",
         "CELERY_BROKER_URL": "redis://redis.example.com:6379/0",
         "OIDC_CLIENT_SECRET": secrets.token_urlsafe(32),
+        "METRICS_TOKEN": secrets.token_urlsafe(32),
     }
     proc = deploy_check(config, secret_env, static_root=tmp_path / "static")
     assert proc.returncode == 0, proc.stdout + proc.stderr

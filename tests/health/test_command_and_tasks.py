@@ -89,7 +89,8 @@ class _Exporter(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def exporter():
+def exporter(settings):
+    settings.HEALTH_SCRAPE_ALLOWED_NETWORKS = ["127.0.0.0/8"]  # the exporter below listens on loopback
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Exporter)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

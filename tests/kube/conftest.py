@@ -36,13 +36,21 @@ def _schemas_loaded():
         validate({"apiVersion": api_version, "kind": kind, "metadata": {"name": "warm"}, "spec": {}})
 
 
+#: Seconds between the emulator's watch BOOKMARKs in tests: none, a bookmark follows each batch of events at once, so
+#: a sync pass (which stops at the first bookmark) ends as soon as it has read everything. A test that needs the
+#: realistic pause asks for it: ``@pytest.mark.emulator(bookmark_interval=0.2)``.
+TEST_BOOKMARK_INTERVAL = 0.0
+
+
 @pytest.fixture
-def emulator(_schemas_loaded):
+def emulator(request, _schemas_loaded):
     """A running emulator that validates what clients send; fails the test if anything was rejected.
 
     A test that expects a rejection says so by clearing ``emulator.rejected`` once it has checked it.
     """
-    emu = Emulator(validator=validate, bookmark_interval=0.2)
+    marker = request.node.get_closest_marker("emulator")
+    options = {"bookmark_interval": TEST_BOOKMARK_INTERVAL, **(marker.kwargs if marker else {})}
+    emu = Emulator(validator=validate, **options)
     emu.start()
     yield emu
     emu.stop()

@@ -238,3 +238,17 @@ def test_push_without_cohort_drops_borrowing_limits(portal, cluster, api, emulat
     report = kube_config_push(cluster=cluster, api=api)
     assert report.errors == []
     assert emulator.rejected == []
+
+
+def test_push_labels_a_team_namespace_the_deployer_made_without_calling_it_drift(config, cluster, api, emulator):
+    """The portal may not create namespaces (deploy/: it can only patch its team namespaces), so they exist first, with
+    labels of their own (Pod Security): the first push adds the portal's labels and leaves those alone."""
+    pss = {"pod-security.kubernetes.io/enforce": "restricted"}
+    emulator.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-vision", "labels": pss}},
+                 manager="kubectl")  # fmt: skip
+    report = kube_config_push(cluster=cluster, api=api)
+    assert "Namespace team-vision" not in report.drifted
+    labels = emulator.get_obj("Namespace", "team-vision")["metadata"]["labels"]
+    assert labels["gpu-pool-portal.io/team"] == "vision"
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert KubeConfigObject.objects.get(cluster=cluster, kind="Namespace", name="team-vision").status == "in_sync"

@@ -1,9 +1,10 @@
 """deploy/: the kustomize base renders, validates against Kubernetes' schemas, and grants exactly the RBAC the code uses.
 
-The RBAC check is two-sided: the ClusterRole equals the cluster-wide part of the table in
-:mod:`clusters.kube_sync.access` and the Role in Kueue's namespace its namespaced, name-restricted part, and the portal's
-own services, run against the API emulator over HTTP, make no request that table does not cover — and use every
-verb it grants (least privilege).
+The RBAC check is two-sided and per process (web, worker, watch: one service account each): what the rendered
+bindings give each account equals that process's part of the table in :mod:`clusters.kube_sync.access` (cluster-wide,
+in each team namespace of deploy/team-namespace, in Kueue's namespace by name, and the opt-in components), and each
+process's code, run against the API emulator over HTTP, makes no request its account is not granted — and uses every
+verb it is granted (least privilege).
 """
 
 from __future__ import annotations
@@ -24,16 +25,21 @@ from django.core.management import get_commands
 from clusters.backends.k8s.health import health_directives_sync
 from clusters.kube_sync.access import (
     KUEUE_CONFIG_WRITE_ACCESS,
+    NODE_HEALTH_ACCESS,
     PORTAL_ACCESS,
+    PROCESSES,
+    WATCH,
+    WEB,
+    WORKER,
     rbac_rules,
     request_object,
     request_verb,
-    role_rules,
 )
 from clusters.kube_sync.api import DEVICE_TAINT_RULES
 from clusters.kube_sync.config import kube_config_adopt, kube_config_push, kube_config_reapply
 from clusters.kube_sync.job_run import kube_job_events, kube_job_logs
 from clusters.kube_sync.jobs import kube_job_create, kube_job_delete
+from clusters.kube_sync.loops import WATCHED_KINDS, kube_evaluate_loop, kube_watch_loop
 from clusters.kube_sync.sync import kube_sync_run
 from clusters.models import KubeConfigObject
 from kernel.errors import DomainError
@@ -43,6 +49,7 @@ from pools.models import Device, HealthState, Topology
 from pools.workload_kinds import WorkloadKind
 from queues.models import Cohort, Job, PriorityClass, TeamQuota
 from queues.services import JobSpec, job_submit
+from tests.deploy.rbac import expected, granted
 from tests.deploy_check import deploy_check
 from tests.kube.cluster import at, kueue_config_map
 from tests.kube.kinds_cluster import submit_kind_job
@@ -50,6 +57,11 @@ from tests.kube.kinds_cluster import submit_kind_job
 REPO = Path(__file__).resolve().parents[2]
 BASE = REPO / "deploy" / "base"
 KUEUE_CONFIG_WRITE = REPO / "deploy" / "kueue-config-write"
+NODE_HEALTH = REPO / "deploy" / "node-health"
+TEAM_NAMESPACE = REPO / "deploy" / "team-namespace"
+EXAMPLE_SITE = REPO / "deploy" / "example-site"
+#: The service account of each process kind in the base (beat and migrations: "gpu-portal", which has no grant).
+ACCOUNTS = {WEB: "gpu-portal-web", WORKER: "gpu-portal-worker", WATCH: "gpu-portal-watch"}
 K8S_VERSION = "1.34"
 PORTAL_IMAGE = "registry.example.com/gpu-pool-portal"
 
@@ -88,6 +100,50 @@ def render_base() -> list[dict]:
             for container in _containers(doc):
                 container["image"] = images.get(container["image"], container["image"])
             out.append(doc)
+    return out
+
+
+def _docs(path: Path) -> list[dict]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def render_team_namespace(namespace: str) -> list[dict]:
+    """deploy/team-namespace as an overlay with ``namespace: <namespace>`` renders it (its objects have none)."""
+    kz = yaml.safe_load((TEAM_NAMESPACE / "kustomization.yaml").read_text())
+    out = []
+    for name in kz["resources"]:
+        for doc in _docs(TEAM_NAMESPACE / name):
+            assert "namespace" not in doc["metadata"], "the overlay sets it"
+            doc["metadata"]["namespace"] = namespace
+            out.append(doc)
+    return out
+
+
+def render_component(path: Path, base: list[dict]) -> list[dict]:
+    """A component over ``base``: its resources added, its ConfigMap patches merged into the base's ConfigMap."""
+    kz = yaml.safe_load((path / "kustomization.yaml").read_text())
+    assert kz["kind"] == "Component"
+    out = yaml.safe_load(yaml.safe_dump(base))
+    for patch in (yaml.safe_load(p["patch"]) for p in kz.get("patches", [])):
+        target = next(
+            d for d in out if (d["kind"], d["metadata"]["name"]) == (patch["kind"], patch["metadata"]["name"])
+        )
+        target["data"].update(patch["data"])
+    for name in kz["resources"]:
+        out += _docs(path / name)
+    return out
+
+
+def render_example_site() -> list[dict]:
+    """deploy/example-site: the base, team-namespace in team-vision and team-speech, the node-health component."""
+    kz = yaml.safe_load((EXAMPLE_SITE / "kustomization.yaml").read_text())
+    out = render_base()
+    for entry in kz["resources"][1:]:
+        team = yaml.safe_load((EXAMPLE_SITE / entry / "kustomization.yaml").read_text())
+        assert (EXAMPLE_SITE / entry / team["resources"][0]).resolve() == TEAM_NAMESPACE
+        out += render_team_namespace(team["namespace"])
+    for component in kz["components"]:
+        out = render_component((EXAMPLE_SITE / component).resolve(), out)
     return out
 
 
@@ -223,12 +279,13 @@ def test_deploy_gunicorn_and_celery_entry_points_load():
 
 
 def test_deploy_production_settings_accept_the_configmap(rendered, tmp_path):
-    """The ConfigMap plus the three documented secrets make a production configuration Django accepts."""
+    """The ConfigMap plus the four documented secrets make a production configuration Django accepts."""
     config = _by(rendered, "ConfigMap", "gpu-portal-config")["data"]
     values = {
         "SECRET_KEY": secrets.token_urlsafe(50),
         "DATABASE_URL": "postgres://portal:pw@db.example.com:5432/portal",
         "CELERY_BROKER_URL": "redis://redis.example.com:6379/0",
+        "METRICS_TOKEN": secrets.token_urlsafe(32),  # production refuses /metrics without it (issue 33)
     }
     proc = deploy_check(config, values, static_root=tmp_path / "static")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -287,20 +344,21 @@ def test_deploy_healthz_answers_the_probe_as_configured(client, settings, db):
     assert response.json() == {"status": "ok"}
 
 
-def test_deploy_only_pods_that_call_the_cluster_mount_the_token(rendered):
-    mounted = {
-        d["metadata"]["name"]: _pod_spec(d)["automountServiceAccountToken"]
-        for d in rendered
-        if _pod_spec(d) is not None
+def test_deploy_only_pods_that_call_the_cluster_mount_the_token_each_its_own(rendered):
+    """web, worker and watch mount the token of their own account; beat and the migrations mount none."""
+    pods = {d["metadata"]["name"]: _pod_spec(d) for d in rendered if _pod_spec(d) is not None}
+    assert {
+        name: (spec["serviceAccountName"], spec["automountServiceAccountToken"]) for name, spec in pods.items()
+    } == {
+        "gpu-portal-web": ("gpu-portal-web", True),
+        "gpu-portal-worker": ("gpu-portal-worker", True),
+        "gpu-portal-watch": ("gpu-portal-watch", True),
+        "gpu-portal-beat": ("gpu-portal", False),
+        "gpu-portal-migrate": ("gpu-portal", False),
     }
-    assert mounted == {
-        "gpu-portal-web": True,
-        "gpu-portal-worker": True,
-        "gpu-portal-watch": True,
-        "gpu-portal-beat": False,
-        "gpu-portal-migrate": False,
-    }
-    assert _by(rendered, "ServiceAccount", "gpu-portal")["automountServiceAccountToken"] is False
+    accounts = {d["metadata"]["name"]: d for d in rendered if d["kind"] == "ServiceAccount"}
+    assert set(accounts) == {"gpu-portal", *ACCOUNTS.values()}
+    assert all(a["automountServiceAccountToken"] is False for a in accounts.values())
 
 
 def test_deploy_dockerfile_copies_every_local_app():
@@ -315,46 +373,75 @@ def test_deploy_dockerfile_copies_every_local_app():
 # --- RBAC ----------------------------------------------------------------------------------------------------------
 
 
-def _role_rules(rendered) -> dict[tuple[str, str], set[str]]:
-    out: dict[tuple[str, str], set[str]] = {}
-    for rule in _by(rendered, "ClusterRole", "gpu-portal")["rules"]:
-        for group in rule["apiGroups"]:
-            for resource in rule["resources"]:
-                out.setdefault((group, resource), set()).update(rule["verbs"])
-    return out
+@pytest.mark.parametrize("process", PROCESSES)
+def test_deploy_each_process_is_granted_exactly_its_part_of_the_access_table(rendered, process):
+    """In the base (no team namespace yet): the worker's and the watch's cluster-wide grants, the worker's Role in
+    kueue-system, and nothing at all for the web."""
+    assert granted(rendered, ACCOUNTS[process], "gpu-portal") == expected(process)
+    assert granted(rendered, "gpu-portal", "gpu-portal") == {}  # beat and migrations: no grant
+    assert "*" not in {v for verbs in rbac_rules(process).values() for v in verbs}
 
 
-def test_deploy_cluster_role_grants_exactly_the_access_table(rendered):
-    assert _role_rules(rendered) == rbac_rules()
-    binding = _by(rendered, "ClusterRoleBinding", "gpu-portal")
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gpu-portal", "namespace": "gpu-portal"}]
-    assert "*" not in {v for verbs in rbac_rules().values() for v in verbs}
+def test_deploy_no_cluster_wide_write_to_namespaces_nodes_or_workloads(rendered):
+    """The audit's finding: a ClusterRole that could create pods, jobs and deployments anywhere, create or patch
+    namespaces (lifting their Pod Security labels) and patch nodes. Cluster-wide, only Kueue's own cluster-scoped
+    configuration is written; everything else there is read."""
+    writes = {"create", "patch", "update", "delete", "deletecollection"}
+    kueue_config = {"clusterqueues", "cohorts", "resourceflavors", "workloadpriorityclasses", "topologies"}
+    for process in PROCESSES:
+        for (scope, group, plural, _names), verbs in granted(rendered, ACCOUNTS[process], "gpu-portal").items():
+            kueue_own = group == "kueue.x-k8s.io" and plural in kueue_config
+            if scope == "" and not kueue_own:
+                assert not verbs & writes, (process, plural, verbs)
+    assert granted(rendered, ACCOUNTS[WEB], "gpu-portal") == {}
 
 
-def _namespaced_rules(rendered) -> dict[tuple[str, str, str, tuple[str, ...]], set[str]]:
-    out: dict[tuple[str, str, str, tuple[str, ...]], set[str]] = {}
-    for role in (d for d in rendered if d["kind"] == "Role"):
-        for rule in role["rules"]:
-            for group in rule["apiGroups"]:
-                for resource in rule["resources"]:
-                    key = (role["metadata"]["namespace"], group, resource, tuple(sorted(rule.get("resourceNames", []))))
-                    out.setdefault(key, set()).update(rule["verbs"])
-    return out
+def test_deploy_team_namespace_grants_the_web_reads_and_the_worker_jobs_there_only():
+    docs = render_team_namespace("team-vision")
+    for doc in docs:
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    base = render_base()
+    everything = [*base, *docs]
+    for process in PROCESSES:
+        assert granted(everything, ACCOUNTS[process], "gpu-portal") == expected(process, teams=("team-vision",))
+    web = granted(everything, ACCOUNTS[WEB], "gpu-portal")
+    assert all(verbs <= {"get", "list"} for verbs in web.values())  # reads only
+    assert all(scope == "team-vision" for scope, *_ in web)  # nothing cluster-wide, nothing elsewhere
 
 
-def test_deploy_roles_grant_exactly_the_namespaced_part_of_the_access_table(rendered):
-    assert _namespaced_rules(rendered) == role_rules()
-    assert role_rules() == {("kueue-system", "", "configmaps", ("kueue-manager-config",)): {"get"}}
-    assert ("", "configmaps") not in rbac_rules()  # never ConfigMaps cluster-wide
-    role = _by(rendered, "Role", "gpu-portal-kueue-config")
-    binding = _by(rendered, "RoleBinding", "gpu-portal-kueue-config")
-    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "kueue-system"
-    assert binding["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io",
-        "kind": "Role",
-        "name": role["metadata"]["name"],
+def test_deploy_example_site_renders_validates_and_grants_the_table_with_the_opt_ins():
+    docs = render_example_site()
+    for doc in docs:
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    teams = ("team-vision", "team-speech")
+    for process in PROCESSES:
+        assert granted(docs, ACCOUNTS[process], "gpu-portal") == expected(process, teams=teams, node_health=True)
+    config = _by(docs, "ConfigMap", "gpu-portal-config")["data"]
+    assert config["HEALTH_MANAGED_NODE_LABELS"] == "gpu-pool-portal.io/managed=true"
+    node_health = _by(docs, "ClusterRole", "gpu-portal-node-health")["rules"]
+    assert node_health == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]},
+        {"apiGroups": ["resource.k8s.io"], "resources": ["devicetaintrules"], "verbs": ["create", "delete"]},
+    ]
+    assert {(a.resource.plural, a.verbs) for a in NODE_HEALTH_ACCESS} == {
+        ("nodes", ("patch",)),
+        ("devicetaintrules", ("create", "delete")),
     }
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gpu-portal", "namespace": "gpu-portal"}]
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with its built-in kustomize) is not installed")
+def test_deploy_kubectl_kustomize_renders_the_example_site_the_same():
+    proc = subprocess.run(
+        ["kubectl", "kustomize", str(EXAMPLE_SITE)], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    mine = render_example_site()
+    key = lambda d: (d["kind"], d["metadata"]["name"], d["metadata"].get("namespace", ""))  # noqa: E731
+    assert sorted(map(key, docs)) == sorted(map(key, mine))
+    for process in PROCESSES:
+        assert granted(docs, ACCOUNTS[process], "gpu-portal") == granted(mine, ACCOUNTS[process], "gpu-portal")
+    assert _by(docs, "ConfigMap", "gpu-portal-config")["data"] == _by(mine, "ConfigMap", "gpu-portal-config")["data"]
 
 
 def _write_component() -> list[dict]:
@@ -362,19 +449,15 @@ def _write_component() -> list[dict]:
 
 
 def test_deploy_kueue_config_write_component_grants_exactly_the_write_access(rendered):
-    """Opt-in (KUEUE_CONFIG_WRITE): patch on Kueue's ConfigMap and controller Deployment, by name, nothing else."""
+    """Opt-in (KUEUE_CONFIG_WRITE): patch on Kueue's ConfigMap and controller Deployment, by name, to the worker."""
     component = _write_component()
     for doc in component:
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
-    assert _namespaced_rules([*rendered, *component]) == role_rules(kueue_config_write=True)
-    assert _namespaced_rules(component) == {
+    assert granted([*rendered, *component], ACCOUNTS[WORKER], "gpu-portal") == expected(WORKER, kueue_config_write=True)
+    assert granted(component, ACCOUNTS[WORKER], "gpu-portal") == {
         ("kueue-system", "", "configmaps", ("kueue-manager-config",)): {"patch"},
         ("kueue-system", "apps", "deployments", ("kueue-controller-manager",)): {"patch"},
     }
-    role = _by(component, "Role", "gpu-portal-kueue-config-write")
-    binding = _by(component, "RoleBinding", "gpu-portal-kueue-config-write")
-    assert binding["roleRef"]["name"] == role["metadata"]["name"]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gpu-portal", "namespace": "gpu-portal"}]
     kz = yaml.safe_load((KUEUE_CONFIG_WRITE / "kustomization.yaml").read_text())
     assert (kz["kind"], kz["resources"]) == ("Component", ["rbac.yaml"])
     (patch,) = [yaml.safe_load(p["patch"]) for p in kz["patches"]]
@@ -394,16 +477,16 @@ def test_deploy_kubectl_kustomize_renders_the_base_with_the_write_component(tmp_
     )
     assert proc.returncode == 0, proc.stderr
     docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
-    assert _namespaced_rules(docs) == role_rules(kueue_config_write=True)
+    assert granted(docs, ACCOUNTS[WORKER], "gpu-portal") == expected(WORKER, kueue_config_write=True)
     assert _by(docs, "ConfigMap", "gpu-portal-config")["data"]["KUEUE_CONFIG_WRITE"] == "true"
     assert len(docs) == len(rendered) + 2
 
 
 def test_deploy_docs_print_the_access_table():
     docs = (REPO / "docs" / "kubernetes.md").read_text()
-    for access in (*PORTAL_ACCESS, *KUEUE_CONFIG_WRITE_ACCESS):
+    for access in (*PORTAL_ACCESS, *NODE_HEALTH_ACCESS, *KUEUE_CONFIG_WRITE_ACCESS):
         group = access.group or "core"
-        row = f"| `{access.resource.plural}` | {group} | {', '.join(sorted(access.verbs))} | {access.scope} |"
+        row = f"| {access.process} | `{access.resource.plural}` | {group} | {', '.join(sorted(access.verbs))} | {access.scope} |"
         assert row in docs, row
 
 
@@ -450,8 +533,17 @@ SLICE = {
 def test_deploy_rbac_covers_every_request_the_portal_makes(
     portal, cluster, api, emulator, django_capture_on_commit_callbacks, settings
 ):
-    """Run push, drift actions, submit, cancel, sync (list and watch) and the health directives, and record what the
-    API server would authorise."""
+    """Run each process's code — the worker's push, drift actions, submit, cancel, sync and health directives; the web's
+    job page reads; the watch process's loops — and check every request against what that process's account is
+    granted (the team namespace team-vision listed, node health on), and that each grant is used."""
+    requests_of: dict[str, list[dict]] = {WEB: [], WORKER: [], WATCH: []}
+
+    def phase(process: str, start: int) -> None:
+        requests_of[process] += emulator.requests[start:]
+
+    # the team namespace exists before the portal pushes (the deployer creates it, with its Pod Security labels)
+    emulator.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-vision"}})
+    start = len(emulator.requests)
     # configuration with a cohort and a TAS flavor, so that every configuration kind is pushed
     topology = Topology.objects.create(name="gpu-topology", levels=["kubernetes.io/hostname"])
     portal.flavor.topology = topology
@@ -478,7 +570,9 @@ def test_deploy_rbac_covers_every_request_the_portal_makes(
         job = job_submit(owner=portal.user, team=portal.team, spec=spec, now=at(0))
     Job.objects.filter(pk=job.pk).update(k8s_uid="")
     kube_job_create(job_id=job.pk, api=api)
-    # the job page: its pods' logs and its events (reads, on demand)
+    phase(WORKER, start)
+    # the web: the job page's pods' logs and its events (reads, on demand)
+    start = len(emulator.requests)
     kube_job_logs(Job.objects.get(pk=job.pk), api=api, tail_lines=5)
     kube_job_events(Job.objects.get(pk=job.pk), api=api)
     emulator.put({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-0", "namespace": "team-vision",
@@ -486,6 +580,8 @@ def test_deploy_rbac_covers_every_request_the_portal_makes(
                   "spec": {"containers": [{"name": "main", "image": "x"}]},
                   "status": {"containerStatuses": [{"name": "main", "state": {"running": {}}}]}})  # fmt: skip
     kube_job_logs(Job.objects.get(pk=job.pk), api=api, tail_lines=5)
+    phase(WEB, start)
+    start = len(emulator.requests)
     # cancel (delete the Job)
     kube_job_delete(job_id=job.pk, api=api)
     Job.objects.filter(pk=job.pk).delete()
@@ -541,39 +637,64 @@ def test_deploy_rbac_covers_every_request_the_portal_makes(
     result = health_directives_sync(cluster=cluster, api=api)
     assert (len(result.removed), result.labelled, result.errors) == (2, ["gpu-a1"], [])
 
-    granted = rbac_rules()
-    namespaced = role_rules()
-    used: dict[tuple[str, str], set[str]] = {}
-    used_namespaced: dict[tuple[str, str, str, tuple[str, ...]], set[str]] = {}
-    missing: dict[tuple[str, str, str, str], set[str]] = {}
-    for request in emulator.requests:
-        needed = request_verb(request["method"], request["path"], request["query"])
-        if needed is None:
-            continue
-        group, plural, verb = needed
-        verbs = {verb}
-        if request["method"] == "PATCH" and request["content_type"].startswith("application/apply-patch"):
-            verbs.add("create")  # an apply may create: authorised as create too
-        namespace, name = request_object(request["path"])
-        for verb in verbs:
-            if verb in granted.get((group, plural), set()):
-                used.setdefault((group, plural), set()).add(verb)
+    phase(WORKER, start)
+
+    # the watch process: each kind's loop from scratch (a list, then a watch), a new ResourceSlice seen by its watch
+    # (it reads the slice's node), then one evaluation pass
+    cluster.refresh_from_db()
+    cluster.sync_bookmarks = {}
+    cluster.save(update_fields=["sync_bookmarks"])
+    start = len(emulator.requests)
+    for kind in WATCHED_KINDS:
+        calls = {"n": 0}
+
+        def stop(kind=kind, calls=calls) -> bool:
+            calls["n"] += 1
+            if kind == "resourceslices" and calls["n"] == 2:
+                emulator.put({**SLICE, "metadata": {"name": "gpu-a2-gpu.nvidia.com"},
+                              "spec": {**SLICE["spec"], "nodeName": "gpu-a2", "pool": {**SLICE["spec"]["pool"], "name": "gpu-a2"}}})  # fmt: skip
+            return calls["n"] > 6
+
+        kube_watch_loop(cluster=cluster, api=api, kind=kind, stop=stop, timeout_seconds=1)
+    evaluations = iter([False, True])
+    kube_evaluate_loop(cluster=cluster, api=api, stop=lambda: next(evaluations, True))
+    phase(WATCH, start)
+
+    teams = ("team-vision",)
+    for process, requests in requests_of.items():
+        grants = expected(process, teams=teams, node_health=True)
+        used: dict = {}
+        missing: dict[tuple[str, str, str, str], set[str]] = {}
+        for request in requests:
+            needed = request_verb(request["method"], request["path"], request["query"])
+            if needed is None:
                 continue
-            role = next(
-                (
-                    key
-                    for key, role_verbs in namespaced.items()
-                    if key[:3] == (namespace, group, plural) and (not key[3] or name in key[3]) and verb in role_verbs
-                ),
-                None,
-            )
-            if role is None:
-                missing.setdefault((namespace, group, plural, name), set()).add(verb)
-            else:
-                used_namespaced.setdefault(role, set()).add(verb)
-    assert missing == {}, f"no ClusterRole or Role grants {missing}"
-    unused = {k: v - used.get(k, set()) for k, v in granted.items() if v - used.get(k, set())}
-    assert unused == {}, f"granted but never used (least privilege): {unused}"
-    unused_namespaced = {k: v - used_namespaced.get(k, set()) for k, v in namespaced.items()}
-    assert all(not v for v in unused_namespaced.values()), f"Role grants never used: {unused_namespaced}"
-    assert used_namespaced == {("kueue-system", "", "configmaps", ("kueue-manager-config",)): {"get"}}
+            group, plural, verb = needed
+            namespace, name = request_object(request["path"])
+            if plural == "namespaces" and name:
+                namespace = name  # a namespace object is authorised in itself (a RoleBinding there reaches it)
+            verbs = {verb}
+            if request["method"] == "PATCH" and request["content_type"].startswith("application/apply-patch"):
+                if plural != "namespaces":  # the portal never creates a namespace: its apply only patches
+                    verbs.add("create")  # an apply may create: authorised as create too
+            for verb in verbs:
+                key = next(
+                    (
+                        k
+                        for k, v in grants.items()
+                        if verb in v
+                        and k[1:3] == (group, plural)
+                        and (k[0] == "" or k[0] == namespace)
+                        and (not k[3] or name in k[3])
+                    ),
+                    None,
+                )
+                if key is None:
+                    missing.setdefault((namespace, group, plural, name), set()).add(verb)
+                else:
+                    used.setdefault(key, set()).add(verb)
+        assert missing == {}, f"{process}: its account is not granted {missing}"
+        unused = {k: v - used.get(k, set()) for k, v in grants.items() if v - used.get(k, set())}
+        assert unused == {}, f"{process}: granted but never used (least privilege): {unused}"
+    assert requests_of[WEB]  # the web did call the cluster, and only for the job page
+    assert {request_verb(r["method"], r["path"], r["query"])[2] for r in requests_of[WEB]} <= {"get", "list"}

@@ -330,6 +330,7 @@ def test_missing_priority_class_event_makes_the_job_misconfigured(world, emulato
     assert world.job(job).wait_reason == "misconfigured"
 
 
+@pytest.mark.emulator(bookmark_interval=0.2)  # the realistic pause between bookmarks (the others: none)
 def test_bookmarks_let_a_restarted_portal_resume(world, kube, cluster, emulator):
     marks = Cluster.objects.get(pk=cluster.pk).sync_bookmarks
     job = world.submit()

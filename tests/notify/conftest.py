@@ -36,6 +36,13 @@ def _deliver_at_once(settings):
     settings.NOTIFY_BATCH_SECONDS = 0
 
 
+@pytest.fixture(autouse=True)
+def _loopback_receivers(settings):
+    """The tests' webhook receivers listen on 127.0.0.1, which the egress guard refuses unless an admin allows it:
+    these tests allow it (tests/notify/test_ssrf.py takes it back to check the refusals)."""
+    settings.NOTIFY_WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+
+
 @pytest.fixture
 def world():
     """A team with a quota on a simulated cluster, a class over 8 H100s."""

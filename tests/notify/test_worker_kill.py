@@ -37,6 +37,7 @@ pytestmark = [
     pytest.mark.postgres,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(not redis_answers(REDIS_URL), reason=f"no Redis at {REDIS_URL}"),
+    pytest.mark.xdist_group("redis"),  # one Celery queue on one Redis database: one xdist worker at a time
 ]
 
 
@@ -59,6 +60,7 @@ class Worker:
             "NOTIFY_BATCH_SECONDS": "0",
             "NOTIFY_LEASE_SECONDS": "3",
             "NOTIFY_WEBHOOK_TIMEOUT_SECONDS": "60",
+            "NOTIFY_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.0/8",  # the receiver listens on loopback
         }
         command = [sys.executable, "-m", "celery", "-A", "portal.celery", "worker", "--pool=solo", "-l", "info",
                    "--without-mingle", "--without-gossip", "--without-heartbeat"]  # fmt: skip

@@ -9,11 +9,14 @@ from django.contrib.auth.models import Group
 from django.urls import reverse
 from django.utils import timezone
 
+from notify.delivery import delivery_send, digest_claim
+from notify.models import Delivery, Preference
 from pools.models import RepairTicket
 from queues import selectors as sel
+from queues import services
 from queues.api.tokens import api_token_create
 from queues.models import ApiToken, Job, Membership, PolicyPreview
-from tests.browser.scenarios import Pool, research_pool
+from tests.browser.scenarios import Pool, occupy, research_pool
 from tests.factories import JobFactory, MembershipFactory, UserFactory
 
 ROLES = ("anonymous", "outsider", "member", "lead", "staff", "operator", "admin")
@@ -71,6 +74,31 @@ def build_world() -> World:
         "admin": root,
     }
     return World(pool=pool, users=users, job=job, token=token, ticket=ticket, preview=preview)
+
+
+def notify_across_teams(w: World, *, webhook_url: str = "") -> Job:
+    """bob's (speech) running job preempted to make room for vision's job, and the notification delivered to bob
+    on his channels (email, and ``webhook_url`` when given): the text that crosses teams, which his notifications
+    page, digest, email and webhook must name as "a job of team vision" only."""
+    bob = w.users["outsider"]
+    Preference.objects.update_or_create(user=bob, defaults={"email": True, "webhook_url": webhook_url})
+    runs = Job.objects.filter(team=w.pool.other_team).count()
+    victim = occupy(w.pool, node=w.pool.nodes[0], count=1, team=w.pool.other_team, name=f"asr-{runs}")
+    now = timezone.now()
+    services.job_preempt(victim, now=now, preemptor=w.job, reason="InClusterQueue", message="Preempted")
+    later = now + timedelta(minutes=1)  # past the gathering window
+    digest_claim(recipient_id=bob.pk, now=later)
+    for delivery in Delivery.objects.filter(digest__recipient=bob, state=Delivery.State.SENDING):
+        delivery_send(delivery_id=delivery.pk, now=later)
+    return victim
+
+
+def fresh(w: World) -> World:
+    """``w`` with its job, token, ticket and preview read again: a shared world's objects as its database has them
+    now (an earlier test's changes were rolled back, not its Python objects)."""
+    for obj in (w.job, w.token, w.ticket, w.preview):
+        obj.refresh_from_db()
+    return w
 
 
 def describe(response) -> object:

@@ -7,6 +7,8 @@ and ``/api/feasibility/`` in another team, ``/api/classes/?team=<not mine>``, an
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from django.test import Client
 from rest_framework.test import APIClient
@@ -14,7 +16,8 @@ from rest_framework.test import APIClient
 from queues.api.tokens import api_token_create
 from queues.models import ApiToken, Job, Team
 from tests.factories import QuotaLineFactory, ResourceClassFactory, ResourceFlavorFactory
-from tests.portal.isolation import ADMIN_LOGIN, World, build_world, describe
+from tests.portal.isolation import ADMIN_LOGIN, World, build_world, describe, fresh
+from tests.shared_db import shared_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -23,9 +26,17 @@ BODY = {"name": "resnet", "image": "registry.example.org/vision/train:1.2", "res
 FORM = {**BODY, "devices_per_pod": 1, "pod_count": 1}
 
 
+@pytest.fixture(scope="module")
+def world(django_db_setup, django_db_blocker) -> Iterator[World]:
+    """One world for the module, built once; each test's changes roll back to it (tests/shared_db.py)."""
+    with shared_rows(django_db_blocker, build_world) as world:
+        yield world
+
+
 @pytest.fixture
-def w() -> World:
-    return build_world()
+def w(world, db) -> World:
+    """The module's world, its objects as the database has them now."""
+    return fresh(world)
 
 
 def signed_in(w: World, role: str) -> Client:

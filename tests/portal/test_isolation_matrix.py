@@ -14,15 +14,30 @@ team vision. How to add an entry for a new endpoint: docs/operations.md, "Securi
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pytest
 from django.contrib import admin
+from django.core import mail
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from tests.portal.isolation import ADMIN_LOGIN, HX_LOGIN, LOGIN, METHODS, ROLES, World, build_world, describe
+from notify.models import Digest
+from tests.notify.receiver import Receiver
+from tests.portal.isolation import (
+    ADMIN_LOGIN,
+    HX_LOGIN,
+    LOGIN,
+    METHODS,
+    ROLES,
+    World,
+    build_world,
+    describe,
+    fresh,
+    notify_across_teams,
+)
+from tests.shared_db import shared_rows
 
 
 def who(default, **overrides) -> dict:
@@ -267,6 +282,20 @@ MATRIX: dict[str, Row] = {
 # --------------------------------------------------------------------------- the test
 
 
+@pytest.fixture(scope="module")
+def world(django_db_setup, django_db_blocker) -> Iterator[World]:
+    """One world for the module's ~1,300 cases, built once: each case's changes (a POST that cancels, revokes or
+    submits) roll back to it (tests/shared_db.py)."""
+    with shared_rows(django_db_blocker, build_world) as world:
+        yield world
+
+
+@pytest.fixture
+def w(world, db) -> World:
+    """The module's world, its objects as the database has them now."""
+    return fresh(world)
+
+
 def _routes(resolver: URLResolver, prefix: str = ""):
     """Every route of the URLconf, the admin site as one entry ``admin/``."""
     for pattern in resolver.url_patterns:
@@ -306,7 +335,11 @@ SEES_VISION_JOBS = {"member", "lead", "staff", "operator", "admin"}
 
 def _leaks(w: World, role: str, response) -> list[str]:
     """What the answer shows that the role may not see: vision's job name, alice's token."""
-    body = response.content.decode(errors="replace")
+    return _text_leaks(w, role, response.content.decode(errors="replace"))
+
+
+def _text_leaks(w: World, role: str, body: str) -> list[str]:
+    """What a text written for ``role`` (a page, a digest, an email, a webhook payload) shows that it may not."""
     found = []
     if role not in SEES_VISION_JOBS and w.job.name in body:
         found.append(f"the name of vision's job {w.job.name!r}")
@@ -316,15 +349,18 @@ def _leaks(w: World, role: str, response) -> list[str]:
 
 
 CASES = [(route, role, method) for route in ROUTES for role in ROLES for method in METHODS]
+#: Routes that show what notifications said: their world also holds bob's notification of a cross-team preemption.
+NOTIFIED_ROUTES = {"notifications/"}
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(("route", "role", "method"), CASES, ids=[f"{r or '/'}|{who}|{m}" for r, who, m in CASES])
-def test_isolation_matrix(route, role, method):
+def test_isolation_matrix(w, route, role, method):
     """Every route × role × method answers as its MATRIX entry says, and shows no other team's job or token."""
     row = MATRIX.get(route)
     assert row is not None, f"no matrix entry for route {route!r}: add one to MATRIX (docs/operations.md)"
-    w = build_world()
+    if route in NOTIFIED_ROUTES:
+        notify_across_teams(w)  # bob's notification names vision's job: his page must show it as the team only
     expected = {"GET": row.get, "POST": row.post, "HX": row.hx}[method][role]
     response = _ask(w, row, role, method)
     got = describe(response)
@@ -376,9 +412,8 @@ def _admin_expected(url: str, role: str) -> object:
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(("url", "role"), ADMIN_CASES, ids=[f"{u}|{r}" for u, r in ADMIN_CASES])
-def test_admin_site_matrix(url, role):
+def test_admin_site_matrix(w, url, role):
     """The admin index and each model's changelist, GET, by every role."""
-    w = build_world()
     client = Client()
     if w.users[role] is not None:
         client.force_login(w.users[role])
@@ -394,11 +429,43 @@ def test_admin_group_covers_every_registered_model():
 
 
 @pytest.mark.django_db
-def test_the_leak_check_finds_what_it_looks_for():
+def test_the_leak_check_finds_what_it_looks_for(w):
     """Shown to the wrong role, the member's job list and token list are reported as leaks (the check can fail)."""
-    w = build_world()
     alice = Client()
     alice.force_login(w.users["member"])
     assert _leaks(w, "outsider", alice.get("/jobs/")) == [f"the name of vision's job {w.job.name!r}"]
     assert _leaks(w, "lead", alice.get("/api/tokens/")) == [f"alice's token {w.token.prefix!r}"]
     assert _leaks(w, "member", alice.get("/api/tokens/")) == []
+
+
+# --------------------------------------------------------------------------- notifications, channel by channel
+
+#: Where a notification written for one person goes: the notifications page (its digests), the digest's text, the
+#: email and the incoming-webhook POST.
+NOTIFICATION_CHANNELS = ("page", "digest", "email", "webhook")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("channel", NOTIFICATION_CHANNELS)
+def test_isolation_notification_channels(w, channel, settings):
+    """bob (another team) is preempted to make room for vision's job: each channel that carries his notification
+    names it "a job of team vision" and passes the matrix's leak check for his role; the same text sent to alice,
+    who may read the name, shows it (so the check is looking at the right text)."""
+    settings.NOTIFY_WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8"]  # the receiver below listens on loopback
+    with Receiver() as hook:
+        notify_across_teams(w, webhook_url=hook.url)
+        payloads = [body["text"] for _, body in hook.posts]
+    bob = w.users["outsider"]
+    client = Client()
+    client.force_login(bob)
+    shown = {
+        "page": lambda: client.get("/notifications/").content.decode(),
+        "digest": lambda: "\n".join(d.subject + "\n" + d.text for d in Digest.objects.filter(recipient=bob)),
+        "email": lambda: "\n".join(m.subject + "\n" + m.body for m in mail.outbox if bob.email in m.to),
+        "webhook": lambda: "\n".join(payloads),
+    }[channel]()
+    assert "a job of team vision" in shown, channel
+    assert not _text_leaks(w, "outsider", shown), f"{channel} to bob shows {_text_leaks(w, 'outsider', shown)}"
+    unredacted = shown.replace("a job of team vision", f"vision/{w.job.name}")
+    assert _text_leaks(w, "outsider", unredacted)  # the check would see the name
+    assert not _text_leaks(w, "member", unredacted)

@@ -61,6 +61,28 @@ def test_a_lockout_holds_one_username_from_one_address_only(client, ada):
     assert _sign_in(client, "/accounts/login/", "ada", PASSWORD, ip="10.1.1.1").status_code == 302
 
 
+def test_a_password_spray_over_many_usernames_from_one_address_is_slowed(client, ada, settings):
+    """Thirty usernames, one password each, from one address: no (username, address) pair reaches its limit, but the
+    address does (AXES_ADDRESS_FAILURE_LIMIT), and is locked, the right password included; elsewhere ada signs in."""
+    settings.AXES_ADDRESS_FAILURE_LIMIT = 20
+    answers = [_sign_in(client, "/accounts/login/", f"user{i}", "Winter2026!", ip="10.9.9.9").status_code
+               for i in range(30)]  # fmt: skip
+    assert answers[:19] == [200] * 19  # the form again: wrong password
+    assert answers[19:] == [429] * 11  # the 20th failure locks the address, as the 5th locks a username
+    assert _sign_in(client, "/accounts/login/", "ada", PASSWORD, ip="10.9.9.9").status_code == 429
+    assert _sign_in(client, "/accounts/login/", "ada", PASSWORD, ip="10.1.1.1").status_code == 302
+
+
+def test_the_address_limit_counts_the_admin_sign_in_and_stays_above_the_user_limit(client, ada, admin_user):
+    for i in range(django_settings.AXES_ADDRESS_FAILURE_LIMIT - 1):
+        _sign_in(client, "/admin/login/" if i % 2 else "/accounts/login/", f"someone{i}", "wrong", ip="10.8.8.8")
+    assert _sign_in(client, "/accounts/login/", "ada", PASSWORD, ip="10.8.8.8").status_code == 302  # one below
+    client.logout()
+    _sign_in(client, "/accounts/login/", "nobody", "wrong", ip="10.8.8.8")
+    assert _sign_in(client, "/admin/login/", "root", PASSWORD, ip="10.8.8.8").status_code == 429
+    assert django_settings.AXES_ADDRESS_FAILURE_LIMIT > django_settings.AXES_FAILURE_LIMIT
+
+
 def test_the_lockout_ends_after_the_cool_off(client, ada, settings, monkeypatch):
     for _ in range(django_settings.AXES_FAILURE_LIMIT):
         _sign_in(client, "/accounts/login/", "ada", "wrong")
@@ -109,8 +131,16 @@ def test_a_valid_token_still_works_from_an_address_that_sent_forged_ones(client,
     key = api_token_create(user=user, team=team, name="ci").key
     for i in range(3):
         client.get("/api/teams/", headers={"Authorization": f"Token gpp_forged{i}"}, REMOTE_ADDR="10.2.2.2")
+    forged = client.get("/api/teams/", headers={"Authorization": "Token gpp_forged9"}, REMOTE_ADDR="10.2.2.2")
+    assert forged.status_code == 429  # the address's bad keys are held back …
     response = client.get("/api/teams/", headers={"Authorization": f"Token {key}"}, REMOTE_ADDR="10.2.2.2")
-    assert response.status_code == 429  # the address is held: a right key does not lift it (guessing must not pay)
+    assert response.status_code == 200  # … but a valid key is never refused for them (issue 33)
+    for _ in range(3):  # and keeps working while the spray goes on
+        client.get("/api/teams/", headers={"Authorization": "Token gpp_forged"}, REMOTE_ADDR="10.2.2.2")
+        assert (
+            client.get("/api/teams/", headers={"Authorization": f"Token {key}"}, REMOTE_ADDR="10.2.2.2").status_code
+            == 200
+        )
 
 
 def test_anonymous_api_calls_are_throttled_by_address(client, rates):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import Group, Permission
 from django.utils import timezone
 
 from queues import services
 from queues.models import Job, JobEvent
-from queues.privacy import Redactor, redactor_for
+from queues.privacy import Redactor, redactor_for, redactors_for
+from queues.visibility import OPERATOR_GROUP
 from tests.factories import (
     AllocationFactory,
     DeviceFactory,
@@ -143,3 +145,29 @@ def test_operators_and_admins_get_a_redactor_that_changes_nothing(world):
     assert redactor_for(world.alice).text(KUEUE) == (
         "Preempted to accommodate a workload due to reclamation within the cohort"
     )
+
+
+def test_redactors_for_many_readers_agree_with_one_at_a_time():
+    """The bulk form (notifications of a burst) reads as redactor_for does, for every kind of reader."""
+    vision, speech = TeamFactory(slug="vision"), TeamFactory(slug="speech", namespace="team-speech")
+    member = MembershipFactory(team=vision).user
+    both = MembershipFactory(team=speech).user
+    MembershipFactory(team=vision, user=both)
+    operator = UserFactory()
+    operator.groups.add(Group.objects.get(name=OPERATOR_GROUP))
+    direct = UserFactory()
+    direct.user_permissions.add(Permission.objects.get(codename="view_job", content_type__app_label="queues"))
+    readers = [
+        member,
+        both,
+        operator,
+        direct,
+        UserFactory(is_staff=True),
+        UserFactory(is_superuser=True),
+        UserFactory(is_staff=True, is_active=False),
+        UserFactory(),
+    ]
+    bulk = redactors_for(u.pk for u in readers)
+    text = "vision/a, team-speech/b and speech/c (UID: 1); preemptor path: /x"
+    for reader in readers:
+        assert bulk[reader.pk].text(text) == redactor_for(reader).text(text), reader

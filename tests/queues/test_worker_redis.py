@@ -32,6 +32,7 @@ pytestmark = [
     pytest.mark.postgres,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(not redis_answers(REDIS_URL), reason=f"no Redis at {REDIS_URL}"),
+    pytest.mark.xdist_group("redis"),  # one Celery queue on one Redis database: one xdist worker at a time
 ]
 
 

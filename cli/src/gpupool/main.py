@@ -2,7 +2,8 @@
 
 The portal's address and a team token come from ``GPUPOOL_URL`` and ``GPUPOOL_TOKEN`` (or ``--url`` and
 ``--token``). Every command prints text for people, or the API's JSON with ``--json``. A refused request
-prints why (a 400 names each field) and exits with 1; a usage error exits with 2.
+prints why (a 400 names each field) and exits with 1; a usage error — a missing address or token, a bad flag value,
+a file that is not a job file — exits with 2, in one line.
 """
 
 from __future__ import annotations
@@ -59,12 +60,12 @@ def now() -> datetime:
 
 
 def fail(error: ApiError | SpecError) -> NoReturn:
-    """Print why, to stderr, and exit with 1."""
-    lines = error.lines() if isinstance(error, ApiError) else [str(error)]
+    """Print why, to stderr, and exit: 1 for the portal's refusal, 2 for input the client could not use."""
+    lines = error.lines() if isinstance(error, ApiError) else [" ".join(str(error).split())]
     click.echo(f"gpupool: {lines[0]}", err=True)
     for line in lines[1:]:
         click.echo(line, err=True)
-    sys.exit(1)
+    sys.exit(2 if isinstance(error, SpecError) else 1)
 
 
 def emit(data: Any) -> None:

@@ -5,6 +5,10 @@ short forms (``class``, ``gpus``, ``pods``, ``priority``, ``max_runtime: 2h``…
 portal's form takes them: ``90m``, ``2h``, ``1h30m``, ``1d``, ``45s``; a bare number is minutes. A ``*_seconds``
 key takes seconds, as the API does. Command lines are a list or a string split like a shell line. Types and
 limits are left to the portal, which reports every problem by field.
+
+A file that cannot be a submission — not UTF-8 text (binary garbage), larger than ``MAX_FILE_BYTES``, not YAML,
+nested deeper than ``MAX_DEPTH``, YAML aliases, not a mapping, an unknown key — is refused in one line that names the
+file and what is wrong (:class:`SpecFileError`), before any request.
 """
 
 from __future__ import annotations
@@ -64,8 +68,48 @@ FLAGS = {
 _DURATION = re.compile(r"^(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
 
 
+#: A submission is a few hundred bytes; a file past this is not one.
+MAX_FILE_BYTES = 1024 * 1024
+#: No submission nests deeper than a few levels (pod sets, their fields); past this the file is refused unread.
+MAX_DEPTH = 32
+
+
 class SpecError(ValueError):
     """A submission file or flag that cannot be read; names the key."""
+
+
+class SpecFileError(SpecError):
+    """A submission file that cannot be read: ``str()`` is one line, the file's name first."""
+
+
+class _Loader(yaml.SafeLoader):
+    """The safe loader refusing aliases (an alias bomb) and nesting deeper than ``MAX_DEPTH`` (a recursion crash)."""
+
+    depth = 0
+
+    def compose_node(self, parent, index):
+        """Count the nesting on the way down; refuse aliases and excessive depth before building anything."""
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.YAMLError("anchors and aliases (*name) are not accepted")
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise yaml.YAMLError(f"nested deeper than {MAX_DEPTH} levels")
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error in one line: what is wrong and where (line and column, counted from 1)."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        return f"not valid YAML: character U+{exc.character:04X} at offset {exc.position} is not allowed in YAML text"
+    if isinstance(exc, yaml.MarkedYAMLError):
+        what = " ".join(str(part) for part in (exc.context, exc.problem) if part) or "not valid YAML"
+        mark = exc.problem_mark or exc.context_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        return f"not valid YAML: {' '.join(what.split())}{where}"
+    return " ".join(str(exc).split())
 
 
 def parse_duration(text: str | int, *, key: str) -> int:
@@ -163,20 +207,50 @@ def normalise(values: dict[str, Any], *, where: str) -> dict[str, Any]:
     return body
 
 
-def load_file(path: str | Path) -> dict[str, Any]:
-    """A submission file (YAML mapping) as API fields."""
-    path = Path(path)
+def _read_text(path: Path) -> str:
+    """The file's text: UTF-8, no NUL byte, at most ``MAX_FILE_BYTES``."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
-        raise SpecError(f"cannot read {path}: {exc.strerror}") from exc
+        raise SpecFileError(f"cannot read {path}: {exc.strerror}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise SpecFileError(f"{path}: larger than {MAX_FILE_BYTES // 1024} KiB: not a job file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecFileError(
+            f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}): is it a binary file?"
+        ) from None
+    if "\x00" in text:
+        raise SpecFileError(f"{path}: contains a NUL byte at offset {text.index(chr(0))}: is it a binary file?")
+    return text
+
+
+def load_file(path: str | Path) -> dict[str, Any]:
+    """A submission file (YAML mapping) as API fields; any problem is a :class:`SpecFileError` naming the file."""
+    path = Path(path)
+    text = _read_text(path)
+    loader = None
+    try:
+        loader = _Loader(text)
+        data = loader.get_single_data()
     except yaml.YAMLError as exc:
-        raise SpecError(f"{path} is not valid YAML: {exc}") from exc
+        raise SpecFileError(f"{path}: {_yaml_problem(exc)}") from None
+    except RecursionError:
+        raise SpecFileError(f"{path}: nested too deeply") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise SpecError(f"{path}: expected a mapping of fields (name: …, image: …), not {type(data).__name__}")
-    return normalise(data, where=str(path))
+        raise SpecFileError(f"{path}: expected a mapping of fields (name: …, image: …), not {type(data).__name__}")
+    try:
+        return normalise(data, where=str(path))
+    except SpecError as exc:
+        message = str(exc)
+        raise SpecFileError(message if message.startswith(f"{path}: ") else f"{path}: {message}") from None
 
 
 def submission(file: str | Path | None, flags: dict[str, Any]) -> dict[str, Any]:

@@ -90,16 +90,16 @@ def _apply(api, d: NodeHealthDirective, now: datetime) -> None:
                 f"the cluster does not serve {DEVICE_TAINT_RULES.api_version} DeviceTaintRule "
                 "(enable the DRADeviceTaints feature gate), so device taints cannot be applied"
             )
-        taint: dict = {"key": d.key, "effect": d.effect}
+        rule_taint: dict = {"key": d.key, "effect": d.effect}
         if d.value:
-            taint["value"] = d.value
+            rule_taint["value"] = d.value
         body = {
             "apiVersion": DEVICE_TAINT_RULES.api_version,
             "kind": DEVICE_TAINT_RULES.kind,
             "metadata": {"name": rule_name(d), "labels": {"app.kubernetes.io/managed-by": "gpu-pool-portal"}},
             "spec": {
                 "deviceSelector": {"driver": device.dra_driver, "pool": device.dra_pool, "device": device.dra_device},
-                "taint": taint,
+                "taint": rule_taint,
             },
         }
         try:

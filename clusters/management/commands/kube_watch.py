@@ -47,13 +47,13 @@ class Command(BaseCommand):
         parser.add_argument("--watch-timeout", type=int, default=0, help="timeoutSeconds of each watch request")
 
     def handle(self, *args, **options) -> None:
-        clusters = Cluster.objects.filter(backend=Cluster.Backend.KUBERNETES).order_by("name")
+        kubernetes = Cluster.objects.filter(backend=Cluster.Backend.KUBERNETES).order_by("name")
         if options["cluster"]:
-            clusters = clusters.filter(name__in=options["cluster"])
-            missing = set(options["cluster"]) - set(clusters.values_list("name", flat=True))
+            kubernetes = kubernetes.filter(name__in=options["cluster"])
+            missing = set(options["cluster"]) - set(kubernetes.values_list("name", flat=True))
             if missing:
                 raise CommandError(f"--cluster: no kubernetes cluster named {', '.join(sorted(missing))}")
-        clusters = list(clusters)
+        clusters = list(kubernetes)
         if not clusters:
             raise CommandError("no kubernetes cluster to watch (add a Cluster with backend 'kubernetes')")
         kinds = options["kind"] or list(WATCHED_KINDS)

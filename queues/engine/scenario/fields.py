@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Container, Mapping
+from typing import Any, Literal, cast
 
 from queues.engine.model import (
     DEGRADED_DEVICES_LABEL,
@@ -12,10 +12,10 @@ from queues.engine.model import (
     LabelSelectorRequirement,
     NodeSelectorRequirement,
     NodeSelectorTerm,
-    ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
     Taint,
+    TaintEffect,
     Toleration,
 )
 
@@ -45,7 +45,7 @@ def parse_taints(obj: Manifest, path: str, value: Any) -> tuple[Taint, ...]:
         effect = t.get("effect") or ""
         if effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
             raise obj.fail(f"{path}[{i}].effect", f"invalid taint effect {effect!r}")
-        out.append(Taint(key=str(t["key"]), value=str(t.get("value") or ""), effect=effect))
+        out.append(Taint(key=str(t["key"]), value=str(t.get("value") or ""), effect=cast(TaintEffect, effect)))
     return tuple(out)
 
 
@@ -65,7 +65,7 @@ def parse_tolerations(obj: Manifest, path: str, value: Any) -> tuple[Toleration,
         out.append(
             Toleration(
                 key=str(t.get("key") or ""),
-                operator=op,
+                operator=cast(Literal["Equal", "Exists"], op),
                 value=str(t.get("value") or ""),
                 effect=str(t.get("effect") or ""),
             )
@@ -91,10 +91,9 @@ def parse_label_selector(obj: Manifest, path: str, value: Any) -> LabelSelector 
     return LabelSelector({str(k): str(v) for k, v in labels.items()}, tuple(exprs))
 
 
-def parse_resource_groups(
-    obj: Manifest, path: str, value: Any, flavors: Mapping[str, ResourceFlavor]
-) -> tuple[ResourceGroup, ...]:
-    """``spec.resourceGroups`` of a ClusterQueue or Cohort; every flavor must exist and appear only once."""
+def parse_resource_groups(obj: Manifest, path: str, value: Any, flavors: Container[str]) -> tuple[ResourceGroup, ...]:
+    """``spec.resourceGroups`` of a ClusterQueue or Cohort; every flavor must exist (in the scenario, at some time)
+    and appear only once."""
     if value is None:
         return ()
     if not isinstance(value, list):
@@ -185,7 +184,7 @@ def pod_requests(obj: Manifest, path: str, spec: Mapping[str, Any]) -> dict[str,
     """A pod's requests: containers summed, init containers as a floor (limits stand in for missing requests)."""
 
     def container_requests(cpath: str, containers: Any) -> list[dict[str, int]]:
-        out = []
+        out: list[dict[str, int]] = []
         if containers is None:
             return out
         if not isinstance(containers, list):

@@ -2,25 +2,43 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import re
+from collections.abc import Container, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
 
 from kernel.quantity import MAX_NODE_DEVICE_UNITS, is_device_resource, parse_quantity
-from queues.engine.kueue_config import configuration, configuration_from_config_map
+from queues.engine.kueue_config import (
+    CONFIG_MAP_KEY,
+    config_map_configuration,
+    configuration,
+    wait_for_pods_ready,
+)
 from queues.engine.model import (
+    NODE_HEALTH_CONDITION_TYPES,
+    NODE_REPORTS,
     AdmissionCheck,
     AdmissionCheckRule,
     BorrowWithinCohort,
+    BorrowWithinCohortPolicy,
     ClusterQueue,
     Cohort,
     FairSharing,
     FlavorFungibility,
+    FungibilityPreference,
     LocalQueue,
     Namespace,
     Node,
     PreemptionPolicy,
+    QueueingStrategy,
+    ReclaimWithinCohortPolicy,
     ResourceFlavor,
+    StopPolicy,
     Topology,
+    WaitForPodsReady,
+    WhenCanBorrow,
+    WhenCanPreempt,
+    WithinClusterQueuePolicy,
     WorkloadPriorityClass,
 )
 
@@ -42,7 +60,7 @@ def parse_topologies(objs: list[Manifest]) -> list[Topology]:
     return topologies
 
 
-def parse_flavors(objs: list[Manifest], topo_names: set[str]) -> dict[str, ResourceFlavor]:
+def parse_flavors(objs: list[Manifest], topo_names: Container[str]) -> dict[str, ResourceFlavor]:
     """ResourceFlavor objects by name; a topologyName must name a known Topology."""
     flavors: dict[str, ResourceFlavor] = {}
     for obj in objs:
@@ -82,7 +100,7 @@ def fair_weight(obj: Manifest) -> float:
     return float(parse_quantity(weight, "cpu")) / 1000 if weight is not None else 1.0
 
 
-def parse_cohorts(objs: list[Manifest], flavors: Mapping[str, ResourceFlavor]) -> list[Cohort]:
+def parse_cohorts(objs: list[Manifest], flavors: Container[str]) -> list[Cohort]:
     """Cohort objects: parent, resource groups and fair-sharing weight."""
     cohorts = []
     for obj in objs:
@@ -159,7 +177,7 @@ def _check_rules(obj: Manifest, spec: Mapping[str, Any]) -> tuple[AdmissionCheck
     return tuple(rules)
 
 
-def parse_cluster_queue(obj: Manifest, flavors: Mapping[str, ResourceFlavor]) -> ClusterQueue:
+def parse_cluster_queue(obj: Manifest, flavors: Container[str]) -> ClusterQueue:
     """One ClusterQueue object."""
     spec = obj.get("spec", {}, types=(Mapping,)) or {}
     enums = _cq_enums(obj, spec)
@@ -171,23 +189,23 @@ def parse_cluster_queue(obj: Manifest, flavors: Mapping[str, ResourceFlavor]) ->
         name=obj.name,
         cohort=spec.get("cohortName") or spec.get("cohort"),
         namespace_selector=parse_label_selector(obj, "spec.namespaceSelector", spec.get("namespaceSelector")),
-        queueing_strategy=enums["spec.queueingStrategy"],
+        queueing_strategy=cast(QueueingStrategy, enums["spec.queueingStrategy"]),
         resource_groups=parse_resource_groups(obj, "spec.resourceGroups", spec.get("resourceGroups"), flavors),
         preemption=PreemptionPolicy(
-            within_cluster_queue=enums["spec.preemption.withinClusterQueue"],
-            reclaim_within_cohort=enums["spec.preemption.reclaimWithinCohort"],
+            within_cluster_queue=cast(WithinClusterQueuePolicy, enums["spec.preemption.withinClusterQueue"]),
+            reclaim_within_cohort=cast(ReclaimWithinCohortPolicy, enums["spec.preemption.reclaimWithinCohort"]),
             borrow_within_cohort=BorrowWithinCohort(
-                policy=enums["spec.preemption.borrowWithinCohort.policy"],
+                policy=cast(BorrowWithinCohortPolicy, enums["spec.preemption.borrowWithinCohort.policy"]),
                 max_priority_threshold=None if threshold is None else int(threshold),
             ),
         ),
         flavor_fungibility=FlavorFungibility(
-            when_can_borrow="MayStopSearch" if when_borrow == "Borrow" else when_borrow,
-            when_can_preempt="MayStopSearch" if when_preempt == "Preempt" else when_preempt,
-            preference=enums["spec.flavorFungibility.preference"],
+            when_can_borrow="MayStopSearch" if when_borrow == "Borrow" else cast(WhenCanBorrow, when_borrow),
+            when_can_preempt="MayStopSearch" if when_preempt == "Preempt" else cast(WhenCanPreempt, when_preempt),
+            preference=cast(FungibilityPreference, enums["spec.flavorFungibility.preference"]),
         ),
         admission_checks=rules,
-        stop_policy=enums["spec.stopPolicy"],
+        stop_policy=cast(StopPolicy, enums["spec.stopPolicy"]),
         fair_weight=fair_weight(obj),
     )
 
@@ -202,7 +220,12 @@ def parse_local_queues(objs: list[Manifest]) -> list[LocalQueue]:
         if stop not in ("None", "Hold", "HoldAndDrain"):
             raise obj.fail("spec.stopPolicy", f"invalid value {stop!r}")
         local_queues.append(
-            LocalQueue(obj.namespace, obj.name, str(obj.get("spec.clusterQueue", required=True)), stop_policy=stop)
+            LocalQueue(
+                obj.namespace,
+                obj.name,
+                str(obj.get("spec.clusterQueue", required=True)),
+                stop_policy=cast(StopPolicy, stop),
+            )
         )
     return local_queues
 
@@ -223,6 +246,10 @@ def parse_namespaces(objs: list[Manifest]) -> list[Namespace]:
     return [Namespace(obj.name, obj.labels()) for obj in objs]
 
 
+NVIDIA_GPU = "nvidia.com/gpu"
+NVIDIA_GPU_SHARED = "nvidia.com/gpu.shared"
+
+
 def parse_node(obj: Manifest) -> Node:
     """One Node: capacity, allocatable (capacity when absent), readiness, taints and the portal's health facts."""
     status = obj.get("status", {}) or {}
@@ -239,10 +266,23 @@ def parse_node(obj: Manifest) -> Node:
                 raise obj.fail(
                     f"status.{section}.{resource}", f"{amount} devices, at most {MAX_NODE_DEVICE_UNITS} on a node"
                 )
+    dropped = _count_dropped_gpus(obj, capacity, allocatable)
     ready = True
-    for cond in status.get("conditions") or []:
-        if isinstance(cond, Mapping) and cond.get("type") == "Ready":
+    conditions = [c for c in status.get("conditions") or [] if isinstance(c, Mapping)]
+    for cond in conditions:
+        if cond.get("type") == "Ready":
             ready = str(cond.get("status")) == "True"
+    health_reason = str(obj.annotations().get(ANN_HEALTH, "") or "")
+    gap_by = ""
+    reported = node_reported_gpus(conditions, capacity.get(NVIDIA_GPU, 0))
+    if reported:
+        # As the kube sync reads NVSentinel's conditions: the GPUs they name are out for health, by the node's own
+        # reports (whatever the device plugin still counts as allocatable).
+        allocatable[NVIDIA_GPU] = min(allocatable.get(NVIDIA_GPU, 0), capacity[NVIDIA_GPU] - len(reported))
+        gap_by = NODE_REPORTS
+        notes = [f"{device}: node condition {text}" for device, text in reported.items()]
+        health_reason = health_reason or f"{len(reported)} device(s) excluded for health: {'; '.join(notes[:4])}"
+    health_reason = health_reason or dropped
     return Node(
         name=obj.name,
         labels=obj.labels(),
@@ -251,15 +291,135 @@ def parse_node(obj: Manifest) -> Node:
         unschedulable=bool(obj.get("spec.unschedulable", False)),
         capacity=capacity,
         allocatable=allocatable,
-        health_reason=str(obj.annotations().get(ANN_HEALTH, "") or ""),
+        health_reason=health_reason,
         degraded_devices=degraded_devices(obj),
+        health_gap_by=gap_by,
     )
 
 
-def kueue_configuration(obj: Manifest, api: str) -> FairSharing | None:
-    """Kueue's manager Configuration (bare, or in its ConfigMap): the fair-sharing setting."""
+#: GPU Feature Discovery's count of the node's physical NVIDIA cards, and its sharing labels.
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+_SHARING_ON = ("time-slicing", "mps")
+
+
+def _label_int(obj: Manifest, key: str) -> int | None:
+    """An integer label of at most ``MAX_NODE_DEVICE_UNITS``, None when absent; anything else is an error."""
+    raw = obj.labels().get(key)
+    if raw is None or raw == "":
+        return None
+    field = f'metadata.labels["{key}"]'
+    try:
+        number = int(raw)
+    except ValueError:
+        raise obj.fail(field, f"not an integer: {raw!r}") from None
+    if not 0 <= number <= MAX_NODE_DEVICE_UNITS:
+        raise obj.fail(field, f"{number} is not between 0 and {MAX_NODE_DEVICE_UNITS}")
+    return number
+
+
+def _count_dropped_gpus(obj: Manifest, capacity: dict[str, int], allocatable: dict[str, int]) -> str:
+    """As the kube sync counts the cards: units the device plugin dropped from capacity itself (it marked them
+    unhealthy, then restarted) are still there per ``nvidia.com/gpu.count``, out for health. Raises ``capacity``
+    to that count and says which units are out ("" when none is)."""
+    counted = _expected_gpus(obj, capacity)
+    if counted is None:
+        return ""
+    resource, expected = counted
+    reported, capacity[resource] = capacity.get(resource, 0), expected
+    allocatable.setdefault(resource, 0)
+    missing = expected - reported
+    names = ""
+    if resource == NVIDIA_GPU and missing <= 4:
+        names = ", ".join(f"gpu-{i}" for i in range(reported, expected)) + ": "
+    label = obj.labels()[GPU_COUNT_LABEL]
+    return (
+        f"{missing} device(s) excluded for health: {names}node capacity {reported} < {expected} expected from "
+        f"{GPU_COUNT_LABEL}={label} (device plugin dropped devices it marked unhealthy)"
+    )
+
+
+def _expected_gpus(obj: Manifest, capacity: Mapping[str, int]) -> tuple[str, int] | None:
+    """The NVIDIA GPU resource and the units the node has of it per its ``nvidia.com/gpu.count`` label, when that
+    is more than its capacity says (the device plugin dropped units it marked unhealthy), else None. As the kube
+    sync's inventory: only for whole cards (or time-sliced replicas of them) advertised as one resource, not MIG."""
+    labels = obj.labels()
+    count = _label_int(obj, GPU_COUNT_LABEL)
+    if not count:
+        return None
+    nvidia = [r for r, n in capacity.items() if n > 0 and r.startswith("nvidia.com/")]
+    if not nvidia and NVIDIA_GPU in capacity:
+        nvidia = [NVIDIA_GPU]  # cards per gpu.count but the plugin advertises none: every one is out
+    if len(nvidia) != 1 or nvidia[0] not in (NVIDIA_GPU, NVIDIA_GPU_SHARED):
+        return None
+    if "-MIG-" in labels.get("nvidia.com/gpu.product", "") or labels.get("nvidia.com/mig.config", "").startswith(
+        "all-"
+    ):
+        return None  # MIG strategy single: nvidia.com/gpu counts MIG devices, not cards
+    (resource,) = nvidia
+    replicas = max(_label_int(obj, "nvidia.com/gpu.replicas") or 1, 1)
+    shared = (
+        resource == NVIDIA_GPU_SHARED or replicas > 1 or labels.get("nvidia.com/gpu.sharing-strategy") in _SHARING_ON
+    )
+    expected = count * (replicas if shared else 1)
+    return (resource, expected) if expected > capacity.get(resource, 0) else None
+
+
+#: NVSentinel's way of naming a GPU in a condition message: ``ErrorCode:79 GPU:3 …``.
+_GPU_INDEX = re.compile(r"\bGPU:(\d+)\b")
+_CAUSE_MAX = 160
+
+
+def _condition_text(condition: Mapping[str, Any]) -> str:
+    """``GpuXidError=True: ErrorCode:79 GPU:3 Recommended Action=RESTART_BM`` (the message, else the reason)."""
+    said = str(condition.get("message") or condition.get("reason") or "").strip().rstrip(";")
+    head = f"{condition.get('type')}=True"
+    if len(said) > _CAUSE_MAX:
+        said = said[: _CAUSE_MAX - 1] + "…"
+    return f"{head}: {said}" if said else head
+
+
+def node_reported_gpus(conditions: list[Mapping[str, Any]], gpus: int) -> dict[str, str]:
+    """The node's NVIDIA GPUs its True health conditions report broken, by device name (``gpu-3``), with the
+    condition: a condition naming GPUs (``GPU:<index>``) concerns those, one naming none every GPU of the node."""
+    failing = [c for c in conditions if c.get("type") in NODE_HEALTH_CONDITION_TYPES and str(c.get("status")) == "True"]
+    out: dict[str, list[str]] = {}
+    for cond in failing:
+        indexes = [int(i) for i in _GPU_INDEX.findall(str(cond.get("message", ""))) if int(i) < gpus]
+        for index in indexes or range(gpus):
+            out.setdefault(f"gpu-{index}", []).append(_condition_text(cond))
+    return {device: "; ".join(texts) for device, texts in sorted(out.items(), key=lambda kv: int(kv[0][4:]))}
+
+
+@dataclass(frozen=True)
+class KueueConfig:
+    """Kueue's manager Configuration as a scenario carries it: the document, and the Configuration object in it
+    (the document itself, or the YAML under the ConfigMap's ``data["controller_manager_config.yaml"]``)."""
+
+    obj: Manifest
+    config: Mapping[str, Any]
+
+    def fail(self, path: str, problem: str) -> Exception:
+        """A ScenarioError at ``path`` of the Configuration (inside the ConfigMap's data when it is one)."""
+        inner = f'data["{CONFIG_MAP_KEY}"].{path}' if self.obj.kind == "ConfigMap" else path
+        return self.obj.fail(inner, problem)
+
+
+def kueue_config_document(obj: Manifest, api: str) -> KueueConfig:
+    """Kueue's manager Configuration (bare, or in its ConfigMap), checked: a ConfigMap must be v1."""
     if obj.kind == "ConfigMap":
         if api != "v1":
             raise obj.fail("apiVersion", f"expected v1, got {api!r}")
-        return configuration_from_config_map(obj.raw, obj.fail)
-    return configuration(obj.raw, obj.fail)
+        return KueueConfig(obj, config_map_configuration(obj.raw, obj.fail))
+    return KueueConfig(obj, obj.raw)
+
+
+def kueue_settings(doc: KueueConfig | None) -> tuple[FairSharing | None, WaitForPodsReady | None]:
+    """The Configuration's fair sharing (None: off) and waitForPodsReady (None: off; without a Configuration,
+    Kueue's defaults: fair sharing off, waitForPodsReady on)."""
+    if doc is None:
+        return None, wait_for_pods_ready(None, _never)
+    return configuration(doc.config, doc.fail), wait_for_pods_ready(doc.config, doc.fail)
+
+
+def _never(path: str, problem: str) -> Exception:
+    raise AssertionError(f"{path}: {problem}")

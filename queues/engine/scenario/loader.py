@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Container, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from kernel.k8s_names import dns_subdomain_problem
-from queues.engine.model import ClusterState, FairSharing, Workload
+from queues.engine.model import ClusterState, Workload
 
 from .kinds import (
-    kueue_configuration,
+    KueueConfig,
+    kueue_config_document,
+    kueue_settings,
     parse_admission_checks,
     parse_cluster_queue,
     parse_cohorts,
@@ -21,19 +22,29 @@ from .kinds import (
     parse_priority_classes,
     parse_topologies,
 )
-from .manifest import CONFIG_KINDS, CORE_KINDS, KUEUE_KINDS, KUEUE_VERSIONS, Manifest, ScenarioError, documents
+from .manifest import (
+    CONFIG_KINDS,
+    TIMELINE_KIND,
+    TIMELINE_VERSION,
+    Manifest,
+    ScenarioError,
+    check_object,
+    documents,
+)
+from .timeline import Known, TimelineEvent, compile_timeline
 from .workloads import parse_workload, schedule_workloads
 
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
-    """A loaded scenario: the initial state, later submissions, and simulation facts."""
+    """A loaded scenario: the initial state, later submissions, simulation facts and the timeline's events."""
 
     state: ClusterState
     start: float
     submissions: tuple[tuple[float, Workload], ...] = ()
     checks_delay: Mapping[str, float] = field(default_factory=dict)
     source: str = ""
+    timeline: tuple[TimelineEvent, ...] = ()
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -46,33 +57,26 @@ def load_scenario(path: str | Path) -> Scenario:
     return loads_scenario(text, source=str(file))
 
 
-def _by_kind(objs: list[Manifest]) -> tuple[dict[str, list[Manifest]], FairSharing | None]:
-    """The objects by kind (each checked: known kind and apiVersion, a name, no duplicate), and the fair sharing."""
+def _by_kind(objs: list[Manifest]) -> tuple[dict[str, list[Manifest]], KueueConfig | None, list[Manifest]]:
+    """The objects by kind (each checked: known kind and apiVersion, a name, no duplicate), the Kueue
+    Configuration, and the Timeline documents."""
     by_kind: dict[str, list[Manifest]] = {}
-    fair_sharing: FairSharing | None = None
-    config_seen: Manifest | None = None
+    config: KueueConfig | None = None
+    timelines: list[Manifest] = []
     for i, obj in enumerate(objs):
         api = str(obj.raw.get("apiVersion", ""))
-        if obj.kind in CONFIG_KINDS:
-            if config_seen is not None:
-                raise obj.fail("", "a second Kueue Configuration (the scenario takes one)")
-            config_seen = obj
-            fair_sharing = kueue_configuration(obj, api)
+        if obj.kind == TIMELINE_KIND:
+            if api != TIMELINE_VERSION:
+                raise obj.fail("apiVersion", f"expected {TIMELINE_VERSION}, got {api!r}")
+            timelines.append(obj)
             continue
-        if obj.kind in CORE_KINDS:
-            if api != "v1":
-                raise obj.fail("apiVersion", f"expected v1, got {api!r}")
-        elif obj.kind in KUEUE_KINDS:
-            if api not in KUEUE_VERSIONS:
-                raise obj.fail("apiVersion", f"expected {KUEUE_VERSIONS[0]}, got {api!r}")
-        else:
-            raise ScenarioError(
-                obj.kind or f"item[{i}]", obj.name, "kind", f"unknown kind {obj.kind!r} (apiVersion {api!r})"
-            )
-        if not obj.name:
-            raise ScenarioError(obj.kind, "", "metadata.name", "required field is missing")
-        if problem := dns_subdomain_problem(obj.name):
-            raise ScenarioError(obj.kind, obj.name[:80], "metadata.name", problem)
+        if obj.kind in CONFIG_KINDS:
+            if config is not None:
+                raise obj.fail("", "a second Kueue Configuration (the scenario takes one)")
+            config = kueue_config_document(obj, api)
+            kueue_settings(config)  # checked now: errors name the field
+            continue
+        check_object(obj, i)
         by_kind.setdefault(obj.kind, []).append(obj)
     for items in by_kind.values():
         seen = set()
@@ -81,36 +85,65 @@ def _by_kind(objs: list[Manifest]) -> tuple[dict[str, list[Manifest]], FairShari
             if ident in seen:
                 raise obj.fail("metadata.name", "duplicate object")
             seen.add(ident)
-    return by_kind, fair_sharing
+    return by_kind, config, timelines
+
+
+def policy_state(
+    by_kind: Mapping[str, list[Manifest]], config: KueueConfig | None, known: Known
+) -> tuple[ClusterState, dict[str, float]]:
+    """Every object but the Workloads as the engine's state (no workloads), and the admission checks' delays.
+
+    ``known`` holds the names of flavors and topologies that exist at some time of the scenario (now, or created
+    by its timeline): a reference to another name is an input error; one to a name that exists only at another
+    time is Kueue's inactive ClusterQueue, which the engine reports.
+    """
+    topologies = parse_topologies(by_kind.get("Topology", []))
+    flavors = parse_flavors(by_kind.get("ResourceFlavor", []), _names(known.topologies, (t.name for t in topologies)))
+    flavor_names = _names(known.flavors, flavors)
+    checks, check_delay = parse_admission_checks(by_kind.get("AdmissionCheck", []))
+    cohorts = parse_cohorts(by_kind.get("Cohort", []), flavor_names)
+    cluster_queues = [parse_cluster_queue(obj, flavor_names) for obj in by_kind.get("ClusterQueue", [])]
+    fair_sharing, pods_ready = kueue_settings(config)
+    state = ClusterState(
+        fair_sharing=fair_sharing,
+        wait_for_pods_ready=pods_ready,
+        flavors=tuple(flavors.values()),
+        topologies=tuple(topologies),
+        cohorts=tuple(cohorts),
+        cluster_queues=tuple(cluster_queues),
+        local_queues=tuple(parse_local_queues(by_kind.get("LocalQueue", []))),
+        namespaces=tuple(parse_namespaces(by_kind.get("Namespace", []))),
+        priority_classes=tuple(parse_priority_classes(by_kind.get("WorkloadPriorityClass", []))),
+        admission_checks=tuple(checks),
+        nodes=tuple(parse_node(obj) for obj in by_kind.get("Node", [])),
+    )
+    return state, check_delay
+
+
+def _names(*groups) -> Container[str]:
+    out: set[str] = set()
+    for group in groups:
+        out.update(group)
+    return out
 
 
 def loads_scenario(text: str, *, source: str = "<text>") -> Scenario:
     """Load a scenario from YAML/JSON text; raises ScenarioError on bad input."""
     objs = [Manifest(doc, i) for i, doc in enumerate(documents(text, source))]
-    by_kind, fair_sharing = _by_kind(objs)
-    topologies = parse_topologies(by_kind.get("Topology", []))
-    flavors = parse_flavors(by_kind.get("ResourceFlavor", []), {t.name for t in topologies})
-    checks, check_delay = parse_admission_checks(by_kind.get("AdmissionCheck", []))
-    cohorts = parse_cohorts(by_kind.get("Cohort", []), flavors)
-    cluster_queues = [parse_cluster_queue(obj, flavors) for obj in by_kind.get("ClusterQueue", [])]
-    local_queues = parse_local_queues(by_kind.get("LocalQueue", []))
-    namespaces = parse_namespaces(by_kind.get("Namespace", []))
-    priority_classes = parse_priority_classes(by_kind.get("WorkloadPriorityClass", []))
-    nodes = [parse_node(obj) for obj in by_kind.get("Node", [])]
-    priorities = {p.name: p.value for p in priority_classes}
+    by_kind, config, timelines = _by_kind(objs)
+    known = Known.of(by_kind, timelines)
+    policy, check_delay = policy_state(by_kind, config, known)
+    priorities = {p.name: p.value for p in policy.priority_classes}
     parsed = [parse_workload(obj, priorities) for obj in by_kind.get("Workload", [])]
-    start, initial, later, delays = schedule_workloads(parsed, local_queues, cluster_queues, check_delay)
-    state = ClusterState(
-        fair_sharing=fair_sharing,
-        flavors=tuple(flavors.values()),
-        topologies=tuple(topologies),
-        cohorts=tuple(cohorts),
-        cluster_queues=tuple(cluster_queues),
-        local_queues=tuple(local_queues),
-        namespaces=tuple(namespaces),
-        priority_classes=tuple(priority_classes),
-        admission_checks=tuple(checks),
-        nodes=tuple(nodes),
-        workloads=tuple(initial),
+    start, initial, later, delays = schedule_workloads(
+        parsed, list(policy.local_queues), list(policy.cluster_queues), check_delay
     )
-    return Scenario(state=state, start=start, submissions=tuple(later), checks_delay=delays, source=source)
+    events = compile_timeline(timelines, by_kind, config, start=start, known=known, build=policy_state)
+    return Scenario(
+        state=replace(policy, workloads=tuple(initial)),
+        start=start,
+        submissions=tuple(later),
+        checks_delay=delays,
+        source=source,
+        timeline=events,
+    )

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from kernel import safe_yaml
+from kernel.k8s_names import dns_subdomain_problem
 from kernel.quantity import is_device_resource, parse_decimal, parse_quantity
+from queues.engine.durations import parse_duration
 
 KUEUE_VERSIONS = ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1")
 CORE_KINDS = {"Namespace", "Node"}
@@ -32,12 +33,15 @@ ANN_CHECKS = "sim.portal/checks-ready-after"
 ANN_READY_AFTER = "sim.portal/ready-after"
 ANN_HEALTH = "sim.portal/health-reason"
 ANN_DISPLAY = "sim.portal/display-name"
+ANN_PODS_READY = "sim.portal/pods-ready-after"
+ANN_GATED = "kueue.x-k8s.io/admission-gated-by"
 ANN_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 ANN_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
 ANN_UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
-
-_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+#: The scenario's own kind: changes at given times (``queues.engine.scenario.timeline``).
+TIMELINE_KIND = "Timeline"
+TIMELINE_VERSION = "sim.portal/v1"
 
 
 class ScenarioError(ValueError):
@@ -50,36 +54,6 @@ class ScenarioError(ValueError):
         self.problem = problem
         where = name if kind == "file" else (f"{kind}/{name}" if name else kind)
         super().__init__(f"{where}: {path}: {problem}" if path else f"{where}: {problem}")
-
-
-def parse_duration(text: str | int | float) -> float:
-    """Parse "90s", "1500ms", "10m", "1h30m", "2d" or a plain number of seconds."""
-    if isinstance(text, bool):
-        raise ValueError(f"invalid duration {text!r}")
-    if isinstance(text, int | float):
-        if text < 0:
-            raise ValueError(f"invalid duration {text!r}: must not be negative")
-        return float(text)
-    value = str(text).strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        if seconds < 0:
-            raise ValueError(f"invalid duration {text!r}: must not be negative")
-        return seconds
-    pos = 0
-    total = 0.0
-    unit = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-    for match in _DURATION_RE.finditer(value):
-        if match.start() != pos:
-            break
-        total += float(match.group(1)) * unit[match.group(2)]
-        pos = match.end()
-    if pos != len(value) or not value:
-        raise ValueError(f"invalid duration {text!r}: expected e.g. '90s', '1500ms', '10m', '1h30m'")
-    return total
 
 
 def parse_timestamp(text: Any) -> float:
@@ -154,6 +128,25 @@ class Manifest:
         if not isinstance(value, Mapping):
             raise self.fail(path, "must be a mapping of strings")
         return {str(k): str(v) for k, v in value.items()}
+
+
+def check_object(obj: Manifest, index: int) -> None:
+    """A cluster object's kind, apiVersion and name (ScenarioError naming what is wrong)."""
+    api = str(obj.raw.get("apiVersion", ""))
+    if obj.kind in CORE_KINDS:
+        if api != "v1":
+            raise obj.fail("apiVersion", f"expected v1, got {api!r}")
+    elif obj.kind in KUEUE_KINDS:
+        if api not in KUEUE_VERSIONS:
+            raise obj.fail("apiVersion", f"expected {KUEUE_VERSIONS[0]}, got {api!r}")
+    else:
+        raise ScenarioError(
+            obj.kind or f"item[{index}]", obj.name, "kind", f"unknown kind {obj.kind!r} (apiVersion {api!r})"
+        )
+    if not obj.name:
+        raise ScenarioError(obj.kind, "", "metadata.name", "required field is missing")
+    if problem := dns_subdomain_problem(obj.name):
+        raise ScenarioError(obj.kind, obj.name[:80], "metadata.name", problem)
 
 
 def documents(text: str, source: str) -> list[Mapping[str, Any]]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from queues.engine.decisions import QUEUE_STOP_REASONS
 from queues.engine.reasons import explain_wl
-from queues.engine.records import ADMITTED, EVICTING, FINISHED, PENDING, RESERVED, WorkloadInfo
+from queues.engine.records import ADMITTED, DELETED, EVICTING, FINISHED, PENDING, RESERVED, WorkloadInfo
 from queues.engine.scheduler import Engine
 from queues.engine.simulation import ReplayResult, WorkloadRecord, primary_resource
 
@@ -36,6 +36,8 @@ def _state(wl: WorkloadInfo) -> str:
         return "admitted"
     if wl.state == FINISHED:
         return "finished"
+    if wl.state == DELETED:
+        return "deleted"
     if wl.state == EVICTING:
         return "evicted" if wl.eviction is not None and wl.eviction.reason in QUEUE_STOP_REASONS else "preempted"
     return "pending"
@@ -71,7 +73,7 @@ def _row(engine: Engine, wl: WorkloadInfo, rec: WorkloadRecord | None, start: fl
         admitted_at = wl.admitted_at
     if wl.state in (PENDING, RESERVED):
         admitted_at = None
-    row = {
+    row: dict[str, object] = {
         "name": wl.key,
         "clusterQueue": wl.cq,
         "state": _state(wl),
@@ -92,6 +94,15 @@ def _row(engine: Engine, wl: WorkloadInfo, rec: WorkloadRecord | None, start: fl
             "admitted": rec.stop_eviction.admitted,
             "at": _rel(rec.stopped_at, start),
         }
+    if rec is not None and rec.ready_eviction is not None:
+        # Only on workloads waitForPodsReady (or a deactivation) evicted.
+        row["eviction"] = {
+            "reason": rec.ready_eviction.reason,
+            "message": rec.ready_eviction.message,
+            "at": _rel(rec.ready_evicted_at, start),
+        }
+    if wl.requeue_count or wl.requeue_at is not None:
+        row["requeueState"] = {"count": wl.requeue_count, "requeueAt": _rel(wl.requeue_at, start)}
     return row
 
 
@@ -110,22 +121,33 @@ def _count(counts: dict[str, dict[str, int]], wl: WorkloadInfo) -> None:
         c["finished"] += 1
 
 
+_ZERO = {"admitted": 0, "pending": 0, "preempted": 0, "finished": 0, "borrowing": 0}
+
+
 def _queues(
     engine: Engine, result: ReplayResult, counts: Mapping[str, Mapping[str, int]], window: float
 ) -> dict[str, Any]:
     """Every ClusterQueue's figures: utilization of its primary resource over the window (or now) and counts."""
     queues: dict[str, Any] = {}
-    for name in sorted(engine.cqs):
+    # A ClusterQueue a timeline deleted keeps its figures over the run.
+    for name in sorted(set(engine.cqs) | set(result.queues)):
         stats = result.queues[name]
-        resource, nominal = primary_resource(engine, name)
-        if nominal <= 0:
+        if name in engine.cqs:
+            resource, nominal = primary_resource(engine, name)
+        else:
+            resource, nominal = stats.resource, 0
+        if window > 0 and stats.nominal_log:
+            # The nominal quota changed during the run: usage over the quota each stretch had.
+            capacity = stats.nominal_seconds(result.start, result.end)
+            utilization = round(stats.integral / capacity, 4) if capacity > 0 else None
+        elif nominal <= 0:
             utilization = None
         elif window > 0:
             utilization = round(stats.integral / (nominal * window), 4)
         else:
             usage = sum(v for (f, r), v in engine.cqs[name].node.usage.items() if r == resource)
             utilization = round(usage / nominal, 4)
-        c = counts[name]
+        c = counts.get(name, _ZERO)
         queues[name] = {
             "utilization": utilization,
             "admitted": c["admitted"],
@@ -171,6 +193,24 @@ def document(engine: Engine, start: float, result: ReplayResult, window: float) 
     return {"workloads": rows, "summary": summary}
 
 
+def timeline_section(doc: dict[str, Any], scenario: Any, replay: Any, end: float) -> None:
+    """Add the timeline to a document: its events (``applied`` when the run reached them) and every decision in
+    order, each naming the event it followed (``after``: the last event applied before it, None before any);
+    each workload row gets ``decidedAfter``, the event its last decision followed."""
+    start = scenario.start
+    decisions = []
+    last: dict[str, str | None] = {}
+    for at, key, what, detail, after in replay.decisions or ():
+        decisions.append({"at": _rel(at, start), "workload": key, "decision": what, "detail": detail, "after": after})
+        last[key] = after
+    doc["timeline"] = {
+        "events": [{**e.describe(), "applied": e.at <= end} for e in scenario.timeline],
+        "decisions": decisions,
+    }
+    for row in doc["workloads"]:
+        row["decidedAfter"] = last.get(row["name"])
+
+
 def render_table(document: Mapping[str, Any]) -> str:
     """A readable text table of a ``run_scenario`` document."""
     headers = ["WORKLOAD", "QUEUE", "STATE", "FLAVORS", "NODES", "REASON"]
@@ -205,4 +245,15 @@ def render_table(document: Mapping[str, Any]) -> str:
     p50 = "-" if wait["p50"] is None else f"{wait['p50']}s"
     p90 = "-" if wait["p90"] is None else f"{wait['p90']}s"
     lines.append(f"wait p50={p50} p90={p90}")
+    timeline = document.get("timeline")
+    if timeline:
+        lines.append("")
+        lines.append("EVENT  AT  CHANGE  APPLIED")
+        for e in timeline["events"]:
+            lines.append(f"{e['name']}  {e['at']}s  {e['verb']} {e['object']}  {'yes' if e['applied'] else 'no'}")
+        lines.append("")
+        lines.append("AT  WORKLOAD  DECISION  AFTER")
+        for d in timeline["decisions"]:
+            detail = f" ({d['detail']})" if d["detail"] else ""
+            lines.append(f"{d['at']}s  {d['workload']}  {d['decision']}{detail}  {d['after'] or '-'}")
     return "\n".join(lines)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from queues.engine.scheduler import Engine
 from queues.engine.simulation import Replay, ReplayResult
 
 from .loader import Scenario
-from .report import document
+from .report import document, timeline_section
+from .timeline import apply_event
 
 
 def _run_once(engine: Engine, replay: Replay, start: float) -> ReplayResult:
@@ -30,12 +32,31 @@ def _run_once(engine: Engine, replay: Replay, start: float) -> ReplayResult:
     return result
 
 
+def _schedule_timeline(scenario: Scenario, replay: Replay, mode: str) -> None:
+    """Events at the start apply before anything runs (they are part of the start); later ones only in a replay."""
+    replay.decisions = []
+    start = scenario.start
+    for event in scenario.timeline:
+        if event.at <= start:
+            replay.last_event = event.name
+            apply_event(event, replay, start)
+            if replay.engine.evicting:
+                replay.complete_evictions(start)
+        elif mode == "replay":
+            replay.at(event.at, partial(apply_event, event, replay), event.name)
+
+
 def run_scenario(scenario: Scenario, *, mode: str = "settle", until: float | None = None) -> dict[str, Any]:
-    """Run a scenario (``settle``, ``once`` or ``replay``) and return the ``simulate --json`` document."""
+    """Run a scenario (``settle``, ``once`` or ``replay``) and return the ``simulate --json`` document.
+
+    With a timeline, events at the start apply in every mode; later ones in a replay only (``--until``).
+    """
     if mode not in ("settle", "once", "replay"):
         raise ValueError(f"unknown mode {mode!r}")
     engine = Engine(scenario.state, scenario.start)
     replay = Replay(engine, start=scenario.start, checks_delay=scenario.checks_delay)
+    if scenario.timeline:
+        _schedule_timeline(scenario, replay, mode)
     if mode == "once":
         result = _run_once(engine, replay, scenario.start)
         window = 0.0
@@ -47,4 +68,8 @@ def run_scenario(scenario: Scenario, *, mode: str = "settle", until: float | Non
             replay.submit_at(wl, when)
         result = replay.run(until=None if until is None else scenario.start + until)
         window = result.end - result.start
-    return document(engine, scenario.start, result, window)
+    out = document(engine, scenario.start, result, window)
+    if scenario.timeline:
+        # Only with a timeline, so documents of scenarios without one keep their shape.
+        timeline_section(out, scenario, replay, result.end)
+    return out

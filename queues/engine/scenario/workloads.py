@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from queues.engine.model import (
     Admission,
     AdmissionCheckRule,
+    AdmissionCheckState,
     ClusterQueue,
     Eviction,
     LocalQueue,
@@ -21,7 +23,9 @@ from queues.engine.model import (
 from .fields import parse_node_affinity, parse_tolerations, pod_requests
 from .manifest import (
     ANN_CHECKS,
+    ANN_GATED,
     ANN_NODES,
+    ANN_PODS_READY,
     ANN_PREFERRED,
     ANN_REQUIRED,
     ANN_RUNTIME,
@@ -63,6 +67,12 @@ def _pod_set(obj: Manifest, ppath: str, ps: Any, names: set[str]) -> PodSet:
     node_selector = pspec.get("nodeSelector") or {}
     if not isinstance(node_selector, Mapping):
         raise obj.fail(f"{ppath}.template.spec.nodeSelector", "must be a mapping")
+    min_count = ps.get("minCount")
+    if min_count is not None and (
+        not isinstance(min_count, int) or isinstance(min_count, bool) or not 0 <= min_count <= count_raw
+    ):
+        # Kueue's webhook: a non-negative count not above the pod set's count.
+        raise obj.fail(f"{ppath}.minCount", f"must be an integer from 0 to count ({count_raw}), got {min_count!r}")
     return PodSet(
         name=name,
         count=count_raw,
@@ -71,6 +81,7 @@ def _pod_set(obj: Manifest, ppath: str, ps: Any, names: set[str]) -> PodSet:
         node_affinity=parse_node_affinity(obj, f"{ppath}.template.spec", pspec),
         tolerations=parse_tolerations(obj, f"{ppath}.template.spec.tolerations", pspec.get("tolerations")),
         topology=topology,
+        min_count=min_count,
     )
 
 
@@ -92,6 +103,54 @@ def _priority(obj: Manifest, spec: Mapping[str, Any], priorities: Mapping[str, i
     return priority, pc_name
 
 
+def pods_ready_after(obj: Manifest, ann: Mapping[str, str]) -> float | None:
+    """``sim.portal/pods-ready-after``: how long after its admission every pod is Ready (``never``: inf)."""
+    if ANN_PODS_READY not in ann:
+        return None
+    raw = ann[ANN_PODS_READY]
+    if str(raw).strip().lower() == "never":
+        return math.inf
+    return obj.duration(f'metadata.annotations["{ANN_PODS_READY}"]', raw)
+
+
+def reclaimable_pods(obj: Manifest, status: Mapping[str, Any], pod_sets: list[PodSet]) -> dict[str, int]:
+    """``status.reclaimablePods`` (Kueue's webhook: a known pod set, a count from 0 to its count)."""
+    raw = status.get("reclaimablePods") or []
+    if not isinstance(raw, list):
+        raise obj.fail("status.reclaimablePods", "must be a list")
+    counts = {p.name: p.count for p in pod_sets}
+    out: dict[str, int] = {}
+    for i, item in enumerate(raw):
+        path = f"status.reclaimablePods[{i}]"
+        if not isinstance(item, Mapping) or not item.get("name"):
+            raise obj.fail(f"{path}.name", "required field is missing")
+        name = str(item["name"])
+        if name not in counts:
+            raise obj.fail(f"{path}.name", f"no pod set named {name!r} (pod sets: {', '.join(counts)})")
+        count = item.get("count")
+        if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= counts[name]:
+            raise obj.fail(f"{path}.count", f"must be an integer from 0 to {counts[name]}, got {count!r}")
+        out[name] = count
+    return out
+
+
+def _requeue_state(obj: Manifest, status: Mapping[str, Any]) -> tuple[int, float | None]:
+    """``status.requeueState``: PodsReady-timeout requeues so far and the backoff's end (an RFC 3339 time)."""
+    raw = status.get("requeueState") or {}
+    if not isinstance(raw, Mapping):
+        raise obj.fail("status.requeueState", "must be an object")
+    count = raw.get("count", 0) or 0
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise obj.fail("status.requeueState.count", f"must be a non-negative integer, got {count!r}")
+    at = None
+    if raw.get("requeueAt") is not None:
+        try:
+            at = parse_timestamp(raw["requeueAt"])
+        except ValueError as exc:
+            raise obj.fail("status.requeueState.requeueAt", str(exc)) from None
+    return count, at
+
+
 def _facts(obj: Manifest, ann: Mapping[str, str]) -> tuple[dict[str, Any], float | None]:
     """Simulation facts (creation time, ``sim.portal/submit-at``, ``checks-ready-after``) and the runtime."""
     created_raw = obj.meta.get("creationTimestamp")
@@ -108,14 +167,14 @@ def _facts(obj: Manifest, ann: Mapping[str, str]) -> tuple[dict[str, Any], float
     return facts, runtime
 
 
-def _check_states(obj: Manifest, status: Mapping[str, Any]) -> dict[str, str]:
+def _check_states(obj: Manifest, status: Mapping[str, Any]) -> dict[str, AdmissionCheckState]:
     """``status.admissionChecks``: each check's state."""
-    checks: dict[str, str] = {}
+    checks: dict[str, AdmissionCheckState] = {}
     for i, ac in enumerate(status.get("admissionChecks") or []):
         state = (ac or {}).get("state") or "Pending"
         if state not in ("Pending", "Ready", "Retry", "Rejected"):
             raise obj.fail(f"status.admissionChecks[{i}].state", f"invalid state {state!r}")
-        checks[str(ac.get("name"))] = state
+        checks[str(ac.get("name"))] = cast(AdmissionCheckState, state)
     return checks
 
 
@@ -176,6 +235,16 @@ def parse_workload(obj: Manifest, priorities: Mapping[str, int]) -> tuple[Worklo
     checks = _check_states(obj, status)
     admission, admitted_at, eviction = _admission(obj, status, pod_sets, ann)
     created = facts["created"]
+    ready_after = pods_ready_after(obj, ann)
+    if admission is not None and ready_after is None:
+        # Admitted with PodsReady=False (and no sim.portal/pods-ready-after): its pods are not Ready, nor will be.
+        cond = next(
+            (c for c in status.get("conditions") or [] if isinstance(c, Mapping) and c.get("type") == "PodsReady"),
+            None,
+        )
+        if cond is not None and str(cond.get("status")) == "False":
+            ready_after = math.inf
+    requeue_count, requeue_at = _requeue_state(obj, status)
     workload = Workload(
         namespace=obj.namespace,
         name=obj.name,
@@ -193,6 +262,11 @@ def parse_workload(obj: Manifest, priorities: Mapping[str, int]) -> tuple[Worklo
         eviction=eviction,
         runtime=runtime,
         submit_at=facts.get("submit"),
+        reclaimable_pods=reclaimable_pods(obj, status, pod_sets),
+        pods_ready_after=ready_after,
+        requeue_count=requeue_count,
+        requeue_at=requeue_at,
+        admission_gated_by=str(ann.get(ANN_GATED, "") or ""),
     )
     return workload, facts
 

@@ -40,16 +40,21 @@ app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 app.kubernetes.io/part-of: gpu-pool-portal
 {{- end -}}
 
+{{/* The service account of one process kind: pass (dict "root" $ "component" "web"); component "" is the account of
+     the pods that call no cluster (beat, migrations). Each kind has its own (clusters/kube_sync/access.py). */}}
 {{- define "gpu-pool-portal.serviceAccountName" -}}
-{{- if .Values.serviceAccount.create -}}
-{{- default (include "gpu-pool-portal.fullname" .) .Values.serviceAccount.name -}}
+{{- $root := .root -}}
+{{- if $root.Values.serviceAccount.create -}}
+{{- $base := default (include "gpu-pool-portal.fullname" $root) $root.Values.serviceAccount.name -}}
+{{- if .component }}{{ printf "%s-%s" $base .component }}{{ else }}{{ $base }}{{ end -}}
 {{- else -}}
-{{- default "default" .Values.serviceAccount.name -}}
+{{- default "default" $root.Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
 
 {{- define "gpu-pool-portal.image" -}}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- with .Values.image.digest }}@{{ . }}{{ end -}}
 {{- end -}}
 
 {{/* The Secret the chart creates for inline secret values. */}}
@@ -170,7 +175,6 @@ checksum/secret: {{ include "gpu-pool-portal.inlineSecrets" . | sha256sum }}
 
 {{/* The pod-level fields every portal pod shares. */}}
 {{- define "gpu-pool-portal.podCommon" -}}
-serviceAccountName: {{ include "gpu-pool-portal.serviceAccountName" . }}
 {{- with .Values.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
@@ -253,4 +257,13 @@ volumeMounts:
 {{- end -}}
 {{- join "," $origins -}}
 {{- end -}}
+{{- end -}}
+
+{{/* nodeHealth.managedNodeLabels as HEALTH_MANAGED_NODE_LABELS reads it: k=v,k2=v2 (sorted). */}}
+{{- define "gpu-pool-portal.nodeLabels" -}}
+{{- $pairs := list -}}
+{{- range $k, $v := .Values.nodeHealth.managedNodeLabels -}}
+{{- $pairs = append $pairs (printf "%s=%s" $k $v) -}}
+{{- end -}}
+{{- required "nodeHealth.managedNodeLabels: name at least one label of the nodes the portal may touch" ($pairs | join ",") -}}
 {{- end -}}
