@@ -2,8 +2,8 @@
 
 ``recorded_policy`` gives the policy at the window's start and every recorded change inside it that altered what
 the engine reads (a queue's quota, cohort or preemption; a cohort's quota, parent or usage half-life; a flavor; the
-fair-sharing switch; priority values), each at its time with the audit entries behind it. The what-if replay applies them at
-those times (``queues.policy.whatif``): the current side is the history as it happened.
+fair-sharing switch; priority values), each at its time with the audit entries behind it. The what-if replay applies
+them at those times (``queues.policy.whatif``): the current side is the history as it happened.
 
 How an object's version at a time ``t`` is chosen:
 

@@ -87,6 +87,27 @@ def test_recent_usage_converges_to_usage_on_the_half_life_curve():
     assert exported.consumed_at == 3 * WEEK
 
 
+def test_a_policy_change_keeps_the_teams_recent_usage():
+    """A recorded policy change mid-replay (``Engine.reconfigure`` on a policy read from the audit log, which carries
+    no usage) keeps what the engine remembered: after one half-life at 1 GPU, another brings it to 1.5 as if nothing
+    had changed; a policy that brings its own usage replaces it."""
+    pool = Cohort("pool", resource_groups=(group({"f": {GPU: 8}}),), usage_decay=policy())
+    s = state([cq("a", {"f": {GPU: 0}}, cohort="pool")], [wl("a/run", 2, admitted="a")], cohorts=[pool])
+    engine = Engine(s, 0.0)
+    engine.cycle(WEEK)
+    bigger = state([cq("a", {"f": {GPU: 0}}, cohort="pool")], [], cohorts=[replace(pool, resource_groups=(
+        group({"f": {GPU: 16}}),))])  # fmt: skip
+    engine.reconfigure(bigger, WEEK)
+    assert engine.memory.recent("a")[GPU] == pytest.approx(1.0)
+    engine.cycle(2 * WEEK)
+    assert engine.memory.recent("a")[GPU] == pytest.approx(1.5)
+    own = replace(
+        bigger, cluster_queues=(replace(bigger.cluster_queues[0], consumed={GPU: 6.0}, consumed_at=2 * WEEK),)
+    )
+    engine.reconfigure(own, 2 * WEEK)
+    assert engine.memory.recent("a")[GPU] == pytest.approx(6.0)
+
+
 def test_admits_the_workload_of_the_less_active_team():
     """'admits workload from less active localqueue': usage 8 vs 2, both ask 8 of 8 → b, though a is older."""
     for fair in (False, True):
