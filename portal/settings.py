@@ -315,6 +315,8 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     }
 
 SIMULATOR_TICK_SECONDS = env.float("SIMULATOR_TICK_SECONDS", default=5.0)
+#: How often the beat rolls the jobs' new wait reasons up (docs/waiting.md).
+WAIT_ATTRIBUTION_SECONDS = env.float("WAIT_ATTRIBUTION_SECONDS", default=300.0)
 # How long a simulated job runs when it names no simulated runtime, and how long a checkpoint takes.
 SIMULATED_DEFAULT_RUNTIME_SECONDS = env.int("SIMULATED_DEFAULT_RUNTIME_SECONDS", default=600)
 SIMULATED_CHECKPOINT_SECONDS = env.int("SIMULATED_CHECKPOINT_SECONDS", default=10)
@@ -471,8 +473,8 @@ CELERY_BEAT_SCHEDULE = {
     # Wait attribution (docs/waiting.md): the incremental rollup of the jobs' wait reasons.
     "wait-attribution-sync": {
         "task": "queues.wait_attribution_sync",
-        "schedule": 300.0,
-        "options": {"expires": 300},
+        "schedule": WAIT_ATTRIBUTION_SECONDS,
+        "options": {"expires": WAIT_ATTRIBUTION_SECONDS},
     },
     "policy-previews-sweep": {
         "task": "queues.policy_previews_sweep",
