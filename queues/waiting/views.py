@@ -130,6 +130,7 @@ def waiting_csv(request: HttpRequest) -> HttpResponse:
         last_week=query.last_week,
         now=timezone.now(),
         resource_class=query.resource_class,
+        cells=True,
     )
     buffer = io.StringIO()
     rows = report_csv_rows(report, teams={t.pk: t for t in teams})

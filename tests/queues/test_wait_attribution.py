@@ -226,3 +226,24 @@ def test_drill_down_lists_the_jobs_of_a_week_and_cause(pool):
     assert [(r.job.pk, r.device_hours, r.wait_hours) for r in drill.rows] == [(big.pk, 24, 6), (small.pk, 2, 2)]
     assert drill.count == 2
     assert hours(drill.total_us) == 26
+
+
+def test_the_pages_sums_grouped_in_sql_equal_the_csvs_cells(pool):
+    """The page reads its sums grouped in SQL; the CSV reads every week × team × class × cause: the same totals, for
+    one team and for several (another team's 1-GPU job still waiting for a full class since Monday 10:00)."""
+    _three_changes(pool)
+    speech = TeamFactory(slug="speech", name="Speech")
+    other = _submit({**pool, "team": speech}, at=SUN_20 + 14 * H, pods=1, per_pod=1)
+    _reason(other, wc.CLASS_EXHAUSTED, SUN_20 + 14 * H + timedelta(seconds=10))
+    rollup.wait_attribution_sync(now=SUN_20 + 31 * H)
+    now = SUN_20 + 40 * H
+    for teams in ([pool["team"]], [pool["team"], speech], None):
+        args = {"teams": teams, "first_week": WEEK_1, "last_week": WEEK_2, "now": now}
+        grouped, cells = wait_report(**args), wait_report(**args, cells=True)
+        assert (grouped.by_week, grouped.by_class, grouped.by_team, grouped.waiting_jobs) == (
+            cells.by_week, cells.by_class, cells.by_team, cells.waiting_jobs
+        )  # fmt: skip
+        assert grouped.cells == {}
+        assert sum(cells.cells.values()) == cells.total_us
+    assert cells.by_team[speech.pk] == {"class_full": 26 * US_H}  # Mon 10:00 → Tue 12:00
+    assert hours(cells.by_team[pool["team"].pk]["quota"]) == 72
