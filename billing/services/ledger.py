@@ -104,7 +104,7 @@ def reclaim_rows(*, day: date, lo: datetime, hi: datetime) -> list[ReclaimRecord
     """Reclaims of [lo, hi): running jobs preempted for a job of another team of the cohort, with the device-hours
     of work their requeue reported lost (as known at this rollup)."""
     requeue = JobEvent.objects.filter(job_id=OuterRef("job_id"), kind=JobEvent.Kind.REQUEUED, at__gte=OuterRef("at"))
-    events = (
+    query = (
         JobEvent.objects.filter(
             kind=JobEvent.Kind.PREEMPTED, at__gte=lo, at__lt=hi, details__reason__in=list(RECLAIM_REASONS)
         )
@@ -114,14 +114,14 @@ def reclaim_rows(*, day: date, lo: datetime, hi: datetime) -> list[ReclaimRecord
             "job__companion_pod_sets",
         )
     )  # fmt: skip
-    events = list(events)
+    events = list(query)
     preemptors = {e["details"].get("preemptor") for e in events if (e["details"] or {}).get("preemptor")}
     teams = dict(Job.objects.filter(pk__in=preemptors).values_list("pk", "team_id")) if preemptors else {}
     out = []
     for e in events:
         details = e["details"] or {}
         preemptor = details.get("preemptor")
-        reclaimer = teams.get(preemptor)
+        reclaimer = teams.get(preemptor) if preemptor else None
         if reclaimer == e["job__team_id"]:
             continue  # the team's own job took it: not a reclaim
         requeued = e["requeue_details"] or {}

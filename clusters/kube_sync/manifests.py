@@ -272,7 +272,10 @@ def desired_config(cluster: Cluster) -> list[dict]:
             }
         )
     out += [
-        _cluster_queue(q, by_quota[q.pk], usage_based=_remembers(cohorts.get(q.cohort_id), cohorts)) for q in quotas
+        _cluster_queue(
+            q, by_quota[q.pk], usage_based=_remembers(cohorts.get(q.cohort_id) if q.cohort_id else None, cohorts)
+        )
+        for q in quotas
     ]
     for quota in quotas:
         lq_spec: dict[str, Any] = {"clusterQueue": quota.cluster_queue_name}
