@@ -33,6 +33,7 @@ from tests.billing.test_ledger import MARCH, _march
 from tests.browser.scenarios import PASSWORD, occupy, research_pool
 from tests.browsing import DB_LOCK
 from tests.factories import JobFactory, MembershipFactory, UserFactory
+from tests.queues.test_wait_study import two_quota_jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 H = timedelta(hours=1)
@@ -139,19 +140,7 @@ def test_an_admin_estimates_what_would_have_helped(page, shots, settings):
     now = timezone.now().replace(microsecond=0)
     start = now - 5 * H
     with DB_LOCK:
-        for name, began, waited in (("first", start, False), ("second", start + 2 * H, True)):
-            job = JobFactory(
-                team=pool.team, owner=pool.user, cluster=pool.cluster, resource_class=pool.rc, name=name,
-                devices_per_pod=4, submitted_at=start, state=Job.State.SUCCEEDED, admitted_at=began,
-                started_at=began, finished_at=began + 2 * H, priority_class=pool.normal,
-            )  # fmt: skip
-            job_services.record_event(job, JobEvent.Kind.SUBMITTED, "Submitted.", at=start)
-            if waited:
-                JobEvent.objects.create(
-                    job=job, at=start + timedelta(seconds=5), kind=JobEvent.Kind.WAIT_REASON, message="",
-                    details={"code": wc.QUOTA_EXHAUSTED},
-                )  # fmt: skip
-            job_services.record_event(job, JobEvent.Kind.ADMITTED, "Admitted.", at=began)
+        two_quota_jobs(pool, start)
         rollup.wait_attribution_sync(now=now)
     login(page, "root")
     page.goto(f"/waiting/?team=vision&start={monday(now.date() - timedelta(days=7))}")

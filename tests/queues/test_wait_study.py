@@ -32,28 +32,33 @@ def _utc(settings):
     settings.BILLING_TIME_ZONE = "UTC"
 
 
-@pytest.fixture
-def history():
-    pool = research_pool(racks={"rack-a": [8]}, nominal="4")
+def two_quota_jobs(pool, t0: datetime) -> None:
+    """The hand-worked history of the module docstring from ``t0`` on (Vision's quota must be 4 of 8 H100s):
+    two 4-GPU jobs submitted at ``t0``, 2 h each, the second waiting for the quota until the first ends."""
 
-    def ran(name: str, started, *, waited: bool):
+    def ran(name: str, started, *, waited: bool) -> None:
         job = JobFactory(
             team=pool.team, owner=pool.user, cluster=pool.cluster, resource_class=pool.rc, name=name,
-            devices_per_pod=4, submitted_at=T0, state=Job.State.SUCCEEDED, admitted_at=started, started_at=started,
+            devices_per_pod=4, submitted_at=t0, state=Job.State.SUCCEEDED, admitted_at=started, started_at=started,
             finished_at=started + 2 * H, priority_class=pool.normal,
         )  # fmt: skip
-        job_services.record_event(job, JobEvent.Kind.SUBMITTED, "Submitted.", at=T0)
+        job_services.record_event(job, JobEvent.Kind.SUBMITTED, "Submitted.", at=t0)
         if waited:
             JobEvent.objects.create(
-                job=job, at=T0 + timedelta(seconds=5), kind=JobEvent.Kind.WAIT_REASON, message="quota",
+                job=job, at=t0 + timedelta(seconds=5), kind=JobEvent.Kind.WAIT_REASON, message="quota",
                 details={"code": wc.QUOTA_EXHAUSTED},
             )  # fmt: skip
         job_services.record_event(job, JobEvent.Kind.ADMITTED, "Admitted.", at=started)
         job_services.record_event(job, JobEvent.Kind.SUCCEEDED, "Done.", at=started + 2 * H)
-        return job
 
-    ran("first", T0, waited=False)
-    ran("second", T0 + 2 * H, waited=True)
+    ran("first", t0, waited=False)
+    ran("second", t0 + 2 * H, waited=True)
+
+
+@pytest.fixture
+def history():
+    pool = research_pool(racks={"rack-a": [8]}, nominal="4")
+    two_quota_jobs(pool, T0)
     rollup.wait_attribution_sync(now=T0 + 5 * H)
     return pool
 

@@ -34,11 +34,10 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.db import connection
 from django.utils import timezone
 
-from queues import services as job_services
-from queues.engine import wait_codes as wc
-from queues.models import Job, JobEvent, Membership
+from queues.models import Membership
 from tests.browser.scenarios import research_pool
-from tests.factories import PASSWORD, JobFactory, MembershipFactory, UserFactory
+from tests.factories import PASSWORD, MembershipFactory, UserFactory
+from tests.queues.test_wait_study import two_quota_jobs
 from tests.redis_check import redis_answers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -158,24 +157,7 @@ def _history():
     """Vision's two 4-GPU jobs of the hand-worked case, the first at 10 h before now; carol leads Vision."""
     pool = research_pool(racks={"rack-a": [8]}, nominal="4")
     t0 = timezone.now().replace(microsecond=0) - 10 * H
-
-    def ran(name: str, started, *, waited: bool) -> None:
-        job = JobFactory(
-            team=pool.team, owner=pool.user, cluster=pool.cluster, resource_class=pool.rc, name=name,
-            devices_per_pod=4, submitted_at=t0, state=Job.State.SUCCEEDED, admitted_at=started, started_at=started,
-            finished_at=started + 2 * H, priority_class=pool.normal,
-        )  # fmt: skip
-        job_services.record_event(job, JobEvent.Kind.SUBMITTED, "Submitted.", at=t0)
-        if waited:
-            JobEvent.objects.create(
-                job=job, at=t0 + timedelta(seconds=5), kind=JobEvent.Kind.WAIT_REASON, message="quota",
-                details={"code": wc.QUOTA_EXHAUSTED},
-            )  # fmt: skip
-        job_services.record_event(job, JobEvent.Kind.ADMITTED, "Admitted.", at=started)
-        job_services.record_event(job, JobEvent.Kind.SUCCEEDED, "Done.", at=started + 2 * H)
-
-    ran("first", t0, waited=False)
-    ran("second", t0 + 2 * H, waited=True)
+    two_quota_jobs(pool, t0)
     # The processes check passwords with the portal's hasher, not the tests' fast one.
     password = PBKDF2PasswordHasher().encode(PASSWORD, PBKDF2PasswordHasher().salt())
     lead = UserFactory(username="carol", password=password)
