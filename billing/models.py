@@ -222,7 +222,8 @@ class CapacityDaily(models.Model):
     """Daily rollup of a team's reserved capacity per (flavor, resource): nominal, owned use, idle, lent.
 
     Idle is computed hour by hour (nominal − owned use, never negative) and summed over the day; lent is
-    the part of the idle time that other teams of the cohort consumed by borrowing.
+    the part of the idle time that other teams of the cohort consumed by borrowing. Reserved counts only the nominal
+    quota healthy devices backed; the rest is ``unbacked`` (GPUs in repair), reported and not charged.
     """
 
     day = models.DateField()
@@ -234,6 +235,10 @@ class CapacityDaily(models.Model):
     owned_us = models.BigIntegerField(default=0)
     idle_us = models.BigIntegerField(default=0)
     lent_us = models.BigIntegerField(default=0)
+    unbacked_us = models.BigIntegerField(
+        default=0,
+        help_text="Nominal quota healthy devices did not back (repairs) × the hours: neither reserved nor charged.",
+    )
     currency = models.CharField(max_length=3)
     idle_cost = models.DecimalField(max_digits=20, decimal_places=8, default=0)
     lent_credit = models.DecimalField(max_digits=20, decimal_places=8, default=0)
@@ -309,6 +314,7 @@ class CapacityTeamMonthly(models.Model):
     reserved_us = models.BigIntegerField(default=0)
     idle_us = models.BigIntegerField(default=0)
     lent_us = models.BigIntegerField(default=0)
+    unbacked_us = models.BigIntegerField(default=0)
     idle_cost = models.DecimalField(max_digits=20, decimal_places=8, default=0)
     lent_credit = models.DecimalField(max_digits=20, decimal_places=8, default=0)
 
@@ -374,6 +380,14 @@ class QuotaPeriod(models.Model):
     nominal = models.DecimalField(max_digits=14, decimal_places=3)
     lending_limit = models.DecimalField(
         max_digits=14, decimal_places=3, null=True, blank=True, help_text="Empty: all unused quota may be lent."
+    )
+    backed = models.DecimalField(
+        max_digits=14,
+        decimal_places=3,
+        null=True,
+        blank=True,
+        help_text="How much of the nominal quota healthy devices backed (queues.guarantees): the reservation charged. "
+        "Empty: all of it.",
     )
     valid_from = models.DateTimeField(null=True, blank=True)
     valid_to = models.DateTimeField(null=True, blank=True)

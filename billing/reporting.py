@@ -63,6 +63,7 @@ def _capacity_columns(capacity: Capacity | None, currencies: list[str]) -> dict:
         "reserved_hours": _hours(capacity.reserved_hours),
         "idle_reserved_hours": _hours(capacity.idle_hours),
         "lent_hours": _hours(capacity.lent_hours),
+        "unbacked_hours": _hours(capacity.unbacked_hours),
         **_money_columns("idle_cost", capacity.idle_cost, currencies),
         **_money_columns("lent_credit", capacity.lent_credit, currencies),
         **_money_columns("net_idle_cost", net, currencies),
@@ -253,6 +254,7 @@ def report_json(report: CostReport) -> dict:
             "reservedHours": str(_hours(cap.reserved_hours)),
             "idleReservedHours": str(_hours(cap.idle_hours)),
             "lentHours": str(_hours(cap.lent_hours)),
+            "unbackedHours": str(_hours(cap.unbacked_hours)),
             "idleCost": _money_json(cap.idle_cost),
             "lentCredit": _money_json(cap.lent_credit),
             "netIdleCost": _money_json(report.net_idle_cost),
@@ -269,6 +271,7 @@ def report_json(report: CostReport) -> dict:
                 **_usage_json(p.usage),
                 "idleReservedHours": str(_hours(p.capacity.idle_hours)),
                 "lentHours": str(_hours(p.capacity.lent_hours)),
+                "unbackedHours": str(_hours(p.capacity.unbacked_hours)),
             }
             for p in report.periods
         ],

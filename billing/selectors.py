@@ -125,6 +125,7 @@ class Capacity:
     reserved_us: int = 0
     idle_us: int = 0
     lent_us: int = 0
+    unbacked_us: int = 0
     idle_cost: Money = field(default_factory=dict)
     lent_credit: Money = field(default_factory=dict)
 
@@ -133,6 +134,7 @@ class Capacity:
         self.reserved_us += row["reserved_us"] or 0
         self.idle_us += row["idle_us"] or 0
         self.lent_us += row["lent_us"] or 0
+        self.unbacked_us += row.get("unbacked_us") or 0
         _add(self.idle_cost, row["currency"], row["idle_cost"])
         _add(self.lent_credit, row["currency"], row["lent_credit"])
 
@@ -150,6 +152,11 @@ class Capacity:
     def lent_hours(self) -> Decimal:
         """Idle device-hours other teams used by borrowing (credited)."""
         return hours(self.lent_us)
+
+    @property
+    def unbacked_hours(self) -> Decimal:
+        """Device-hours of guaranteed quota healthy devices did not back (repairs): not reserved, not charged."""
+        return hours(self.unbacked_us)
 
 
 @dataclass
@@ -261,6 +268,7 @@ CAPACITY_SUMS = {
     "reserved_us": Sum("reserved_us"),
     "idle_us": Sum("idle_us"),
     "lent_us": Sum("lent_us"),
+    "unbacked_us": Sum("unbacked_us"),
     "idle_cost": Sum("idle_cost"),
     "lent_credit": Sum("lent_credit"),
 }

@@ -69,6 +69,12 @@ class KubeJobState(models.Model):
     observed_at = models.DateTimeField()
     evaluated_at = models.DateTimeField(null=True, blank=True)
     dirty = models.BooleanField(default=True, help_text="Changed since the job was last evaluated.")
+    protected_until = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Set while the portal holds the job's Kueue priority raised for its protection from preemption "
+        "(clusters.kube_sync.protection): until when the protection holds.",
+    )
 
     class Meta:
         verbose_name = "job as seen in its cluster"

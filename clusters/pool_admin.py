@@ -142,6 +142,12 @@ def class_spec_from(rc: ResourceClass, flavors: list[ResourceFlavor]) -> ClassSp
         display_order=rc.display_order,
         allowed_kinds=rc.allowed_kinds if isinstance(rc.allowed_kinds, list) else [],
         idle_window_seconds=rc.idle_window_seconds,
+        protect_min_runtime_seconds=rc.protect_min_runtime_seconds,
+        protect_min_runtime_max_seconds=rc.protect_min_runtime_max_seconds,
+        protect_finishing_seconds=rc.protect_finishing_seconds,
+        protect_finishing_max_seconds=rc.protect_finishing_max_seconds,
+        protect_checkpoint_grace_seconds=rc.protect_checkpoint_grace_seconds,
+        protect_checkpoint_default=rc.protect_checkpoint_default,
     )
 
 

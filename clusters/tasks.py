@@ -19,6 +19,7 @@ from pools.health.ingest import health_ingest_scrape, health_reconcile
 from pools.health.scrape import ScrapeRefused, ScrapeUnavailable, fetch
 from pools.health.services import HealthInputError
 from pools.models import Cluster
+from queues.guarantees.services import effective_quota_refresh
 from queues.models import Job, PolicyPush
 from queues.policy.pushes import backoff_seconds, policy_pushes_due
 
@@ -152,6 +153,30 @@ def health_sweep() -> None:
     """Beat entry: reconcile the health of every cluster."""
     for cluster_id in Cluster.objects.values_list("pk", flat=True):
         health_reconcile_cluster.delay(cluster_id)
+
+
+# --- guarantees: effective quota and protected work (docs/admin.md) ---------------------------------------------
+
+
+@shared_task(name="clusters.guarantees_cluster", ignore_result=True, acks_late=True)
+def guarantees_cluster(cluster_id: int) -> None:
+    """One cluster's guarantees now: its effective quotas against its healthy capacity (recorded, notified and
+    pushed when they change), then its backend's handling of protected jobs."""
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is None:
+        return
+    effective_quota_refresh(cluster=cluster)
+    try:
+        backend_for(cluster).protection_apply()
+    except ClusterUnavailable:
+        return  # the next sweep tries again; the sync marks the cluster unreachable
+
+
+@shared_task(name="clusters.guarantees_sweep", ignore_result=True)
+def guarantees_sweep() -> None:
+    """Beat entry: the guarantees of every cluster."""
+    for cluster_id in Cluster.objects.values_list("pk", flat=True):
+        guarantees_cluster.delay(cluster_id)
 
 
 # --- kubernetes clusters (clusters/kube_sync/) ------------------------------------------------------------------

@@ -10,8 +10,9 @@ class NotifyConfig(AppConfig):
     verbose_name = "Notifications"
 
     def ready(self) -> None:
-        """See every job timeline event queues writes, in its transaction."""
-        from notify.record import JobEventRecorder
-        from queues.ports import job_event_listener_register
+        """See every job timeline event and every quota shortfall queues writes, in its transaction."""
+        from notify.record import JobEventRecorder, ShortfallRecorder
+        from queues.ports import job_event_listener_register, shortfall_listener_register
 
         job_event_listener_register(JobEventRecorder())
+        shortfall_listener_register(ShortfallRecorder())

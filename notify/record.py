@@ -13,11 +13,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
+from django.contrib.auth import get_user_model
+from django.db.models import Q
 from django.utils import timezone
 
 from notify.kinds import Kind, kind_for_event
 from notify.models import Event
-from queues.models import Job, JobEvent, Team
+from queues.guarantees.services import shortfall_sentence
+from queues.models import Job, JobEvent, Membership, QuotaShortfall, Team
 from queues.privacy import may_need_redaction, redactors_for
 from queues.services import checkpoint_grace_seconds
 
@@ -145,3 +148,39 @@ def budget_threshold_record(
     return events_record(
         Pending(lead, Kind.BUDGET, f"budget:{notification_id}", title, message, at, team=team) for lead in lead_ids
     )
+
+
+class ShortfallRecorder:
+    """queues' ``ShortfallListener``: tells the platform admins, and the leads of the teams whose guarantee is
+    reduced, when a cohort's guaranteed quotas stop being backed by healthy devices, change, or are backed again."""
+
+    def shortfall_changed(self, *, shortfall: QuotaShortfall, change: str) -> None:
+        """Record one notification per recipient for this change of the shortfall (in its transaction)."""
+        admins = set(
+            get_user_model()
+            .objects.filter(Q(is_staff=True) | Q(is_superuser=True), is_active=True)
+            .values_list("pk", flat=True)
+        )
+        slugs = {r.get("team") for r in shortfall.reductions or () if r.get("team")}
+        leads = set(
+            Membership.objects.filter(
+                team__slug__in=slugs, role=Membership.Role.LEAD, user__is_active=True
+            ).values_list("user_id", flat=True)
+        )
+        group = f"cohort {shortfall.cohort.name}" if shortfall.cohort_id else f"queue {shortfall.team_quota}"
+        flavor = shortfall.flavor.label
+        if change == "closed":
+            title = f"{group}: {flavor} guarantees backed again"
+            message = (
+                f"Healthy devices back every guarantee of {group} on {flavor} ({shortfall.cluster.name}) again; "
+                "the guaranteed quotas are restored."
+            )
+        else:
+            short = shortfall.guaranteed - shortfall.backed
+            title = f"{group}: {short} of {shortfall.guaranteed} guaranteed {flavor} not backed"
+            message = shortfall_sentence(shortfall, flavor_label=flavor)
+        key = f"shortfall:{shortfall.pk}:{change}:{shortfall.changed_at.isoformat()}"
+        events_record(
+            Pending(user_id, Kind.SHORTFALL, key, title, message, shortfall.changed_at)
+            for user_id in sorted(admins | leads)
+        )

@@ -23,6 +23,10 @@ HOSTNAME_LEVEL = "kubernetes.io/hostname"
 #: Shortest and longest idle window a class may set (shorter would stop a session between two cells).
 MIN_IDLE_WINDOW_SECONDS = 300
 MAX_IDLE_WINDOW_SECONDS = 7 * 24 * 3600
+#: Protected work: the longest protection a class may set, and the shortest checkpoint grace (a tick of the simulated
+#: cluster, a sync of a real one, must fall inside it).
+MAX_PROTECTION_SECONDS = 7 * 24 * 3600
+MIN_CHECKPOINT_GRACE_SECONDS = 60
 
 
 @dataclass
@@ -46,6 +50,12 @@ class ClassSpec:
     display_order: int = 100
     allowed_kinds: Sequence[str] = field(default_factory=default_allowed_kinds)
     idle_window_seconds: int | None = None
+    protect_min_runtime_seconds: int | None = None
+    protect_min_runtime_max_seconds: int | None = None
+    protect_finishing_seconds: int | None = None
+    protect_finishing_max_seconds: int | None = None
+    protect_checkpoint_grace_seconds: int | None = None
+    protect_checkpoint_default: bool = False
 
 
 @dataclass
@@ -79,6 +89,7 @@ def resource_class_check(spec: ClassSpec, *, instance: ResourceClass | None = No
     _check_topology(spec, check)
     _check_flavors(spec, check)
     _check_kinds(spec, check)
+    _check_protection(spec, check)
     others = ResourceClass.objects.filter(active=True)
     if instance is not None and instance.pk:
         others = others.exclude(pk=instance.pk)
@@ -147,6 +158,37 @@ def _check_kinds(spec: ClassSpec, check: ClassCheck) -> None:
             "idle_window_seconds",
             f"must be empty (never) or between {MIN_IDLE_WINDOW_SECONDS} s and "
             f"{MAX_IDLE_WINDOW_SECONDS // 86400} days, got {window!r}",
+        )
+
+
+def _check_protection(spec: ClassSpec, check: ClassCheck) -> None:
+    """Protected work: each duration within its bounds, a job's maximum no shorter than the class's own default."""
+    for field_name, low in (
+        ("protect_min_runtime_seconds", 60),
+        ("protect_min_runtime_max_seconds", 60),
+        ("protect_finishing_seconds", 60),
+        ("protect_finishing_max_seconds", 60),
+        ("protect_checkpoint_grace_seconds", MIN_CHECKPOINT_GRACE_SECONDS),
+    ):
+        value = getattr(spec, field_name)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_PROTECTION_SECONDS
+        ):
+            check.error(
+                field_name,
+                f"must be empty (none) or between {low} s and {MAX_PROTECTION_SECONDS // 86400} days, got {value!r}",
+            )
+    for default, maximum in (
+        ("protect_min_runtime_seconds", "protect_min_runtime_max_seconds"),
+        ("protect_finishing_seconds", "protect_finishing_max_seconds"),
+    ):
+        low, high = getattr(spec, default), getattr(spec, maximum)
+        if isinstance(low, int) and isinstance(high, int) and high < low:
+            check.error(maximum, f"must be at least the class's own {low} s (a job may ask for more, not less)")
+    if spec.protect_checkpoint_default and spec.protect_checkpoint_grace_seconds is None:
+        check.error(
+            "protect_checkpoint_default",
+            "set the checkpoint grace period too: how long after a checkpoint a job may still be preempted",
         )
 
 
@@ -232,6 +274,12 @@ def resource_class_save(*, spec: ClassSpec, instance: ResourceClass | None = Non
         "active",
         "display_order",
         "idle_window_seconds",
+        "protect_min_runtime_seconds",
+        "protect_min_runtime_max_seconds",
+        "protect_finishing_seconds",
+        "protect_finishing_max_seconds",
+        "protect_checkpoint_grace_seconds",
+        "protect_checkpoint_default",
     ):
         setattr(rc, attr, getattr(spec, attr))
     rc.allowed_counts = sorted(spec.allowed_counts)

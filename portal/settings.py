@@ -336,6 +336,9 @@ HEALTH_SCRAPE_ALLOWED_NETWORKS = _env_or(
 HEALTH_NODE_MAP = env.dict("HEALTH_NODE_MAP", default={})
 # Seconds between health sweeps (node conditions, inventory changes, repair tickets; kubernetes taints applied).
 HEALTH_SWEEP_SECONDS = env.float("HEALTH_SWEEP_SECONDS", default=60.0)
+# Guarantees (docs/admin.md): how often each cluster's effective quotas are checked against its healthy capacity
+# and, in Kubernetes clusters, protected jobs' priorities raised or lowered.
+GUARANTEES_SWEEP_SECONDS = env.float("GUARANTEES_SWEEP_SECONDS", default=30.0)
 # Kubernetes nodes the portal may taint or cordon: every label must match (empty: the portal touches no node).
 HEALTH_MANAGED_NODE_LABELS = env.dict("HEALTH_MANAGED_NODE_LABELS", default={})
 # How a device-plugin GPU is kept off on a managed node: taint (default), cordon or none.
@@ -376,6 +379,9 @@ KUBE_JOB_TTL_SECONDS_AFTER_FINISHED = env.int("KUBE_JOB_TTL_SECONDS_AFTER_FINISH
 KUBE_TERMINATION_GRACE_SECONDS = env.int("KUBE_TERMINATION_GRACE_SECONDS", default=30)
 KUBE_CHECKPOINT_GRACE_SECONDS = env.int("KUBE_CHECKPOINT_GRACE_SECONDS", default=300)
 KUBE_RESUBMIT_AFTER_SECONDS = env.int("KUBE_RESUBMIT_AFTER_SECONDS", default=120)
+# Protected work (docs/admin.md): the WorkloadPriorityClass a protected job's Workload is raised to while its
+# protection holds (pushed with a value one above every portal priority class).
+KUBE_PROTECTED_PRIORITY_CLASS = env.str("KUBE_PROTECTED_PRIORITY_CLASS", default="gpupool-protected")
 # Development sessions are reached at https://<pod>.<domain>/ when set (an ingress controller serves the wildcard
 # domain); empty: through ``kubectl port-forward``.
 KUBE_SESSION_INGRESS_DOMAIN = env.str("KUBE_SESSION_INGRESS_DOMAIN", default="")
@@ -443,6 +449,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "clusters.health_sweep",
         "schedule": HEALTH_SWEEP_SECONDS,
         "options": {"expires": HEALTH_SWEEP_SECONDS},
+    },
+    "guarantees-sweep": {
+        "task": "clusters.guarantees_sweep",
+        "schedule": GUARANTEES_SWEEP_SECONDS,
+        "options": {"expires": GUARANTEES_SWEEP_SECONDS},
     },
     # Billing (docs/billing.md): meter allocations, roll usage up, check budgets.
     "billing-metering-sync": {

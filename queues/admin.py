@@ -29,7 +29,7 @@ from queues.models import (
 from queues.policy.admin_support import PolicyAdmin, WhatIfAdminMixin
 from queues.policy.pushes import policy_push_retry_now
 from queues.policy.selectors import cohort_tree, flatten
-from queues.policy.validation import LineSpec, cohort_parent_check, quota_lines_check
+from queues.policy.validation import LineSpec, cohort_parent_check, cohort_shortfall_check, quota_lines_check
 
 
 class MembershipInline(admin.TabularInline):
@@ -134,14 +134,15 @@ class CohortForm(forms.ModelForm):
 
     class Meta:
         model = Cohort
-        fields = ("name", "parent", "fair_weight", "usage_half_life", "usage_window")
+        fields = ("name", "parent", "fair_weight", "usage_half_life", "usage_window", "shortfall_policy", "spare_team")
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["usage_window"].required = False  # empty: the default week
 
     def clean(self):
-        """Refuse a cycle among cohorts, naming the path; a half-life and window from an hour to 90 days."""
+        """Refuse a cycle among cohorts, naming the path; a half-life and window from an hour to 90 days; a shortfall
+        policy only on a root cohort, with a spare team of its tree for "spare team first"."""
         data = super().clean()
         if not data.get("usage_window"):
             data["usage_window"] = Cohort._meta.get_field("usage_window").get_default()
@@ -156,6 +157,15 @@ class CohortForm(forms.ModelForm):
         )
         for message in check.errors:
             self.add_error("parent", message)
+        shortfall = cohort_shortfall_check(
+            cohort=self.instance if self.instance.pk else None,
+            parent=data.get("parent"),
+            policy=data.get("shortfall_policy") or Cohort.ShortfallPolicy.WARN,
+            spare_team=data.get("spare_team"),
+        )
+        for message in shortfall.errors:
+            field_name, _, text = message.partition(": ")
+            self.add_error(field_name if field_name in self.fields else None, text)
         return data
 
 
@@ -168,7 +178,7 @@ class CohortAdmin(WhatIfAdminMixin, PolicyAdmin):
     """Borrowing cohorts (nested), listed as a tree with the quota summed under each; saving previews first."""
 
     form = CohortForm
-    list_display = ("name", "parent", "fair_weight", "usage_half_life")
+    list_display = ("name", "parent", "fair_weight", "usage_half_life", "shortfall_policy")
     list_select_related = ("parent",)
     search_fields = ("name",)
     inlines = [CohortQuotaLineInline]

@@ -6,7 +6,7 @@ Read once per class for an engine input of many jobs (``queues.engine_input``), 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db.models import Prefetch
 
@@ -14,6 +14,7 @@ from kernel.quantity import parse_quantity
 from pools.models import ResourceClass, ResourceClassFlavor
 from queues.engine import model as m
 from queues.models import Job
+from queues.protection import ClassProtection, class_protection
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class ClassFacts:
     memory_per_device: int
     node_affinity: tuple[m.NodeSelectorTerm, ...]
     topology_aware: bool  # a flavor of the class has a topology: ask for an unconstrained one at least
+    protection: ClassProtection = field(default_factory=ClassProtection)  # what protects its jobs from preemption
 
 
 def class_facts(rc: ResourceClass) -> ClassFacts:
@@ -36,6 +38,7 @@ def class_facts(rc: ResourceClass) -> ClassFacts:
         memory_per_device=parse_quantity(rc.memory_per_device, "memory"),
         node_affinity=_class_affinity(rc, links),
         topology_aware=any(link.flavor.topology_id for link in links),
+        protection=class_protection(rc),
     )
 
 

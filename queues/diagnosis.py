@@ -62,9 +62,16 @@ from queues.diagnosis_store import (
     stored_suggestions,
 )
 from queues.diagnosis_suggestions import MAX_SUGGESTIONS, MAX_VARIANTS, SUGGESTION_BUDGET_SECONDS, suggestions_for
+from queues.engine.protection import protection_sentence
 from queues.engine_input import workload_key
+from queues.guarantees.reasons import CAPACITY_CODES, QUOTA_CODES, backing_index, with_repair_note
+from queues.guarantees.reasons import DETAIL as REPAIR_DETAIL
+from queues.guarantees.selectors import cluster_guarantees
 from queues.models import Job, PriorityClass, Team, WaitReason
 from queues.services import JobSpec, job_build, job_priority_class
+
+#: Wait codes a repair note may concern (queues.guarantees.reasons).
+REPAIR_CODES = QUOTA_CODES | CAPACITY_CODES
 
 __all__ = [
     "DIAGNOSIS_MAX_AGE",
@@ -218,11 +225,49 @@ def _assemble(
         starts_next_tick=verdict.admissible,
         stale="" if is_simulated(job.cluster) else cluster_staleness(job.cluster),
     )
+    diagnosis.message, diagnosis.details = _protection_as_of(diagnosis, verdict, now=now)
+    diagnosis.message, diagnosis.details = _repair_note(job, diagnosis)
     if diagnosis.code == WaitReason.HEALTH_BLOCKED:  # name the excluded devices, link their repair tickets
         diagnosis.details = health_blocked_details(
             cluster=job.cluster, resource_class=job.resource_class, details=diagnosis.details, now=now
         )
     return diagnosis
+
+
+def _protection_as_of(diagnosis: Diagnosis, verdict: Verdict, *, now: datetime) -> tuple[str, dict]:
+    """The reason's sentence about protected jobs it would preempt, said again as of ``now`` (the stored one counts
+    the minutes from when it was computed); Kueue's stored reason in a kubernetes cluster gets the engine's (Kueue
+    sees only the protected jobs' raised priority, docs/admin.md, *Protected work*)."""
+    message, details = diagnosis.message, dict(diagnosis.details or {})
+    if not details.get("protectedVictims") and verdict.details.get("protectedVictims") and diagnosis.source == "kueue":
+        for key in ("protectedVictims", "protectedUntil", "protectionText"):
+            details[key] = verdict.details[key]
+        message = f"{message} {details['protectionText']}"
+    victims, old = details.get("protectedVictims"), details.get("protectionText")
+    if not victims or not old:
+        return message, details
+    fresh = protection_sentence(list(victims), now.timestamp())
+    details["protectionText"] = fresh
+    return message.replace(old, fresh), details
+
+
+def _repair_note(job: Job, diagnosis: Diagnosis) -> tuple[str, dict]:
+    """The reason saying so when the wait is due to a guarantee repairs left unbacked (queues.guarantees.reasons):
+    Kueue's stored reason does not know it, and a reason recomputed here is not the tick's."""
+    if REPAIR_DETAIL in (diagnosis.details or {}) or diagnosis.code not in REPAIR_CODES:
+        return diagnosis.message, diagnosis.details
+    guarantees = cluster_guarantees(job.cluster)
+    if not guarantees.result.shortfalls:
+        return diagnosis.message, diagnosis.details
+    return with_repair_note(
+        code=diagnosis.code,
+        message=diagnosis.message,
+        details=diagnosis.details or {},
+        team_id=job.team_id,
+        flavor_ids=[link.flavor_id for link in job.resource_class.flavor_links.all()],
+        resource=job.resource_class.resource_name,
+        index=backing_index(guarantees),
+    )
 
 
 def job_diagnosis(

@@ -32,8 +32,10 @@ from pools.workload_kinds import kind_spec
 from queues.class_facts import ClassFacts, class_facts, classes_facts
 from queues.engine import model as m
 from queues.engine_jobs import RowCache, raw_rows
+from queues.guarantees.selectors import ClusterGuarantees, applied_lines, cluster_guarantees
 from queues.models import Cohort, Job, PriorityClass, QuotaLine, Team, TeamQuota
 from queues.pod_sets import companion_shapes
+from queues.protection import engine_protection
 from queues.recent_usage import cohort_policies, with_recent_usage
 
 #: Job states that hold quota in the engine's eyes (a preempting job holds it until its pods are gone).
@@ -339,13 +341,20 @@ def _topology_request(job: Job, *, topology_aware: bool) -> m.TopologyRequest | 
 
 
 def job_workload(
-    job: Job, *, declared: set[str], facts: ClassFacts | None = None, priority_class: str | None = None
+    job: Job,
+    *,
+    declared: set[str],
+    facts: ClassFacts | None = None,
+    priority_class: str | None = None,
+    protection_by_priority: bool = False,
 ) -> m.Workload:
-    """A job as a Kueue Workload, with its admission when it holds quota.
+    """A job as a Kueue Workload, with its admission when it holds quota, and the portal's protection of it.
 
     ``facts`` / ``priority_class``: the class's facts and the priority class's name, when the caller has them
-    (else read through the job's relations).
+    (else read through the job's relations). ``protection_by_priority``: its cluster is a Kubernetes one, where the
+    protection is Kueue's raised priority (``m.Protection.by_priority``).
     """
+    facts = facts or class_facts(job.resource_class)
     pod_sets = job_engine_pod_sets(job, declared=declared, facts=facts)
     if priority_class is None and job.priority_class_id:
         priority_class = job.priority_class.name
@@ -382,6 +391,7 @@ def job_workload(
         admission=admission,
         admitted_at=ts(job.admitted_at) if job.admitted_at and admission else None,
         eviction=eviction,
+        protection=engine_protection(job, facts.protection, by_priority=protection_by_priority),
     )
 
 
@@ -392,6 +402,8 @@ class EngineInput:
     state: m.ClusterState
     jobs_by_key: dict[str, Job]
     nodes_by_name: dict[str, Node]
+    #: The cluster's guaranteed quotas against its healthy capacity, as the state's quotas apply them.
+    guarantees: ClusterGuarantees | None = None
 
 
 def cluster_fair_sharing(cluster: Cluster) -> m.FairSharing | None:
@@ -431,6 +443,10 @@ ENGINE_JOB_FIELDS = (
     "checkpoint_path",
     "checkpoint_signal",
     "checkpoint_command",
+    "checkpoint_interval_seconds",
+    "protect_min_runtime_seconds",
+    "protect_finishing_seconds",
+    "preempt_after_checkpoint",
 )
 
 
@@ -454,6 +470,7 @@ def _engine_workloads(
     )
     team_at, class_at, pc_at = raw.index("team_id"), raw.index("resource_class_id"), raw.index("priority_class_id")
     facts = classes_facts({row[class_at] for row in raw.rows})
+    by_priority = protection_by_priority(cluster)
     team_cache = Job._meta.get_field("team")
     pc_cache = Job._meta.get_field("priority_class")
     contexts: dict[tuple, tuple] = {}
@@ -463,7 +480,13 @@ def _engine_workloads(
         context = contexts.get(ids)
         if context is None:
             team = teams[ids[0]]
-            what = (team.namespace, team.local_queue_name, frozenset(declared.get(ids[0], ())), facts[ids[1]])
+            what = (
+                team.namespace,
+                team.local_queue_name,
+                frozenset(declared.get(ids[0], ())),
+                facts[ids[1]],
+                by_priority,
+            )
             context = contexts[ids] = _ROWS.context((*what, pc_names.get(ids[2]) if ids[2] else None))
         return context
 
@@ -475,13 +498,25 @@ def _engine_workloads(
 
     def build(job: Job, context: tuple) -> m.Workload:
         share(job)
-        return job_workload(job, declared=declared.get(job.team_id, set()), facts=context[3], priority_class=context[4])
+        return job_workload(
+            job,
+            declared=declared.get(job.team_id, set()),
+            facts=context[3],
+            priority_class=context[5],
+            protection_by_priority=context[4],
+        )
 
     return _ROWS.build_all(cluster.pk, raw, context_of, build, on_hit=share)
 
 
+def protection_by_priority(cluster: Cluster) -> bool:
+    """Whether protected work is Kueue's raised priority in this cluster (a Kubernetes one) rather than the engine's
+    own rule (``m.Protection.by_priority``)."""
+    return cluster.backend == Cluster.Backend.KUBERNETES
+
+
 def _given_workloads(
-    jobs: Iterable[Job], *, declared: dict[int, set[str]], pc_names: dict[int, str]
+    jobs: Iterable[Job], *, declared: dict[int, set[str]], pc_names: dict[int, str], by_priority: bool = False
 ) -> list[tuple[Job, m.Workload]]:
     """The given jobs and their workloads (each class's facts read once, through the jobs' relations)."""
     facts: dict[int, ClassFacts] = {}
@@ -495,6 +530,7 @@ def _given_workloads(
             declared=declared.get(job.team_id, set()),
             facts=job_facts,
             priority_class=pc_names.get(job.priority_class_id) if job.priority_class_id else None,
+            protection_by_priority=by_priority,
         )
         out.append((job, wl))
     return out
@@ -530,6 +566,15 @@ def live_policy_rows(cluster: Cluster) -> PolicyRows:
         topologies=list(Topology.objects.all()),
         priority_classes=list(PriorityClass.objects.all()),
     )
+
+
+def applied_policy_rows(rows: PolicyRows) -> tuple[PolicyRows, ClusterGuarantees]:
+    """The live policy rows with each quota line as applied now — its effective quota: the guarantee less its part
+    of a shortfall of healthy capacity, per its cohort's policy (queues.guarantees) — and the guarantees."""
+    guarantees = cluster_guarantees(rows.cluster, quotas=rows.quotas, lines=rows.lines, cohorts=rows.cohorts)
+    if not guarantees.result.shortfalls:
+        return rows, guarantees
+    return replace(rows, lines=applied_lines(rows.lines, guarantees)), guarantees
 
 
 def policy_state(rows: PolicyRows, *, usage_policy: bool = False) -> tuple[m.ClusterState, dict[int, set[str]]]:
@@ -599,7 +644,8 @@ def cluster_engine_input(
     usage_policy: bool | None = None,
     recent: bool = True,
 ) -> EngineInput:
-    """Everything the engine needs about one cluster: configuration, nodes (unless not ``with_nodes``), and jobs.
+    """Everything the engine needs about one cluster: configuration (the quotas as applied: queues.guarantees),
+    nodes (unless not ``with_nodes``), and jobs.
 
     Fairness that remembers (cohorts with ``usage_half_life``) comes with each team's recent usage as of
     ``usage_as_of`` (default now). ``usage_policy`` (default: on for simulated clusters only) says whether the
@@ -608,7 +654,7 @@ def cluster_engine_input(
     """
     if usage_policy is None:
         usage_policy = cluster.backend == Cluster.Backend.SIMULATED
-    rows = live_policy_rows(cluster)
+    rows, guarantees = applied_policy_rows(live_policy_rows(cluster))
     policy, declared = policy_state(rows, usage_policy=usage_policy)
     nodes, nodes_by_name = engine_nodes(cluster) if with_nodes else ((), {})
     pc_names = {p.pk: p.name for p in rows.priority_classes}
@@ -619,10 +665,12 @@ def cluster_engine_input(
             cluster, teams=all_teams, priority_classes=by_pk, declared=declared, pc_names=pc_names
         )
     else:
-        built = _given_workloads(jobs, declared=declared, pc_names=pc_names)
+        built = _given_workloads(
+            jobs, declared=declared, pc_names=pc_names, by_priority=protection_by_priority(cluster)
+        )
     jobs_by_key = {wl.key: job for job, wl in built}
     workloads = [wl for _, wl in built]
     state = replace(policy, nodes=nodes, workloads=tuple(workloads))
     if usage_policy and recent:
         state = with_recent_usage(state, cluster=cluster, as_of=usage_as_of or timezone.now())
-    return EngineInput(state=state, jobs_by_key=jobs_by_key, nodes_by_name=nodes_by_name)
+    return EngineInput(state=state, jobs_by_key=jobs_by_key, nodes_by_name=nodes_by_name, guarantees=guarantees)

@@ -106,6 +106,8 @@ SERVICE_FIELDS = {
     "max_runtime_seconds": "max_runtime",
     "checkpoint_interval_seconds": "checkpoint_interval",
     "sim_runtime_seconds": "sim_runtime",
+    "protect_min_runtime_seconds": "protect_min_runtime",
+    "protect_finishing_seconds": "protect_finishing",
 }
 
 #: Form field of one request of a companion pod set: ``pod_set_<name>_<devices|cpu|memory>``.
@@ -149,6 +151,22 @@ class JobSubmitForm(forms.Form):
     checkpoint_signal = forms.CharField(max_length=MAX_CHECKPOINT_SIGNAL, required=False, help_text="e.g. SIGUSR1")
     checkpoint_command = ShellWordsField(required=False, help_text="Or a command that writes a checkpoint.")
     checkpoint_interval = DurationField(required=False, help_text="e.g. 30m")
+    protect_min_runtime = DurationField(
+        required=False,
+        label="Minimum runtime before preemption",
+        help_text="Not preempted before it has run this long, within what the class allows (empty: the class's).",
+    )
+    protect_finishing = DurationField(
+        required=False,
+        label="Finishing-soon protection",
+        help_text="Not preempted in the last minutes of its maximum runtime, e.g. 15m (empty: the class's).",
+    )
+    preempt_after_checkpoint = forms.NullBooleanField(
+        required=False,
+        label="Preempt only after a checkpoint",
+        widget=forms.Select(choices=[("", "Class default"), ("true", "Yes"), ("false", "No")]),
+        help_text="Preempted only just after one of its periodic checkpoints (needs an interval and a path).",
+    )
     sim_runtime = DurationField(
         required=False, label="Simulated runtime", help_text="Simulated cluster only: how long the job runs, e.g. 5m."
     )
@@ -198,6 +216,31 @@ class JobSubmitForm(forms.Form):
         if rc and rc.topology_mode == ResourceClass.TopologyMode.REQUIRED:
             # The class keeps its pods together; the service refuses anything else, so offer nothing else.
             self.fields["topology_mode"].choices = [("required", "Required")]
+        self._set_protection_fields(rc)
+
+    def _set_protection_fields(self, rc: ResourceClass | None) -> None:
+        """Protected work: only what the class offers, each field saying the class's default and limit."""
+        self.protection_fields = []
+        for name, default, maximum in (
+            ("protect_min_runtime", rc and rc.protect_min_runtime_seconds, rc and rc.protect_min_runtime_max_seconds),
+            ("protect_finishing", rc and rc.protect_finishing_seconds, rc and rc.protect_finishing_max_seconds),
+        ):
+            limit = maximum if maximum is not None else default
+            if not limit:
+                self.fields.pop(name)
+                continue
+            own = f"the class's own: {format_duration(default)}" if default else "the class gives none"
+            self.fields[name].help_text = f"At most {format_duration(limit)}; empty: {own}."
+            self.protection_fields.append(name)
+        if rc is None or rc.protect_checkpoint_grace_seconds is None:
+            self.fields.pop("preempt_after_checkpoint")
+        else:
+            default = "yes" if rc.protect_checkpoint_default else "no"
+            self.fields["preempt_after_checkpoint"].help_text = (
+                f"Preempted only within {format_duration(rc.protect_checkpoint_grace_seconds)} after one of its "
+                f"periodic checkpoints (needs an interval and a path); class default: {default}."
+            )
+            self.protection_fields.append("preempt_after_checkpoint")
 
     def _selected_kind(self) -> str:
         """The kind the form shows fields for: the submitted or initial one if the class allows it, else the
@@ -307,6 +350,9 @@ class JobSubmitForm(forms.Form):
             checkpoint_signal=d["checkpoint_signal"],
             checkpoint_command=d["checkpoint_command"],
             checkpoint_interval_seconds=d["checkpoint_interval"],
+            protect_min_runtime_seconds=d.get("protect_min_runtime"),
+            protect_finishing_seconds=d.get("protect_finishing"),
+            preempt_after_checkpoint=d.get("preempt_after_checkpoint"),
             sim_runtime_seconds=d.get("sim_runtime"),
         )
 
@@ -340,6 +386,9 @@ class JobSubmitForm(forms.Form):
             checkpoint_signal=d.get("checkpoint_signal") or "",
             checkpoint_command=d.get("checkpoint_command") or (),
             checkpoint_interval_seconds=d.get("checkpoint_interval"),
+            protect_min_runtime_seconds=d.get("protect_min_runtime"),
+            protect_finishing_seconds=d.get("protect_finishing"),
+            preempt_after_checkpoint=d.get("preempt_after_checkpoint"),
             sim_runtime_seconds=d.get("sim_runtime"),
         )
         errors = job_spec_errors(spec, team=self.team)
@@ -381,6 +430,9 @@ def job_initial(job: Job) -> dict:
         "checkpoint_signal": job.checkpoint_signal,
         "checkpoint_command": list(job.checkpoint_command or []),
         "checkpoint_interval": job.checkpoint_interval_seconds,
+        "protect_min_runtime": job.protect_min_runtime_seconds,
+        "protect_finishing": job.protect_finishing_seconds,
+        "preempt_after_checkpoint": job.preempt_after_checkpoint,
         "sim_runtime": job.sim_runtime_seconds,
     }
 

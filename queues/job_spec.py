@@ -16,6 +16,7 @@ from pools.workload_kinds import KINDS, WorkloadKind, kind_spec
 from queues import selectors
 from queues.models import PriorityClass, Team
 from queues.pod_sets import companions_resolve
+from queues.protection import protection_spec_errors
 from queues.spec_limits import MAX_IMAGE, spec_limit_errors
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -53,6 +54,10 @@ class JobSpec:
     checkpoint_signal: str = ""
     checkpoint_command: Sequence[str] = ()
     checkpoint_interval_seconds: int | None = None
+    #: protected work within what the class allows (queues.protection); None: the class's default
+    protect_min_runtime_seconds: int | None = None
+    protect_finishing_seconds: int | None = None
+    preempt_after_checkpoint: bool | None = None
     sim_runtime_seconds: int | None = None
     sim_fails: bool = False
 
@@ -107,6 +112,7 @@ def job_spec_errors(spec: JobSpec, *, team: Team, cluster: Cluster | None = None
         err("checkpoint_path", "say where checkpoints are written when a checkpoint signal or command is set")
     if spec.checkpoint_signal and not re.fullmatch(r"SIG[A-Z0-9]+", spec.checkpoint_signal):
         err("checkpoint_signal", f"{spec.checkpoint_signal!r} is not a signal name such as SIGUSR1")
+    protection_spec_errors(spec, err)
     priority = spec.priority_class or PriorityClass.objects.filter(is_default=True).first()
     allowed_priorities = selectors.priority_classes_for(team)
     if priority is not None and not allowed_priorities.filter(pk=priority.pk).exists():

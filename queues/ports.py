@@ -171,3 +171,42 @@ def job_event_listener_register(listener: JobEventListener | None) -> None:
 def job_event_listener() -> JobEventListener | None:
     """The registered listener, or None (no notifications app installed)."""
     return _job_event_listener
+
+
+# --------------------------------------------------------------------------- quota shortfalls (notifications, above)
+
+
+class ShortfallListener(Protocol):
+    """Something above queues that tells people when a group's guaranteed quota stops (or starts again) being backed
+    by healthy capacity (queues.guarantees)."""
+
+    def shortfall_changed(self, *, shortfall: ShortfallLike, change: str) -> None:
+        """Called inside the transaction that records it; ``change`` is "opened", "changed" or "closed"."""
+
+
+class ShortfallLike(Protocol):
+    """The parts of a ``queues.models.QuotaShortfall`` a listener reads (the model itself is passed)."""
+
+    pk: int
+    cluster_id: int
+    cohort_id: int | None
+    resource_name: str
+    policy: str
+    guaranteed: int
+    backed: int
+    healthy: int
+    reductions: list
+
+
+_shortfall_listener: ShortfallListener | None = None
+
+
+def shortfall_listener_register(listener: ShortfallListener | None) -> None:
+    """Install the listener (``NotifyConfig.ready``); None removes it."""
+    global _shortfall_listener
+    _shortfall_listener = listener
+
+
+def shortfall_listener() -> ShortfallListener | None:
+    """The registered listener, or None (no notifications app installed)."""
+    return _shortfall_listener

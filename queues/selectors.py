@@ -283,6 +283,8 @@ class ClassCard:
     smallest_count: int
     in_cohort: bool = False
     eta: object | None = None  # a diagnosis.Eta, filled in by the diagnosis service
+    #: The team's guarantees on the class's flavors that repairs leave unbacked (queues.guarantees; view fills in).
+    guarantees: list = field(default_factory=list)
 
     @property
     def nominal(self) -> int:

@@ -19,7 +19,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from kernel.errors import Conflict, ValidationFailed
-from kernel.labels import plural
+from kernel.labels import duration_words, plural
 from pools import state_version
 from pools.models import USABLE_HEALTH, Allocation, Cluster, Device, ResourceFlavor
 from pools.workload_kinds import WorkloadKind, kind_spec
@@ -128,6 +128,9 @@ def job_build(
         checkpoint_signal=spec.checkpoint_signal,
         checkpoint_command=list(spec.checkpoint_command),
         checkpoint_interval_seconds=spec.checkpoint_interval_seconds,
+        protect_min_runtime_seconds=spec.protect_min_runtime_seconds,
+        protect_finishing_seconds=spec.protect_finishing_seconds,
+        preempt_after_checkpoint=spec.preempt_after_checkpoint,
         sim_runtime_seconds=spec.sim_runtime_seconds,
         sim_fails=spec.sim_fails,
         state=Job.State.PENDING,
@@ -377,7 +380,13 @@ def job_start(job: Job, *, now: datetime) -> None:
     job.started_at = job.started_at or now
     job_state_set(job, Job.State.RUNNING, now=now, fields=["started_at"])
     if resumed:
-        record_event(job, JobEvent.Kind.RESUMED, "Resumed; all pods running again.", at=now)
+        kept = job.run_seconds_banked or 0
+        text = (
+            f"Resumed from its last checkpoint ({duration_words(kept)} of work kept); all pods running again."
+            if kept
+            else "Restarted from the beginning (no checkpoint kept its work); all pods running again."
+        )
+        record_event(job, JobEvent.Kind.RESUMED, text, at=now, details={"keptSeconds": kept})
     else:
         pods = job.pod_count + sum(int(c["count"]) for c in job.companion_pod_sets or ())
         running = "The pod is running." if pods == 1 else f"All {pods} pods running."
@@ -517,26 +526,64 @@ def job_requeue(job: Job, *, now: datetime, reason: str, message: str, checkpoin
     held = Allocation.objects.filter(job=job, ended_at__isnull=True).count()
     release_allocations(job, now=now, reason=reason)
     details: dict = {"reason": reason}
+    fields = ["queued_at", "preemption_count", "eviction_reason"]
+    run_start = _current_run_start(job)
     if checkpointed:
         record_event(job, JobEvent.Kind.CHECKPOINT_DONE, "Checkpoint written; resuming from it later.", at=now)
-    elif job.started_at is not None:
-        last_checkpoint = job.events.filter(kind=JobEvent.Kind.CHECKPOINT_DONE).order_by("-at").first()
-        since = max(job.started_at, last_checkpoint.at) if last_checkpoint else job.started_at
+    elif run_start is not None:
+        last_checkpoint = job.events.filter(kind=JobEvent.Kind.CHECKPOINT_DONE, at__gte=run_start).order_by("-at")
+        since = max([run_start, *last_checkpoint.values_list("at", flat=True)[:1]])
+        periodic = last_periodic_checkpoint(job, run_start=run_start, now=now)
+        kept = 0
+        if periodic is not None and periodic > since:
+            # Its own periodic checkpoint kept the work up to then: resumed from it, only the rest is lost.
+            kept = int((periodic - run_start).total_seconds())
+            job.run_seconds_banked = (job.run_seconds_banked or 0) + kept
+            fields.append("run_seconds_banked")
+            details["periodicCheckpointAt"] = periodic.isoformat()
+            details["keptSeconds"] = kept
+            since = periodic
         lost_hours = held * max((now - since).total_seconds(), 0) / 3600
         details["lostDeviceHours"] = round(lost_hours, 3)
-        message = f"{message} No checkpoint: {lost_hours:.2f} device-hours of work lost."
+        if kept:
+            message = (
+                f"{message} Its last periodic checkpoint ({duration_words(kept)} of work) is kept; "
+                f"{lost_hours:.2f} device-hours since it are lost."
+            )
+        else:
+            message = f"{message} No checkpoint: {lost_hours:.2f} device-hours of work lost."
     if reason != "queue_stopped":
         # Kueue orders a job evicted by a stopped queue by its creation time: it keeps its place in the queue.
         job.queued_at = now
     job.preemption_count += 1 if reason == "preempted" else 0
     job.eviction_reason = ""
-    job_state_set(job, Job.State.SUSPENDED, now=now, fields=["queued_at", "preemption_count", "eviction_reason"])
+    job_state_set(job, Job.State.SUSPENDED, now=now, fields=fields)
     job.assignment = {}
     job.borrowing = False
     job_state_set(job, Job.State.PENDING, now=now, fields=["assignment", "borrowing"])
     job.wait_since = now
     job.save(update_fields=["wait_since"])
     record_event(job, JobEvent.Kind.REQUEUED, message, at=now, details=details)
+
+
+def _current_run_start(job: Job) -> datetime | None:
+    """When the job's pods last started running in its current admission (None: they did not, nothing is lost)."""
+    if job.started_at is None:
+        return None
+    starts = job.events.filter(kind__in=(JobEvent.Kind.STARTED, JobEvent.Kind.RESUMED))
+    if job.admitted_at is not None:
+        starts = starts.filter(at__gte=job.admitted_at)
+    return starts.order_by("-at").values_list("at", flat=True).first()
+
+
+def last_periodic_checkpoint(job: Job, *, run_start: datetime, now: datetime) -> datetime | None:
+    """The last checkpoint a job that checkpoints on an interval has written by ``now`` in the run that started at
+    ``run_start`` (one every ``checkpoint_interval_seconds`` of its run, to ``checkpoint_path``); None without one."""
+    interval = job.checkpoint_interval_seconds
+    if not interval or not job.checkpoint_path or now < run_start:
+        return None
+    done = int((now - run_start).total_seconds() // interval)
+    return run_start + timedelta(seconds=done * interval) if done >= 1 else None
 
 
 def usable_free_devices(*, node_ids: Iterable[int], resource_name: str, kind: str) -> dict[int, list[Device]]:

@@ -1,5 +1,8 @@
 """Quota history: the nominal quota (and lending limit) each team had, and when, for idle reserved hours.
 
+Beside the nominal, each period records how much of it healthy devices backed (``backed``: GPUs in repair leave a
+guarantee unbacked, queues.guarantees): a team is charged for the reservation that was backed, not for the rest.
+
 Quotas are edited by admins in ``queues``; billing records what it sees on each metering run as
 ``QuotaPeriod`` rows (a change closes the old period and opens a new one at that run), so a day rolled up
 later still uses the nominal that was in force during it. The resolution is the metering interval (5 min).
@@ -17,6 +20,8 @@ from django.db.models import Q
 from billing.models import QuotaPeriod
 from billing.services.common import require_aware
 from kernel.quantity import is_device_resource, parse_decimal
+from pools.models import Cluster
+from queues.guarantees.selectors import applied_line_values, cluster_guarantees
 from queues.models import QuotaLine
 
 #: Decimal places of a recorded nominal (``QuotaPeriod.nominal``).
@@ -31,13 +36,26 @@ class QuotaHistoryReport:
     closed: int = 0
 
 
-def current_quotas() -> dict[tuple[int, int, int, str], tuple[Decimal, Decimal | None]]:
-    """(nominal, lending limit or None) per (team, cluster, flavor, device resource) from the live quota lines."""
-    out: dict[tuple[int, int, int, str], tuple[Decimal, Decimal | None]] = {}
+def _backed_by_line() -> dict[int, int]:
+    """Per team quota line, how much of its nominal healthy devices back now, where that is not all of it
+    (queues.guarantees: GPUs in repair): the reservation a team is charged for."""
+    out: dict[int, int] = {}
+    cluster_ids = QuotaLine.objects.filter(team_quota__isnull=False).values_list("team_quota__cluster_id", flat=True)
+    for cluster in Cluster.objects.filter(pk__in=set(cluster_ids)).order_by("pk"):
+        values = applied_line_values(cluster_guarantees(cluster))
+        out.update({pk: backed for pk, (base, _applied, backed) in values.items() if backed < base})
+    return out
+
+
+def current_quotas() -> dict[tuple[int, int, int, str], tuple[Decimal, Decimal | None, Decimal | None]]:
+    """(nominal, lending limit or None, backed or None: all of it) per (team, cluster, flavor, device resource) from
+    the live quota lines and the healthy capacity behind them."""
+    out: dict[tuple[int, int, int, str], tuple[Decimal, Decimal | None, Decimal | None]] = {}
+    backed = _backed_by_line()
     lines = QuotaLine.objects.filter(team_quota__isnull=False).values_list(
-        "team_quota__team_id", "team_quota__cluster_id", "flavor_id", "resource_name", "nominal", "lending_limit"
+        "pk", "team_quota__team_id", "team_quota__cluster_id", "flavor_id", "resource_name", "nominal", "lending_limit"
     )
-    for team_id, cluster_id, flavor_id, resource_name, nominal, lending in lines:
+    for pk, team_id, cluster_id, flavor_id, resource_name, nominal, lending in lines:
         if not is_device_resource(resource_name):
             continue
         try:
@@ -45,7 +63,8 @@ def current_quotas() -> dict[tuple[int, int, int, str], tuple[Decimal, Decimal |
             limit = parse_decimal(lending).quantize(PLACES) if lending else None
         except (ValueError, ArithmeticError):
             continue
-        out[(team_id, cluster_id, flavor_id, resource_name)] = (value, limit)
+        held = Decimal(backed[pk]).quantize(PLACES) if pk in backed else None
+        out[(team_id, cluster_id, flavor_id, resource_name)] = (value, limit, held)
     return out
 
 
@@ -65,7 +84,7 @@ def quota_history_sync(*, now: datetime) -> QuotaHistoryReport:
     }
     to_close = []
     for key, period in open_periods.items():
-        if current.get(key) != (period.nominal, period.lending_limit):
+        if current.get(key) != (period.nominal, period.lending_limit, period.backed):
             # A lagging worker's clock never closes a period before it began.
             period.valid_to = max(now, period.valid_from) if period.valid_from else now
             to_close.append(period)
@@ -80,9 +99,10 @@ def quota_history_sync(*, now: datetime) -> QuotaHistoryReport:
             resource_name=key[3],
             nominal=nominal,
             lending_limit=lending,
+            backed=backed,
             valid_from=None if empty else now,
         )
-        for key, (nominal, lending) in current.items()
+        for key, (nominal, lending, backed) in current.items()
         if key not in open_periods or key in closed
     ]
     QuotaPeriod.objects.bulk_create(to_open)
@@ -102,6 +122,12 @@ class QuotaSpan:
     lending_limit: Decimal | None
     start: datetime | None
     end: datetime | None
+    backed: Decimal | None = None
+
+    @property
+    def reserved(self) -> Decimal:
+        """The nominal quota healthy devices backed: what the team reserved and is charged for."""
+        return self.nominal if self.backed is None else min(self.backed, self.nominal)
 
 
 def quota_spans(*, lo: datetime, hi: datetime) -> dict[tuple[int, int, str], list[QuotaSpan]]:
@@ -111,11 +137,19 @@ def quota_spans(*, lo: datetime, hi: datetime) -> dict[tuple[int, int, str], lis
         QuotaPeriod.objects.filter(Q(valid_from__isnull=True) | Q(valid_from__lt=hi))
         .filter(Q(valid_to__isnull=True) | Q(valid_to__gt=lo))
         .values_list(
-            "team_id", "cluster_id", "flavor_id", "resource_name", "nominal", "lending_limit", "valid_from", "valid_to"
+            "team_id",
+            "cluster_id",
+            "flavor_id",
+            "resource_name",
+            "nominal",
+            "lending_limit",
+            "valid_from",
+            "valid_to",
+            "backed",
         )
     )
-    for team_id, cluster_id, flavor_id, resource_name, nominal, lending, start, end in rows:
+    for team_id, cluster_id, flavor_id, resource_name, nominal, lending, start, end, backed in rows:
         spans[(team_id, flavor_id, resource_name)].append(
-            QuotaSpan(team_id, cluster_id, flavor_id, resource_name, nominal, lending, start, end)
+            QuotaSpan(team_id, cluster_id, flavor_id, resource_name, nominal, lending, start, end, backed)
         )
     return spans

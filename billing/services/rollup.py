@@ -99,7 +99,7 @@ def month_bounds(month: date) -> tuple[date, date]:
 
 
 MONTH_USAGE_KEY = ("team_id", "resource_class_id", "flavor_id", "currency")
-CAPACITY_SUMMED = ("reserved_us", "idle_us", "lent_us", "idle_cost", "lent_credit")
+CAPACITY_SUMMED = ("reserved_us", "idle_us", "lent_us", "unbacked_us", "idle_cost", "lent_credit")
 
 
 @transaction.atomic
@@ -346,6 +346,7 @@ class _Line:
     cohort_id: int | None
     reserved: list[int]
     lend_cap: list[int]
+    unbacked: list[int]
 
 
 def _root_cohorts() -> dict[int, int | None]:
@@ -372,6 +373,7 @@ def _quota_lines(hours: list[tuple[datetime, datetime]], *, lo: datetime, hi: da
     for key, spans in quota_spans(lo=lo, hi=hi).items():
         reserved = [0] * len(hours)
         lend_cap = [0] * len(hours)
+        unbacked = [0] * len(hours)
         for span in spans:
             for h, (hs, he) in enumerate(hours):
                 start = max(hs, span.start) if span.start else hs
@@ -379,10 +381,12 @@ def _quota_lines(hours: list[tuple[datetime, datetime]], *, lo: datetime, hi: da
                 if end <= start:
                     continue
                 us = duration_us(start, end)
-                reserved[h] += int(span.nominal * us)
-                limit = span.nominal if span.lending_limit is None else min(span.lending_limit, span.nominal)
+                # only the quota healthy devices backed is reserved (and charged); the rest is reported
+                reserved[h] += int(span.reserved * us)
+                unbacked[h] += int((span.nominal - span.reserved) * us)
+                limit = span.reserved if span.lending_limit is None else min(span.lending_limit, span.reserved)
                 lend_cap[h] += int(limit * us)
-        lines[key] = _Line(*key, roots.get(key[0]), reserved, lend_cap)
+        lines[key] = _Line(*key, roots.get(key[0]), reserved, lend_cap, unbacked)
     return lines
 
 
@@ -480,6 +484,7 @@ def _capacity_rows(*, day: date, lo: datetime, until: datetime) -> tuple[list[Ca
                 owned_us=sum(owned[key]),
                 idle_us=sum(idle[key]),
                 lent_us=sum(lent[key]),
+                unbacked_us=sum(line.unbacked),
                 currency=currency,
                 idle_cost=idle_cost,
                 lent_credit=sum(credit[key], Decimal(0)),

@@ -43,6 +43,9 @@ class ClusterBackend(Protocol):
     def health_apply(self) -> None:
         """Keep new work off devices excluded for health (taints, cordons, device taints), undo released ones."""
 
+    def protection_apply(self, *, now=None) -> None:
+        """Make the cluster's scheduler honour the protected work of running jobs now (queues.protection)."""
+
     def reconcile(self, *, dry_run: bool = False):
         """Compare the cluster's workloads and pods with the portal's jobs, allocations and metering; a report."""
 

@@ -15,6 +15,7 @@ from clusters.kube_sync.api import KubeRejected
 from clusters.kube_sync.config import PushReport, kube_config_adopt, kube_config_push, kube_config_reapply
 from clusters.kube_sync.job_run import kube_job_events, kube_job_logs
 from clusters.kube_sync.jobs import job_sent_objects, kube_job_create, kube_job_delete
+from clusters.kube_sync.protection import kube_protection_sync
 from clusters.kube_sync.reconcile import kube_reconcile
 from clusters.kube_sync.sync import kube_sync_run
 from clusters.models import KubeConfigObject, ReconcileReport
@@ -72,6 +73,10 @@ class KubernetesBackend:
     def health_apply(self) -> None:
         """Apply the health directives (node taints, cordons, DeviceTaintRules) and undo released ones."""
         health_directives_sync(cluster=self.cluster, api=self.api)
+
+    def protection_apply(self, *, now: datetime | None = None) -> None:
+        """Raise protected jobs' Kueue priority while their protection holds, lower it after (a label patch)."""
+        kube_protection_sync(cluster=self.cluster, api=self.api, now=now)
 
     def reconcile(self, *, dry_run: bool = False) -> ReconcileReport:
         """Reconcile workloads, pods, allocations and metering; the stored report."""

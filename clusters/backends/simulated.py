@@ -32,6 +32,7 @@ from queues import job_sync
 from queues import services as job_services
 from queues.engine import settle
 from queues.engine_input import HOLDING_STATES, cluster_engine_input, ts
+from queues.guarantees.reasons import backing_index, with_repair_note
 from queues.models import Job
 from queues.pod_sets import job_pod_sets
 from queues.ports import PodLog, RunEvent, SentObjects
@@ -92,6 +93,9 @@ class SimulatedBackend:
 
     def health_apply(self) -> None:
         """Nothing to do: the engine already leaves devices outside USABLE_HEALTH out of every placement."""
+
+    def protection_apply(self, *, now: datetime | None = None) -> None:
+        """Nothing to do: the engine honours every job's protection in its own victim selection."""
 
     def reconcile(self, *, dry_run: bool = False) -> None:
         """Nothing to compare: the simulated cluster has no state of its own beside the portal's."""
@@ -235,16 +239,28 @@ def _schedule(cluster: Cluster, *, now: datetime, report: TickReport) -> None:
     for result in settled.cycles:
         _apply_admissions(cluster, inp, result, now=now, report=report)
         _apply_preemptions(inp, result, now=now, report=report)
+    backing = backing_index(inp.guarantees) if inp.guarantees is not None and inp.guarantees.result.shortfalls else {}
     for key, reason in settled.pending.items():
         job = inp.jobs_by_key.get(key)
         if job is None or job.state != Job.State.PENDING:
             continue
+        message, details = reason.message, dict(reason.details)
+        if backing:  # a wait due to a guarantee repairs left unbacked says so
+            message, details = with_repair_note(
+                code=reason.code,
+                message=message,
+                details=details,
+                team_id=job.team_id,
+                flavor_ids=[link.flavor_id for link in job.resource_class.flavor_links.all()],
+                resource=job.resource_class.resource_name,
+                index=backing,
+            )
         changed = job_services.job_set_wait_reason(
             job,
             code=reason.code,
-            message=reason.message,
+            message=message,
             kueue_message=reason.kueue_message,
-            details=dict(reason.details),
+            details=details,
             now=now,
         )
         report.reasons_changed += int(changed)

@@ -122,8 +122,19 @@ PORTAL_ACCESS: tuple[Access, ...] = (
         "team namespaces: applies the portal's labels to the namespace itself (never creates or deletes one)",
         TEAMS,
     ),
-    Access(WORKER, PODS, ("create", "delete", "get"), "a development session's Pod: submit, cancel", TEAMS),
-    *_workloads(WORKER, ("create", "delete", "get"), "submit, cancel, adopt after a lost answer", TEAMS),
+    Access(
+        WORKER,
+        PODS,
+        ("create", "delete", "get", "patch"),
+        "a development session's Pod: submit, cancel; protected work: its Kueue priority-class label",
+        TEAMS,
+    ),
+    *_workloads(
+        WORKER,
+        ("create", "delete", "get", "patch"),
+        "submit, cancel, adopt after a lost answer; protected work: its Kueue priority-class label",
+        TEAMS,
+    ),
     Access(
         WORKER,
         RESOURCE_CLAIM_TEMPLATES,

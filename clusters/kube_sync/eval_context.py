@@ -18,6 +18,7 @@ from pools.models import USABLE_HEALTH, Allocation, Cluster, Device, Node, Resou
 from pools.selectors import SHARING_KIND
 from queues import kueue_messages as km
 from queues import services as job_services
+from queues.guarantees.selectors import applied_lines, cluster_guarantees
 from queues.models import Job, QuotaLine, TeamQuota
 
 
@@ -75,15 +76,18 @@ class EvalContext:
 
     @cached_property
     def quota_use(self) -> QuotaUse:
-        """Quota and use per ClusterQueue of the cluster: Kueue's own reservation figures where synced."""
+        """Quota and use per ClusterQueue of the cluster: the quota in force (a guarantee less its part of a shortfall
+        of healthy capacity, as pushed to Kueue: queues.guarantees), Kueue's own reservation figures where synced."""
         use = QuotaUse()
         quotas: dict[int | None, TeamQuota] = {
-            q.pk: q for q in TeamQuota.objects.filter(cluster=self.cluster).select_related("cohort")
+            q.pk: q for q in TeamQuota.objects.filter(cluster=self.cluster).select_related("team", "cohort")
         }
         for q in quotas.values():
             if q.cohort is not None:
                 use.cohort_of[q.cluster_queue_name] = self._root(q.cohort)
-        for line in QuotaLine.objects.filter(team_quota__in=quotas).select_related("flavor"):
+        team_lines = list(QuotaLine.objects.filter(team_quota__in=quotas).select_related("flavor"))
+        guarantees = cluster_guarantees(self.cluster, quotas=[q for q in quotas.values() if q is not None])
+        for line in applied_lines(team_lines, guarantees):
             key = (quotas[line.team_quota_id].cluster_queue_name, line.flavor.name, line.resource_name)
             try:
                 use.nominal[key] = parse_quantity(line.nominal, line.resource_name)

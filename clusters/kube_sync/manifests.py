@@ -29,8 +29,10 @@ from clusters.kube_sync.labels import (
     TEAM_LABEL,
     managed_labels,
 )
+from clusters.kube_sync.protection import protected_priority_class, protected_priority_value, protection_offered
 from kernel.quantity import format_quantity, parse_quantity
 from pools.models import Cluster, ResourceFlavor, Topology
+from queues.guarantees.selectors import applied_lines, cluster_guarantees
 from queues.models import Cohort, PriorityClass, QuotaLine, TeamQuota
 
 __all__ = [
@@ -204,26 +206,33 @@ def _flavor(flavor: ResourceFlavor) -> dict:
 
 
 def desired_config(cluster: Cluster) -> list[dict]:
-    """Every object the portal owns in a cluster, in apply order (namespaces and flavors before queues)."""
+    """Every object the portal owns in a cluster, in apply order (namespaces and flavors before queues); the quotas
+    as applied (queues.guarantees: a guarantee less its part of a shortfall of healthy capacity)."""
     quotas = list(
         TeamQuota.objects.filter(cluster=cluster).select_related("team", "cohort").order_by("cluster_queue_name")
     )
     lines = list(
         QuotaLine.objects.filter(team_quota__cluster=cluster).select_related("flavor").order_by("flavor_order")
     )
+    cohorts = {c.pk: c for c in Cohort.objects.select_related("parent")}
+    all_cohort_lines = list(QuotaLine.objects.filter(cohort__isnull=False).select_related("flavor"))
+    # The quotas as applied: each guarantee less its part of a shortfall of healthy capacity (queues.guarantees).
+    guarantees = cluster_guarantees(cluster, quotas=quotas, lines=[*lines, *all_cohort_lines], cohorts=cohorts.values())
+    lines = applied_lines(lines, guarantees)
+    all_cohort_lines = applied_lines(all_cohort_lines, guarantees)
     by_quota: dict[int | None, list[QuotaLine]] = defaultdict(list)
     for line in lines:
         by_quota[line.team_quota_id].append(line)
     cohort_names: set[str] = set()
-    cohorts = {c.pk: c for c in Cohort.objects.select_related("parent")}
     for quota in quotas:
         cohort = cohorts.get(quota.cohort_id) if quota.cohort_id else None
         while cohort is not None and cohort.name not in cohort_names:
             cohort_names.add(cohort.name)
             cohort = cohorts.get(cohort.parent_id) if cohort.parent_id else None
     cohort_lines: dict[int | None, list[QuotaLine]] = defaultdict(list)
-    for line in QuotaLine.objects.filter(cohort__name__in=cohort_names).select_related("flavor"):
-        cohort_lines[line.cohort_id].append(line)
+    for line in all_cohort_lines:
+        if line.cohort_id is not None and cohorts[line.cohort_id].name in cohort_names:
+            cohort_lines[line.cohort_id].append(line)
     flavor_names = {ln.flavor.name for ln in lines} | {ln.flavor.name for ls in cohort_lines.values() for ln in ls}
     flavors = list(ResourceFlavor.objects.filter(name__in=flavor_names).select_related("topology").order_by("name"))
     topology_ids = {f.topology_id for f in flavors if f.topology_id}
@@ -256,6 +265,16 @@ def desired_config(cluster: Cluster) -> list[dict]:
         if pc.description:
             wpc["description"] = pc.description
         out.append(wpc)
+    if protection_offered():
+        out.append(
+            {
+                "apiVersion": KUEUE_API,
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": protected_priority_class(), "labels": managed_labels()},
+                "value": protected_priority_value(),
+                "description": "Raised by the portal while a job's protection from preemption holds",
+            }
+        )
     for cohort in sorted((c for c in cohorts.values() if c.name in cohort_names), key=lambda c: c.name):
         spec: dict[str, Any] = {"fairSharing": {"weight": _weight(cohort.fair_weight)}}
         if cohort.parent_id:

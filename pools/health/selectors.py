@@ -8,7 +8,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
@@ -521,6 +521,98 @@ def quota_coverage(*, cluster: Cluster | None = None) -> list[QuotaCoverage]:
             )
         )
     return out
+
+
+# --- the healthy capacity that backs guaranteed quotas (queues.guarantees) ----------------------------------
+
+
+@dataclass(frozen=True)
+class FlavorBacking:
+    """One (flavor, resource) of a cluster: units present, units that can take work (healthy or degraded, on a ready
+    node), and the units out by health state (``not_ready`` for usable units on a NotReady node)."""
+
+    flavor_id: int
+    resource_name: str
+    exists: int
+    healthy: int
+    out_by_state: dict[str, int]
+
+
+def healthy_capacity(*, cluster: Cluster) -> dict[tuple[int, str], FlavorBacking]:
+    """Healthy capacity per (flavor, resource) of the cluster's present nodes of a flavor (one query)."""
+    rows = (
+        Device.objects.filter(node__cluster=cluster, node__gone_at__isnull=True, gone_at__isnull=True)
+        .exclude(resource_name="")
+        .exclude(node__flavor__isnull=True)
+        .values("node__flavor_id", "resource_name", "health")
+        .annotate(n=Count("id"), not_ready=Count("id", filter=Q(node__ready=False)))
+        .order_by()
+    )
+    exists: dict[tuple[int, str], int] = defaultdict(int)
+    healthy: dict[tuple[int, str], int] = defaultdict(int)
+    out: dict[tuple[int, str], dict[str, int]] = defaultdict(dict)
+    for row in rows:
+        key = (row["node__flavor_id"], row["resource_name"])
+        exists[key] += row["n"]
+        if row["health"] in USABLE_HEALTH:
+            healthy[key] += row["n"] - row["not_ready"]
+            if row["not_ready"]:
+                out[key]["not_ready"] = out[key].get("not_ready", 0) + row["not_ready"]
+        else:
+            out[key][row["health"]] = out[key].get(row["health"], 0) + row["n"]
+    return {
+        key: FlavorBacking(key[0], key[1], exists[key], healthy.get(key, 0), dict(out.get(key, {}))) for key in exists
+    }
+
+
+@dataclass(frozen=True)
+class RepairBehind:
+    """An open repair ticket behind units out of a (flavor, resource): how many, and when they are expected back
+    (``estimated``: from the mean time to repair of past tickets, not an operator's word)."""
+
+    ticket_id: int
+    url: str
+    state_label: str
+    node: str
+    units: int
+    expected_back_at: datetime | None
+    estimated: bool
+
+
+def _mean_repair_seconds(cluster: Cluster) -> float | None:
+    """Mean time from opened to returned of the cluster's returned tickets (None: none returned yet)."""
+    spans = [
+        (closed - opened).total_seconds()
+        for opened, closed in RepairTicket.objects.filter(
+            node__cluster=cluster, state=RepairTicket.State.RETURNED, closed_at__isnull=False
+        ).values_list("opened_at", "closed_at")[:500]
+    ]
+    return sum(spans) / len(spans) if spans else None
+
+
+def repairs_behind(*, cluster: Cluster) -> dict[tuple[int, str], list[RepairBehind]]:
+    """Per (flavor, resource), the open repair tickets whose units are out, oldest first (three queries)."""
+    tickets = list(
+        RepairTicket.objects.filter(node__cluster=cluster, state__in=OPEN).select_related("node").order_by("opened_at")
+    )
+    if not tickets:
+        return {}
+    mttr = _mean_repair_seconds(cluster)
+    units = _units_by_ticket(tickets)
+    out: dict[tuple[int, str], list[RepairBehind]] = defaultdict(list)
+    for t in tickets:
+        counts: dict[tuple[int, str], int] = defaultdict(int)
+        for unit in units.get(t.pk, []):
+            if unit.resource_name and t.node.flavor_id and unit.health not in USABLE_HEALTH and unit.gone_at is None:
+                counts[(t.node.flavor_id, unit.resource_name)] += 1
+        expected, estimated = t.expected_back_at, False
+        if expected is None and mttr is not None:
+            expected, estimated = t.opened_at + timedelta(seconds=mttr), True
+        for key, n in counts.items():
+            out[key].append(
+                RepairBehind(t.pk, ticket_url(t.pk), t.get_state_display(), t.node.name, n, expected, estimated)
+            )
+    return dict(out)
 
 
 # --- for the kubernetes backend and the engine's other callers -----------------------------------------------

@@ -18,8 +18,9 @@ from datetime import datetime
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
+from django.utils import timezone
 
-from kernel.errors import Conflict
+from kernel.errors import Conflict, ValidationFailed
 from kernel.labels import plural, state_words, states_words
 from pools.health import directives
 from pools.health.ports import JobOutcome, ValidationJobRequest, repair_jobs_port
@@ -335,6 +336,24 @@ def ticket_note(
     """Add a note (more evidence, an operator's remark) to a ticket's history."""
     now = aware_now(now)
     _event(ticket, before=ticket.state, after="", now=now, actor=actor, note=note, details=details)
+
+
+@transaction.atomic
+def ticket_expect_back(
+    *, ticket: RepairTicket, at: datetime | None, actor: Actor, now: datetime | None = None
+) -> RepairTicket:
+    """Record when the ticket's devices are expected back in the pool (None: no estimate; pages then estimate it
+    from past repairs); a note on the ticket says who set it."""
+    now = aware_now(now)
+    if at is not None and at.tzinfo is None:
+        raise ValidationFailed({"expected_back_at": ["give a time with its time zone"]})
+    if ticket.state in RepairTicket.CLOSED_STATES:
+        raise Conflict(f"ticket #{ticket.pk} is closed ({ticket.get_state_display().lower()}): nothing comes back")
+    RepairTicket.objects.filter(pk=ticket.pk).update(expected_back_at=at)
+    ticket.expected_back_at = at
+    when = f"{timezone.localtime(at):%Y-%m-%d %H:%M}" if at is not None else "unknown (estimated from past repairs)"
+    _event(ticket, before=ticket.state, after="", now=now, actor=actor, note=f"Expected back: {when}.")
+    return ticket
 
 
 @transaction.atomic

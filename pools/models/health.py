@@ -294,6 +294,12 @@ class RepairTicket(models.Model):
     closed_at = models.DateTimeField(null=True, blank=True)
     closed_by = _actor()
     state_changed_at = models.DateTimeField()
+    expected_back_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the devices are expected back in the pool (an operator's estimate; empty: the pages estimate "
+        "it from past repairs).",
+    )
 
     class Meta:
         ordering = ["-opened_at", "-id"]

@@ -324,6 +324,40 @@ class ResourceClass(models.Model):
         blank=True,
         help_text="How long a job's GPUs may stay idle before it is warned and then released (empty: never).",
     )
+    # Protected work (queues.protection, docs/admin.md): what shields a running job of the class from preemption.
+    protect_min_runtime_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Minimum runtime: a job of this class is not preempted before it has run this long "
+        "(every job's default; empty: no minimum).",
+    )
+    protect_min_runtime_max_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="The longest minimum runtime a job may ask for itself (empty: no more than the class's own).",
+    )
+    protect_finishing_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Finishing soon: no preemption in the last this-many seconds of a job's maximum runtime "
+        "(every job's default; empty: none).",
+    )
+    protect_finishing_max_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="The longest finishing-soon window a job may ask for itself (empty: no more than the class's own).",
+    )
+    protect_checkpoint_grace_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Preempt only just after a checkpoint: a job that checkpoints on an interval may be preempted "
+        "only this long after each checkpoint (empty: jobs of this class may not ask for it).",
+    )
+    protect_checkpoint_default = models.BooleanField(
+        default=False,
+        help_text="Jobs of this class with a checkpoint interval are preempted only just after a checkpoint "
+        "unless they opt out (needs the grace above).",
+    )
     active = models.BooleanField(default=True)
     display_order = models.PositiveIntegerField(default=100)
     history = PolicyHistory()

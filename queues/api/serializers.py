@@ -67,6 +67,24 @@ class JobSubmitSerializer(serializers.Serializer):
     checkpoint_signal = serializers.CharField(required=False, allow_blank=True, default="")
     checkpoint_command = serializers.ListField(child=serializers.CharField(), required=False, default=list)
     checkpoint_interval_seconds = serializers.IntegerField(required=False, allow_null=True, default=None)
+    protect_min_runtime_seconds = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Not preempted before it has run this long, within the class's limit (null: the class's default).",
+    )
+    protect_finishing_seconds = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Not preempted in the last this-many seconds of its maximum runtime (null: the class's default).",
+    )
+    preempt_after_checkpoint = serializers.BooleanField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Preempted only just after one of its periodic checkpoints (null: the class's default).",
+    )
     sim_runtime_seconds = serializers.IntegerField(
         required=False, allow_null=True, default=None, help_text="Simulated clusters only: how long the job runs."
     )
@@ -155,6 +173,9 @@ class JobSerializer(JobListSerializer):
             "checkpoint_signal",
             "checkpoint_command",
             "checkpoint_interval_seconds",
+            "protect_min_runtime_seconds",
+            "protect_finishing_seconds",
+            "preempt_after_checkpoint",
             "sim_runtime_seconds",
             "queued_at",
             "admitted_at",

@@ -441,6 +441,31 @@ class Eviction:
 
 
 @dataclass(frozen=True, slots=True)
+class Protection:
+    """The portal's preemption protection of a workload while it runs (beyond Kueue; docs/engine.md, *Protected
+    work*). Seconds, counted from the workload's admission (its run's start):
+
+    * ``min_runtime``: not a preemption candidate before it has run that long;
+    * ``finishing_window`` with ``max_runtime`` (what is left of its declared maximum runtime at this admission):
+      not a candidate in the last ``finishing_window`` seconds before ``max_runtime`` (it ends by then anyway);
+    * ``checkpoint_interval`` with ``checkpoint_grace``: it writes a checkpoint every ``checkpoint_interval`` seconds
+      of its run and is a candidate only in the ``checkpoint_grace`` seconds after one (work lost: at most the
+      grace); between those windows it is protected until its next checkpoint.
+
+    ``by_priority``: the protection is Kueue's priority (Kubernetes mode: the portal raises the Workload's priority
+    while a rule holds), so a queue whose policy for the workload is ``Any`` (``reclaimWithinCohort: Any``) may still
+    preempt it, as Kueue would; otherwise no queue may while a rule holds.
+    """
+
+    min_runtime: float = 0.0
+    max_runtime: float | None = None
+    finishing_window: float = 0.0
+    checkpoint_interval: float | None = None
+    checkpoint_grace: float = 0.0
+    by_priority: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Workload:
     """A Kueue Workload: pending (``admission`` None) or holding quota.
 
@@ -453,7 +478,8 @@ class Workload:
     pod is Ready (None: at once; ``math.inf``: never), for ``waitForPodsReady``; ``requeue_count`` and
     ``requeue_at`` are Kueue's ``status.requeueState`` (PodsReady-timeout requeues so far, the backoff's end).
     ``admission_gated_by`` is the annotation ``kueue.x-k8s.io/admission-gated-by`` (non-empty: Kueue does not queue
-    it until the gate is removed).
+    it until the gate is removed). ``protection`` (the portal's, None: none) keeps it from being preempted at times
+    of its run (``Protection``).
     """
 
     namespace: str
@@ -478,6 +504,7 @@ class Workload:
     requeue_count: int = 0
     requeue_at: float | None = None
     admission_gated_by: str = ""
+    protection: Protection | None = None
 
     @property
     def key(self) -> str:

@@ -29,6 +29,7 @@ MODULES = (
     "placement",
     "pod_placement",
     "preemption",
+    "protection",
     "queueing",
     "quota",
     "records",

@@ -18,6 +18,7 @@ from .partial_admission import can_reduce
 from .partial_admission import search as partial_search
 from .pod_placement import placement_ok
 from .preemption import preemption_targets
+from .protection import protected_until, protection_sentence
 from .quota import QuotaTree
 from .reasons_nodes import flavor_label, flavor_phrase, name_list, never_placed, placement_reason
 from .reasons_pod_sets import name_pod_sets
@@ -268,6 +269,8 @@ def explain_wl(engine: Engine, wl: WorkloadInfo, *, index: ReasonIndex | None = 
         return Explanation(key, admissible=False, reason=reason, preemption_targets=tuple(names))
     reason = _quota(engine, wl, cq, assignment) or placement_reason(engine, wl, cq, assignment)
     reason = recent_usage_note(engine, cq, reason)
+    if engine.has_protection and cq.preempts:
+        reason = _with_protection(engine, reason, _protected_victims(engine, wl, cq))
     return Explanation(key, admissible=False, reason=name_pod_sets(engine, wl, cq, reason, index.pod_set_fits))
 
 
@@ -306,6 +309,37 @@ def recent_usage_note(engine: Engine, cq: ClusterQueueInfo, reason: WaitReason) 
         "halfLifeSeconds": policy.half_life,
     }
     return WaitReason(reason.code, reason.message + sentence, reason.kueue_message, reason.kueue_reason, details)
+
+
+def _protected_victims(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> list[tuple[str, float, str]]:
+    """The workloads ``wl`` would preempt now but for the portal's protection: (key, until, rule) of each protected
+    one (empty when protection changes nothing: no preemption would help, or its victims are not protected)."""
+    engine.ignore_protection = True
+    try:
+        assignment = assign(engine, wl, cq)
+        targets = preemption_targets(engine, wl, cq, assignment) if assignment.mode == PS_PREEMPT else []
+    finally:
+        engine.ignore_protection = False
+    out = []
+    for target, _ in targets:
+        held = protected_until(target.spec.protection, target.admitted_at, engine.now)
+        if held is not None:
+            out.append((target.key, held[0], held[1]))
+    return sorted(out)
+
+
+def _with_protection(engine: Engine, reason: WaitReason, protected: list[tuple[str, float, str]]) -> WaitReason:
+    """``reason`` saying which protected jobs it would otherwise preempt, and how long their protection holds
+    (``details.protectionText`` is the sentence added, so that a page can say it again as of its own time)."""
+    if not protected:
+        return reason
+    victims = [{"workload": key, "until": until, "rule": rule} for key, until, rule in protected]
+    sentence = protection_sentence(victims, engine.now)
+    details = dict(reason.details)
+    details["protectedVictims"] = victims
+    details["protectedUntil"] = max(u for _, u, _ in protected)
+    details["protectionText"] = sentence
+    return WaitReason(reason.code, f"{reason.message} {sentence}", reason.kueue_message, reason.kueue_reason, details)
 
 
 def _reduced(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, full: FlavorAssignment) -> Explanation | None:

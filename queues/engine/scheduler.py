@@ -40,7 +40,7 @@ from .model import (
 )
 from .placement import NodePool
 from .pod_placement import place_all
-from .queueing import enqueue, on_release
+from .queueing import enqueue, on_admission, on_release
 from .quota import QuotaTree
 from .records import (
     ADMITTED,
@@ -110,6 +110,11 @@ class Engine:
         self.reserving: dict[str, WorkloadInfo] = {}
         #: The workload blockAdmission held back when it was about to be admitted: first once admission resumes.
         self.held: WorkloadInfo | None = None
+        #: Whether a workload carries the portal's preemption protection (only then can protection change a decision).
+        self.has_protection = any(w.protection is not None for w in state.workloads)
+        #: Set while explaining what preemption would do without the protections (``reasons``): candidates then
+        #: include protected workloads.
+        self.ignore_protection = False
         self.pool = NodePool(state.nodes)
         self.cqs: dict[str, ClusterQueueInfo] = {}
         for spec in sorted(state.cluster_queues, key=lambda c: c.name):
@@ -511,7 +516,16 @@ class Engine:
         known = self.workloads.get(spec.key)
         if known is not None and known.state != DELETED:
             raise ValueError(f"workload {spec.key} already exists")
+        if spec.protection is not None:
+            self.has_protection = True
         return self._add(spec)
+
+    def protection_lapsed(self, key: str) -> None:
+        """A protection of ``key`` may have lapsed (its minimum runtime ended, it wrote a checkpoint): the queues
+        of its cohort tree that preempt are woken, as after an admission, to try again."""
+        wl = self.workloads.get(key)
+        if wl is not None and wl.state in (ADMITTED, EVICTING) and wl.cq in self.cqs:
+            on_admission(self, wl.cq or "")
 
     def delete(self, key: str) -> None:
         """A workload object was deleted: a pending one leaves its queue, one holding quota releases it at once
@@ -546,6 +560,8 @@ class Engine:
         wl = self.workloads[spec.key]
         if wl.state in (FINISHED, DELETED):
             return
+        if spec.protection is not None:
+            self.has_protection = True
         old = wl.spec
         if wl.state == PENDING:
             reactivated = spec.active and not old.active

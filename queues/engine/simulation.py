@@ -25,10 +25,13 @@ from . import pods_ready
 from .decisions import QueueStopEviction
 from .gc_pacing import fewer_collections
 from .model import Eviction, Node, Workload
+from .protection import next_release
 from .scheduler import ADMITTED, EVICTING, FINISHED, PENDING, RESERVED, CycleOutcome, Engine
 
 # Event kinds, in the order they are applied at one instant.
-_FINISH, _CHECKS, _PODS_READY, _PODS_TIMEOUT, _BACKOFF, _ACTION, _SUBMIT, _NODE_JOIN, _NODE_LEAVE = range(9)
+_FINISH, _CHECKS, _PODS_READY, _PODS_TIMEOUT, _BACKOFF, _ACTION, _SUBMIT, _NODE_JOIN, _NODE_LEAVE, _PROTECTION = range(
+    10
+)
 
 #: An action the replay runs at an instant (``Replay.at``): called with the instant.
 Action = Callable[[float], None]
@@ -187,6 +190,8 @@ class Replay:
                         self._schedule_finish(key, (wl.admitted_at or start) + runtime)
             if wl.state == RESERVED and key in self.checks_delay:
                 self._push(max(start, (wl.admitted_at or start) + self.checks_delay[key]), _CHECKS, key, None)
+            if wl.state == ADMITTED and wl.spec.protection is not None:
+                self._protection_timer(key, start)
         if engine.pods_ready_config is not None:
             self._pods_ready_timers(start)
 
@@ -216,6 +221,16 @@ class Replay:
         for key, wl in sorted(engine.live.items()):
             if wl.state == PENDING and wl.requeue_at is not None:
                 self._push(max(now, wl.requeue_at), _BACKOFF, key, None)
+
+    def _protection_timer(self, key: str, after: float) -> None:
+        """Wake the queues that could preempt ``key`` when its protection may next lapse (``protection``)."""
+        wl = self.engine.workloads[key]
+        protection = wl.spec.protection
+        if protection is None or wl.admitted_at is None:
+            return
+        when = next_release(protection, wl.admitted_at, after)
+        if when is not None:
+            self._push(when, _PROTECTION, key, self._generation.get(key, 0))
 
     # ------------------------------------------------------------------ events
 
@@ -381,6 +396,8 @@ class Replay:
             self._schedule_finish(key, now + runtime)
         if self.decisions is not None:
             self.note(now, key, "admitted", cq_name)
+        if self.engine.has_protection and self.engine.workloads[key].spec.protection is not None:
+            self._protection_timer(key, now)
         if key in self.engine.not_ready:
             # waitForPodsReady: Ready after its pods_ready_after (if ever); evicted at the timeout otherwise.
             wl = self.engine.workloads[key]
@@ -459,6 +476,11 @@ class Replay:
                 engine.add_node(payload)
             elif kind == _NODE_LEAVE:
                 self.node_left(key, when)
+            elif kind == _PROTECTION:
+                wl = engine.workloads.get(key)
+                if payload == self._generation.get(key, 0) and wl is not None and wl.state == ADMITTED:
+                    engine.protection_lapsed(key)
+                    self._protection_timer(key, when)
             else:
                 assert isinstance(payload, Workload)
                 engine.submit(payload)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from .model import FlavorResource
+from .protection import protected_until
 from .quota import QuotaTree
 from .records import (
     EVICTING,
@@ -44,8 +45,14 @@ def _uses(wl: WorkloadInfo, frs: set[FlavorResource]) -> bool:
     return any(fr in frs for fr in wl.usage)
 
 
+def _policy(cq: ClusterQueueInfo, cand: WorkloadInfo) -> str:
+    """The preemptor queue's policy for ``cand``: ``withinClusterQueue`` in its own queue, else
+    ``reclaimWithinCohort``."""
+    return cq.spec.preemption.within_cluster_queue if cand.cq == cq.name else cq.spec.preemption.reclaim_within_cohort
+
+
 def _priority_too_high(cq: ClusterQueueInfo, wl: WorkloadInfo, cand: WorkloadInfo) -> bool:
-    policy = cq.spec.preemption.within_cluster_queue if cand.cq == cq.name else cq.spec.preemption.reclaim_within_cohort
+    policy = _policy(cq, cand)
     lower = wl.priority > cand.priority
     if policy == "LowerPriority":
         return not lower
@@ -63,7 +70,8 @@ def classify(
     frs: set[FlavorResource],
     advantage: bool,
 ) -> int:
-    """Kueue's candidate variant of ``cand`` for ``wl`` (``V_NEVER`` when it may not be preempted)."""
+    """Kueue's candidate variant of ``cand`` for ``wl`` (``V_NEVER`` when it may not be preempted, also while the
+    portal's protection of ``cand`` holds, unless ``engine.ignore_protection``)."""
     if not _uses(cand, frs):
         return V_NEVER
     if cand.evicted_at == engine.now and cand.state != EVICTING:
@@ -71,6 +79,13 @@ def classify(
         return V_NEVER
     if _priority_too_high(cq, wl, cand):
         return V_NEVER
+    protection = cand.spec.protection
+    if protection is not None and cand.state != EVICTING and not engine.ignore_protection:
+        # The portal's protected work: not a candidate while a protection rule holds (docs/engine.md); in Kubernetes
+        # mode the rule is Kueue's raised priority, which a policy of Any disregards.
+        held = protected_until(protection, cand.admitted_at, engine.now) is not None
+        if held and not (protection.by_priority and _policy(cq, cand) == "Any"):
+            return V_NEVER
     if cand.cq == cq.name:
         return V_WITHIN_CQ
     if advantage:

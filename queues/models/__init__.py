@@ -1,8 +1,8 @@
 """Models of job scheduling: teams and their quotas (Kueue ClusterQueues), cohorts, priorities, jobs.
 
-``teams`` holds the teams, quotas, cohorts, priority classes, API tokens and policy pushes; ``jobs`` the jobs,
-their timeline, stored diagnoses and idle negotiation; ``waiting`` the wait attribution's rollups.
-Everything is importable from ``queues.models``.
+``teams`` holds the teams, quotas, cohorts, priority classes, API tokens, policy pushes and quota shortfalls;
+``jobs`` the jobs, their timeline, stored diagnoses and idle negotiation; ``waiting`` the wait attribution's
+rollups. Everything is importable from ``queues.models``.
 """
 
 from queues.models.jobs import (
@@ -23,6 +23,7 @@ from queues.models.teams import (
     PreemptionWithinClusterQueue,
     PriorityClass,
     QuotaLine,
+    QuotaShortfall,
     ReclaimWithinCohort,
     Team,
     TeamQuota,
@@ -44,6 +45,7 @@ __all__ = [
     "PreemptionWithinClusterQueue",
     "PriorityClass",
     "QuotaLine",
+    "QuotaShortfall",
     "ReclaimWithinCohort",
     "Team",
     "TeamQuota",

@@ -84,6 +84,20 @@ class Job(models.Model):
         blank=True,
         validators=[MinValueValidator(MIN_CHECKPOINT_INTERVAL_SECONDS), MaxValueValidator(MAX_RUNTIME_SECONDS)],
     )
+    # Protected work, within what its class allows (queues.protection); empty: the class's default.
+    protect_min_runtime_seconds = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Not preempted before it has run this long (empty: the class's default)."
+    )
+    protect_finishing_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Not preempted in the last this-many seconds of its maximum runtime (empty: the class's default).",
+    )
+    preempt_after_checkpoint = models.BooleanField(
+        null=True,
+        blank=True,
+        help_text="Preempted only just after one of its periodic checkpoints (empty: the class's default).",
+    )
     sim_runtime_seconds = models.PositiveIntegerField(
         null=True,
         blank=True,

@@ -77,7 +77,16 @@ class Membership(models.Model):
 
 
 class Cohort(models.Model):
-    """A borrowing cohort (Kueue Cohort); nested through ``parent``, optionally with quota of its own."""
+    """A borrowing cohort (Kueue Cohort); nested through ``parent``, optionally with quota of its own.
+
+    A root cohort's ``shortfall_policy`` says what happens to its teams' guaranteed quotas when repairs leave fewer
+    healthy devices than they add up to (queues.guarantees, docs/admin.md, *Effective quota*).
+    """
+
+    class ShortfallPolicy(models.TextChoices):
+        WARN = "warn", "Warn only (quotas stay; the shortfall is shown)"
+        SPARE_FIRST = "spare_first", "Take the shortfall from the spare team first"
+        PROPORTIONAL = "proportional", "Scale every team's guaranteed quota in proportion"
 
     name = models.CharField(max_length=63, unique=True, validators=[dns_label])
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
@@ -94,6 +103,21 @@ class Cohort(models.Model):
         default=timedelta(days=7),
         verbose_name="usage window",
         help_text="How far back recent usage is read (with the half-life above), e.g. 7 days.",
+    )
+    shortfall_policy = models.CharField(
+        max_length=12,
+        choices=ShortfallPolicy.choices,
+        default=ShortfallPolicy.WARN,
+        help_text="When GPUs in repair leave fewer healthy devices than the teams' guaranteed quotas add up to "
+        "(root cohorts only: a nested cohort follows its root).",
+    )
+    spare_team = models.ForeignKey(
+        "Team",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="spare_for",
+        help_text="With 'spare team first': the team whose guaranteed quota gives up units first.",
     )
     history = PolicyHistory()
 
@@ -344,3 +368,41 @@ class PolicyPreview(models.Model):
     def is_finished(self) -> bool:
         """Whether the replay ended (done or failed): nothing on the page changes any more."""
         return self.status in (self.Status.DONE, self.Status.FAILED)
+
+
+class QuotaShortfall(models.Model):
+    """A stretch of time in which a group's guaranteed quotas on one (flavor, resource) of a cluster were not all
+    backed by healthy devices (queues.guarantees): opened when it starts, updated while its numbers change, closed
+    when the devices are back. ``cohort`` is the group's root cohort (None: a queue outside any cohort,
+    ``team_quota``)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="quota_shortfalls")
+    cohort = models.ForeignKey(Cohort, null=True, blank=True, on_delete=models.CASCADE, related_name="shortfalls")
+    team_quota = models.ForeignKey(
+        TeamQuota, null=True, blank=True, on_delete=models.CASCADE, related_name="shortfalls"
+    )
+    flavor = models.ForeignKey(ResourceFlavor, on_delete=models.CASCADE, related_name="+")
+    resource_name = models.CharField(max_length=253)
+    policy = models.CharField(max_length=12, choices=Cohort.ShortfallPolicy.choices)
+    guaranteed = models.PositiveIntegerField(help_text="The group's guaranteed quota on it (the nominal quotas' sum).")
+    backed = models.PositiveIntegerField(help_text="How much of it healthy devices back now.")
+    healthy = models.PositiveIntegerField(help_text="Healthy devices of the flavor in the cluster.")
+    reductions = models.JSONField(
+        default=list, blank=True, help_text='[{"team": slug or null, "line": id, "units": n}]: each quota reduced.'
+    )
+    started_at = models.DateTimeField()
+    changed_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [models.Index(fields=["cluster", "ended_at"], name="shortfall_cluster_open")]
+
+    def __str__(self) -> str:
+        group = self.cohort.name if self.cohort_id else str(self.team_quota)
+        return f"{group}: {self.backed}/{self.guaranteed} {self.resource_name} on {self.flavor}"
+
+    @property
+    def shortfall(self) -> int:
+        """Guaranteed units not backed."""
+        return self.guaranteed - self.backed

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from kernel.quantity import parse_quantity
 from pools.models import Cluster, Node, ResourceFlavor
-from queues.models import Cohort
+from queues.models import Cohort, Team, TeamQuota
 
 
 @dataclass(frozen=True)
@@ -143,3 +143,44 @@ def cohort_parent_check(*, cohort: Cohort | None, name: str, parent: Cohort | No
         seen.add(node.pk)
         node = node.parent
     return check
+
+
+def cohort_shortfall_check(
+    *, cohort: Cohort | None, parent: Cohort | None, policy: str, spare_team: Team | None
+) -> PolicyCheck:
+    """A shortfall policy is set on a root cohort; "spare team first" names a team whose queue is in the cohort's tree;
+    a spare team is named only for that policy. Errors name the field (``shortfall_policy`` / ``spare_team``)."""
+    check = PolicyCheck()
+    warn = Cohort.ShortfallPolicy.WARN
+    if parent is not None and policy != warn:
+        root = parent
+        seen: set[int] = set()
+        while root.parent is not None and root.pk not in seen:
+            seen.add(root.pk)
+            root = root.parent
+        check.errors.append(
+            f"shortfall_policy: set it on the root cohort {root.name}: a nested cohort's teams follow their root's "
+            "policy (the shortfall is shared over the whole tree)."
+        )
+    if policy == Cohort.ShortfallPolicy.SPARE_FIRST and spare_team is None:
+        check.errors.append("spare_team: name the team whose guaranteed quota gives up units first.")
+    if spare_team is not None and policy != Cohort.ShortfallPolicy.SPARE_FIRST:
+        check.errors.append("spare_team: a spare team is used only with the policy 'spare team first'; clear it.")
+    if spare_team is not None and cohort is not None and cohort.pk is not None:
+        tree = _cohort_tree_ids(cohort)
+        if not TeamQuota.objects.filter(team=spare_team, cohort_id__in=tree).exists():
+            check.errors.append(
+                f"spare_team: team {spare_team.slug} has no queue in cohort {cohort.name} or below it: it has no "
+                "guaranteed quota there to give."
+            )
+    return check
+
+
+def _cohort_tree_ids(cohort: Cohort) -> set[int]:
+    """The cohort and every cohort below it."""
+    ids = {cohort.pk}
+    frontier = [cohort.pk]
+    while frontier:
+        frontier = list(Cohort.objects.filter(parent_id__in=frontier).exclude(pk__in=ids).values_list("pk", flat=True))
+        ids.update(frontier)
+    return ids

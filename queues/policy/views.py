@@ -1,4 +1,5 @@
-"""Admin pages of the policy: the dashboard, the audit log (with CSV export) and what-if previews. Staff only.
+"""Admin pages of the policy: the dashboard, effective quota, the audit log (with CSV export) and what-if previews.
+Staff only.
 
 The dashboard and the audit log need the view permission on team quotas; a what-if preview needs the change
 permission on the model it changes (as its Apply does). The preview page polls its status fragment every second
@@ -22,7 +23,9 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from kernel.htmx import STOP_POLLING, wants_fragment
-from queues.models import PolicyPreview
+from pools.models import Cluster
+from queues.guarantees.selectors import guarantees_overview
+from queues.models import PolicyPreview, QuotaShortfall
 from queues.policy import charts
 from queues.policy.audit import POLICY_MODELS, audit_csv, audit_entries
 from queues.policy.previews import policy_preview_discard, policy_preview_stale, preview_display
@@ -65,6 +68,25 @@ def dashboard(request):
         },
     }
     return TemplateResponse(request, "admin/policy/dashboard.html", context)
+
+
+def guarantees(request):
+    """Effective quota: per cluster and cohort, the guaranteed quotas against the healthy devices, the policy that
+    applies, the quota in force per team, the repairs behind a shortfall, and the recent shortfalls."""
+    _require(request, "queues.view_teamquota")
+    clusters = list(Cluster.objects.order_by("name"))
+    context = {
+        **admin.site.each_context(request),
+        "title": "Effective quota: guarantees against healthy GPUs",
+        "rows": guarantees_overview(clusters=clusters),
+        "history": list(
+            QuotaShortfall.objects.select_related("cluster", "cohort", "team_quota", "flavor").order_by(
+                "-started_at", "-id"
+            )[:50]
+        ),
+        "now": timezone.now(),
+    }
+    return TemplateResponse(request, "admin/policy/guarantees.html", context)
 
 
 def audit(request):

@@ -26,6 +26,7 @@ def _cohort_post(**fields) -> dict:
         "name": "research",
         "parent": "",
         "fair_weight": "1",
+        "shortfall_policy": "warn",
         "lines-TOTAL_FORMS": "0",
         "lines-INITIAL_FORMS": "0",
         "lines-MIN_NUM_FORMS": "0",

@@ -8,11 +8,12 @@ from decimal import Decimal
 import pytest
 
 from billing import services
-from billing.models import CapacityDaily, RollupDay, UsageDaily
+from billing.models import CapacityDaily, QuotaPeriod, RollupDay, UsageDaily
 from billing.pricing import US_PER_HOUR
 from queues import services as job_services
 from queues.models import JobEvent
 from tests.billing.conftest import T0, H, run_job
+from tests.factories import DeviceFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -151,6 +152,8 @@ def test_idle_uses_the_nominal_in_force_at_the_time(world):
     from queues.models import QuotaLine
 
     services.metering_sync(now=MIDNIGHT - 3 * H)  # the history starts with nominal 4 (assumed since ever)
+    # 4 more GPUs join with the larger guarantee, so that healthy devices back it (12 guaranteed on 12)
+    DeviceFactory.create_batch(4, node=world.devices[0].node)
     QuotaLine.objects.filter(team_quota__team=world.team).update(nominal="8")
     services.metering_sync(now=MIDNIGHT + 12 * H)  # the change is seen at noon
     services.usage_rollup(day=DAY, now=END_OF_DAY)
@@ -188,3 +191,25 @@ def test_lending_limit_caps_the_lent_hours(world):
     services.usage_rollup(day=DAY, now=END_OF_DAY)
     assert capacity(world.team).lent_us == 1 * US_PER_HOUR
     assert capacity(world.team).lent_credit == Decimal("2.00")
+
+
+def test_guaranteed_quota_repairs_left_unbacked_is_reported_not_charged(world):
+    from pools.health.services import Actor, device_health_set
+    from pools.models import HealthState
+
+    services.metering_sync(now=MIDNIGHT - H)  # 8 guaranteed (4 + 4) on 8 healthy GPUs
+    # two GPUs go to repair at noon: 6 healthy for 8 guaranteed; the cohort warns only, each team's guarantee is
+    # backed 3 of 4 (2 short, split 4:4)
+    for device in world.devices[:2]:
+        device_health_set(
+            device, to=HealthState.UNHEALTHY, reason="XID 79", now=MIDNIGHT + 12 * H, actor=Actor(label="ops")
+        )
+    services.metering_sync(now=MIDNIGHT + 12 * H)
+    services.usage_rollup(day=DAY, now=END_OF_DAY)
+    for team in (world.team, world.other):
+        cap = capacity(team)
+        assert cap.reserved_us == (4 * 12 + 3 * 12) * US_PER_HOUR
+        assert cap.unbacked_us == 1 * 12 * US_PER_HOUR
+        assert cap.idle_cost == Decimal("2.00") * (4 * 12 + 3 * 12)  # nothing used: the backed reservation, idle
+    periods = QuotaPeriod.objects.filter(team=world.team).order_by("pk")
+    assert [(p.nominal, p.backed) for p in periods] == [(Decimal(4), None), (Decimal(4), Decimal(3))]

@@ -61,6 +61,25 @@ def test_flags_win_over_the_file_and_add_to_its_environment(tmp_path):
         submission(tmp_path / "missing.yml", {})
 
 
+def test_protection_reads_from_the_file_and_the_flags(tmp_path):
+    spec = tmp_path / "job.yml"
+    spec.write_text(
+        "name: a\nclass: h100\nmin_runtime: 30m\nfinishing_protection: 10m\npreempt_after_checkpoint: true\n"
+    )
+    assert submission(spec, {}) == {
+        "name": "a",
+        "resource_class": "h100",
+        "protect_min_runtime_seconds": 1800,
+        "protect_finishing_seconds": 600,
+        "preempt_after_checkpoint": True,
+    }
+    flags = {"min_runtime": "1h", "preempt_after_checkpoint": False}
+    body = submission(spec, flags)
+    assert (body["protect_min_runtime_seconds"], body["preempt_after_checkpoint"]) == (3600, False)
+    with pytest.raises(SpecError, match="min_runtime"):
+        submission(None, {"min_runtime": "soon"})
+
+
 def test_refusals_are_sentences():
     assert flatten_errors({"env": {"A": ["too long"]}, "command": {"0": ["blank"]}, "name": ["bad"]}) == {
         "env[A]": ["too long"],

@@ -40,12 +40,13 @@ from clusters.kube_sync.config import kube_config_adopt, kube_config_push, kube_
 from clusters.kube_sync.job_run import kube_job_events, kube_job_logs
 from clusters.kube_sync.jobs import kube_job_create, kube_job_delete
 from clusters.kube_sync.loops import WATCHED_KINDS, kube_evaluate_loop, kube_watch_loop
+from clusters.kube_sync.protection import kube_protection_sync
 from clusters.kube_sync.sync import kube_sync_run
 from clusters.models import KubeConfigObject
 from kernel.errors import DomainError
 from pools.health import tickets
 from pools.health.services import Actor, device_health_set
-from pools.models import Device, HealthState, Topology
+from pools.models import Device, HealthState, ResourceClass, Topology
 from pools.workload_kinds import WorkloadKind
 from queues.models import Cohort, Job, PriorityClass, TeamQuota
 from queues.services import JobSpec, job_submit
@@ -590,7 +591,6 @@ def test_deploy_rbac_covers_every_request_the_portal_makes(
     others = [
         submit_kind_job(portal, django_capture_on_commit_callbacks, kind, pods=1, gpus=2, name=f"k-{kind}")
         for kind in WorkloadKind.values
-        if kind != WorkloadKind.BATCH
     ]
     for other in others:
         Job.objects.filter(pk=other.pk).update(k8s_uid="")
@@ -599,9 +599,15 @@ def test_deploy_rbac_covers_every_request_the_portal_makes(
     kube_sync_run(cluster=cluster, api=api, full=True)
     emulator.put(SLICE)
     kube_sync_run(cluster=cluster, api=api, watch_seconds=1)
+    # protected work: every kind's object gets its Kueue priority-class label raised (a patch), then lowered
+    ResourceClass.objects.filter(pk=portal.rc.pk).update(protect_min_runtime_seconds=3600)
+    Job.objects.filter(pk__in=[o.pk for o in others]).update(state=Job.State.RUNNING, admitted_at=at(0))
+    assert len(kube_protection_sync(cluster=cluster, api=api, now=at(1)).raised) == len(others)
+    assert len(kube_protection_sync(cluster=cluster, api=api, now=at(61)).lowered) == len(others)
+    ResourceClass.objects.filter(pk=portal.rc.pk).update(protect_min_runtime_seconds=None)
     for other in others:
         kube_job_delete(job_id=other.pk, api=api)
-    Job.objects.exclude(kind=WorkloadKind.BATCH).delete()
+    Job.objects.filter(pk__in=[o.pk for o in others]).delete()
     # on a cluster whose GPUs are DRA devices a job claims them through a ResourceClaimTemplate (create)
     Device.objects.filter(resource_name="nvidia.com/gpu").update(source=Device.Source.DRA, dra_driver="gpu.nvidia.com")
     with django_capture_on_commit_callbacks(execute=True):

@@ -74,10 +74,11 @@ def test_catalogue_page_and_fragment(alice, pool):
 
 def test_catalogue_query_count_is_bounded(alice, pool, django_assert_max_num_queries):
     # The first view after a change computes and stores the estimates; one more query: the navigation asks
-    # whether the Cost link has content.
-    with django_assert_max_num_queries(36):
+    # whether the Cost link has content. The guarantees behind the cards (queues.guarantees: the cluster's quotas,
+    # cohorts, quota lines, healthy devices, open repair tickets) are read once per cluster, not per class.
+    with django_assert_max_num_queries(47):
         alice.get(reverse("queues:classes"))
-    with django_assert_max_num_queries(23):  # no change since: the stored estimates, no engine input
+    with django_assert_max_num_queries(31):  # no change since: the stored estimates, no engine input
         alice.get(reverse("queues:classes"))
 
 
@@ -242,10 +243,12 @@ def test_job_detail_query_count_is_bounded(alice, pool, django_assert_max_num_qu
     # The first view after a change stores the cluster's diagnoses (reading the stored digests, moving every row to
     # the new version, writing the changed ones) and computes the suggestions; the navigation asks whether the user
     # leads a team (the Cost link), the job page whether they may see every team (the operator permission), and
-    # tenant privacy which teams' job names they may read.
-    with django_assert_max_num_queries(53):
+    # tenant privacy which teams' job names they may read. A wait for quota reads the cluster's guarantees (whether
+    # repairs reduced the team's quota: its quotas, cohorts, quota lines, healthy devices, the class's flavors) and
+    # the page the job's protection and preemptions (its events).
+    with django_assert_max_num_queries(59):
         alice.get(reverse("queues:job_detail", args=[job.pk]))
-    with django_assert_max_num_queries(20):  # no change since: the stored diagnosis, no engine input
+    with django_assert_max_num_queries(23):  # no change since: the stored diagnosis, no engine input
         alice.get(reverse("queues:job_detail", args=[job.pk]))
 
 

@@ -110,6 +110,13 @@ def cli(ctx: click.Context, url: str | None, token: str | None) -> None:
 @click.option("--checkpoint-command", help="Command that makes the job checkpoint (shell-like line).")
 @click.option("--checkpoint-interval", help="How often the job checkpoints, e.g. 30m.")
 @click.option("--sim-runtime", help="Simulated clusters only: how long the job runs, e.g. 20m.")
+@click.option("--min-runtime", help="Not preempted before it has run this long, e.g. 30m (within the class's limit).")
+@click.option("--finishing-protection", help="Not preempted in the last minutes of its maximum runtime, e.g. 15m.")
+@click.option(
+    "--preempt-after-checkpoint/--preempt-any-time",
+    default=None,
+    help="Preempted only just after one of its periodic checkpoints (default: the class's).",
+)
 @click.option("--check", is_flag=True, help="Only ask whether it would start now; submit nothing.")
 @json_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)

@@ -41,6 +41,9 @@ FIELDS = (
     "checkpoint_signal",
     "checkpoint_command",
     "checkpoint_interval_seconds",
+    "protect_min_runtime_seconds",
+    "protect_finishing_seconds",
+    "preempt_after_checkpoint",
     "sim_runtime_seconds",
 )
 #: Short names a file may use instead.
@@ -50,6 +53,8 @@ DURATIONS = {
     "max_runtime": "max_runtime_seconds",
     "checkpoint_interval": "checkpoint_interval_seconds",
     "sim_runtime": "sim_runtime_seconds",
+    "min_runtime": "protect_min_runtime_seconds",
+    "finishing_protection": "protect_finishing_seconds",
 }
 COMMAND_LINES = ("command", "args", "checkpoint_command")
 #: The flag of ``gpupool submit`` that sets each field, where its name differs (to name it in a refusal).
@@ -62,6 +67,9 @@ FLAGS = {
     "max_runtime_seconds": "--max-runtime",
     "checkpoint_interval_seconds": "--checkpoint-interval",
     "sim_runtime_seconds": "--sim-runtime",
+    "protect_min_runtime_seconds": "--min-runtime",
+    "protect_finishing_seconds": "--finishing-protection",
+    "preempt_after_checkpoint": "--preempt-after-checkpoint",
     "pod_sets": "--pod-set",
 }
 

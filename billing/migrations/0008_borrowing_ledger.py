@@ -7,9 +7,9 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('billing', '0006_usage_idle_held'),
+        ('billing', '0007_unbacked_capacity'),
         ('pools', '0012_resource_class_kinds'),
-        ('queues', '0021_wait_attribution_and_usage_decay'),
+        ('queues', '0022_wait_attribution_and_usage_decay'),
     ]
 
     operations = [

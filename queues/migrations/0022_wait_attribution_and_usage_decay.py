@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('pools', '0012_resource_class_kinds'),
-        ('queues', '0020_policy_preview_apply_at'),
+        ('queues', '0021_guarantees'),
     ]
 
     operations = [
