@@ -42,6 +42,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--nodes", type=int, default=2000)
     parser.add_argument("--workloads", type=int, default=50_000)
     parser.add_argument("--trials", type=int, default=5, help="incremental changes timed")
+    parser.add_argument("--emulator-port", type=int, default=0, help="the emulator's port on 127.0.0.1 (0: any free)")
     add_database_argument(parser, "bench_kube.sqlite3")
     return parser.parse_args()
 
@@ -77,13 +78,14 @@ QUOTA_MESSAGE = (
 # --- the cluster side, in its own process ----------------------------------------------------------------------
 
 
-def serve(manifests_path: str, running: int, nodes: int, conn) -> None:
+def serve(manifests_path: str, running: int, nodes: int, conn, port: int = 0) -> None:
     """Child process: fill an emulator and serve it until the parent closes the pipe."""
     from tests.kube.cluster import FakeKueue, at, gpu_node
     from tests.kube.emulator import Emulator
 
     emu = Emulator(validator=None, bookmark_interval=1.0)
     emu.record_requests = False
+    emu.port = port
     kube = FakeKueue(emu)
     for i in range(nodes):
         emu.put(gpu_node(f"gpu-{i:05d}", product=PRODUCT))
@@ -313,7 +315,9 @@ def main() -> None:
         json.dump([job_manifest(j) for j in jobs_full.order_by("pk").iterator(chunk_size=2000)], fh)
     connections.close_all()
     parent, child = multiprocessing.get_context("fork").Pipe()
-    server = multiprocessing.get_context("fork").Process(target=serve, args=(fh.name, running, ARGS.nodes, child))
+    server = multiprocessing.get_context("fork").Process(
+        target=serve, args=(fh.name, running, ARGS.nodes, child, ARGS.emulator_port)
+    )
     server.start()
     url = parent.recv()
     print(

@@ -1,5 +1,5 @@
 """HTMX helpers shared by every app's pages: the one test for "answer with the fragment", the stop-polling
-status, and the sign-in guard that works for polls."""
+status, the sign-in guard that works for polls, and the 304 a poll gets while its fragment's tag holds."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from functools import wraps
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotModified
 from django.shortcuts import resolve_url
+from django.utils.http import parse_etags
 from django_htmx.http import HttpResponseClientRedirect
 
 STOP_POLLING = 286  # htmx stops an every-N-seconds poll when the answer has this status
@@ -39,3 +40,19 @@ def htmx_login_required(view: Callable[..., HttpResponse]) -> Callable[..., Http
         return redirect_to_login(request.get_full_path(), resolve_url(settings.LOGIN_URL))
 
     return wrapper
+
+
+def not_modified(request: HttpRequest, tag: str | None) -> HttpResponse | None:
+    """A bodiless 304 when the request's ``If-None-Match`` holds ``tag`` (a poll whose fragment has not changed)."""
+    if tag is None or tag not in parse_etags(request.headers.get("If-None-Match", "")):
+        return None
+    return validated(HttpResponseNotModified(), tag)
+
+
+def validated(response: HttpResponse, tag: str | None) -> HttpResponse:
+    """``response`` with ``tag`` as its ETag, to be revalidated by the browser on every request (polls send it back
+    in ``If-None-Match``)."""
+    if tag is not None:
+        response["ETag"] = tag
+        response["Cache-Control"] = "private, no-cache"
+    return response

@@ -16,19 +16,28 @@ outside one), in its own short statement: a rolled-back change counts nothing, a
 counter's row locked while it runs (every job write of every worker would otherwise queue behind the longest
 open transaction). A reader that reads the version *before* reading the state never stores a result under a
 version newer than its data: the data is visible before its bump.
+
+Each step is journalled (``EngineStateChange``) in the same transaction: when the step changed job rows only, with
+their ids (the job receiver passes them), else as "anything may have changed". The diagnosis keeps its engine input
+between refreshes and, from the journal, re-reads only the jobs that changed (``changed_jobs``). The bumps of one
+transaction are written as one step per scope at its commit (a sync batch saving 500 jobs makes one step, not 500).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import connection, transaction
-from django.db.models import F, Q, Sum
+from django.db.models import Q
 from django.db.models.signals import post_delete, post_save
+from django.utils import timezone
 
 from pools.models import (
     Cluster,
     Device,
+    EngineStateChange,
     EngineStateVersion,
     Node,
     ResourceClass,
@@ -45,10 +54,16 @@ def _scope(cluster_id: int) -> str:
     return f"cluster:{cluster_id}"
 
 
-def bump(*, cluster_ids: Iterable[int | None] | None = None) -> None:
+#: scope → the job ids a step changed, or None: anything may have changed.
+Changes = dict[str, "set[int] | None"]
+
+
+def bump(*, cluster_ids: Iterable[int | None] | None = None, jobs: Iterable[int] | None = None) -> None:
     """Count one change: of the given clusters' state, or (``cluster_ids`` None) of the shared configuration.
 
-    The count is written once the current transaction commits (see the module's docstring).
+    ``jobs``: the change is exactly these job rows (of the given clusters): the journal names them, so that a
+    diagnosis kept between refreshes re-reads only them. The count is written once the current transaction commits
+    (see the module's docstring), one step per scope for all the bumps of the transaction.
     """
     if cluster_ids is None:
         scopes = [EngineStateVersion.GLOBAL]
@@ -56,10 +71,58 @@ def bump(*, cluster_ids: Iterable[int | None] | None = None) -> None:
         scopes = sorted({_scope(pk) for pk in cluster_ids if pk is not None})
     if not scopes:
         return
+    job_set = None if jobs is None or cluster_ids is None else set(jobs)
+    changes: Changes = {scope: (set(job_set) if job_set is not None else None) for scope in scopes}
     if _in_transaction():
-        transaction.on_commit(lambda: _increment(scopes))
+        _pending_bump().merge(changes)
     else:
-        _increment(scopes)
+        _increment(changes)
+
+
+class _PendingBump:
+    """The bumps of one transaction, written as one step per scope when it commits (its on_commit hook)."""
+
+    def __init__(self, transaction_id: object) -> None:
+        self.transaction_id = transaction_id
+        self.changes: Changes = {}
+
+    def merge(self, changes: Changes) -> None:
+        for scope, jobs in changes.items():
+            if scope not in self.changes:
+                self.changes[scope] = jobs
+                continue
+            kept = self.changes[scope]
+            if kept is None or jobs is None:
+                self.changes[scope] = None
+            else:
+                kept |= jobs
+
+    def __call__(self) -> None:
+        if getattr(connection, "_engine_pending_bump", None) is self:
+            connection._engine_pending_bump = None
+        _increment(self.changes)
+
+
+def _pending_bump() -> _PendingBump:
+    """The current transaction's pending bump, registered as an on_commit hook the first time.
+
+    A hook registered inside a savepoint that was rolled back is dropped by Django with the savepoint: then a new one
+    is registered (its bumps were rolled back too). Django keeps the hooks in ``connection.run_on_commit``, and clears
+    them at commit; a test case's transaction never commits, so there the transaction is told by the savepoint of
+    its outermost block of the code's own (Django's ``savepoint_ids`` follow ``atomic_blocks`` from the second on).
+    """
+    outermost = next(i for i, b in enumerate(connection.atomic_blocks) if not getattr(b, "_from_testcase", False))
+    transaction_id = connection.savepoint_ids[outermost - 1] if outermost else None
+    pending = getattr(connection, "_engine_pending_bump", None)
+    if (
+        pending is None
+        or pending.transaction_id != transaction_id
+        or not any(hook is pending for _, hook, _ in connection.run_on_commit)
+    ):
+        pending = _PendingBump(transaction_id)
+        connection._engine_pending_bump = pending
+        transaction.on_commit(pending)
+    return pending
 
 
 def _in_transaction() -> bool:
@@ -67,22 +130,121 @@ def _in_transaction() -> bool:
     return any(not getattr(block, "_from_testcase", False) for block in connection.atomic_blocks)
 
 
-def _increment(scopes: list[str]) -> None:
-    for scope in scopes:
-        if EngineStateVersion.objects.filter(scope=scope).update(version=F("version") + 1):
-            continue
-        _, created = EngineStateVersion.objects.get_or_create(scope=scope, defaults={"version": 1})
-        if not created:  # created meanwhile by another change: count this one too
-            EngineStateVersion.objects.filter(scope=scope).update(version=F("version") + 1)
+def _increment(changes: Changes) -> None:
+    """One step per scope, each with its journal entry, in one short transaction (scopes in order: one lock order)."""
+    now = timezone.now()
+    table = connection.ops.quote_name(EngineStateVersion._meta.db_table)
+    with transaction.atomic():
+        for scope in sorted(changes):
+            with connection.cursor() as cursor:
+                cursor.execute(f"UPDATE {table} SET version = version + 1 WHERE scope = %s RETURNING version", [scope])
+                row = cursor.fetchone()
+            if row is None:
+                created, made = EngineStateVersion.objects.get_or_create(scope=scope, defaults={"version": 1})
+                if not made:  # created meanwhile by another change: count this one too
+                    with connection.cursor() as cursor:
+                        cursor.execute(
+                            f"UPDATE {table} SET version = version + 1 WHERE scope = %s RETURNING version", [scope]
+                        )
+                        row = cursor.fetchone()
+                version = row[0] if row is not None else created.version
+            else:
+                version = row[0]
+            jobs = changes[scope]
+            EngineStateChange.objects.create(
+                scope=scope, version=version, job_ids=sorted(jobs) if jobs is not None else None, at=now
+            )
+
+
+@dataclass(frozen=True)
+class StateVersions:
+    """A cluster's two counters: its own and the shared configuration's (the state version is their sum)."""
+
+    global_version: int
+    cluster_version: int
+
+    @property
+    def total(self) -> int:
+        """The cluster's state version."""
+        return self.global_version + self.cluster_version
+
+
+def state_versions(cluster: Cluster | int) -> StateVersions:
+    """Both counters of a cluster (one query)."""
+    pk = cluster if isinstance(cluster, int) else cluster.pk
+    rows = dict(
+        EngineStateVersion.objects.filter(Q(scope=EngineStateVersion.GLOBAL) | Q(scope=_scope(pk))).values_list(
+            "scope", "version"
+        )
+    )
+    return StateVersions(int(rows.get(EngineStateVersion.GLOBAL, 0)), int(rows.get(_scope(pk), 0)))
 
 
 def state_version(cluster: Cluster | int) -> int:
     """The cluster's current engine state version (one query)."""
+    return state_versions(cluster).total
+
+
+#: What identifies the journal's steps at a pair of versions (their times): a kept input checks it is still the
+#: journal it read (a database restored, or a test's rolled back, can reach the same numbers with other changes).
+Anchor = tuple[tuple[str, int, str], ...]
+
+
+def _anchor(rows: Iterable[tuple[str, int, datetime]], versions: StateVersions, cluster_scope: str) -> Anchor:
+    wanted = {EngineStateVersion.GLOBAL: versions.global_version, cluster_scope: versions.cluster_version}
+    found = [(scope, version, at.isoformat()) for scope, version, at in rows if wanted.get(scope) == version]
+    return tuple(sorted(found))
+
+
+def journal_anchor(cluster: Cluster | int, versions: StateVersions) -> Anchor:
+    """The journal's steps at ``versions`` (one query)."""
     pk = cluster if isinstance(cluster, int) else cluster.pk
-    total = EngineStateVersion.objects.filter(Q(scope=EngineStateVersion.GLOBAL) | Q(scope=_scope(pk))).aggregate(
-        v=Sum("version")
-    )["v"]
-    return int(total or 0)
+    rows = EngineStateChange.objects.filter(
+        Q(scope=EngineStateVersion.GLOBAL, version=versions.global_version)
+        | Q(scope=_scope(pk), version=versions.cluster_version)
+    ).values_list("scope", "version", "at")
+    return _anchor(rows, versions, _scope(pk))
+
+
+def changed_jobs(
+    cluster: Cluster | int, *, since: StateVersions, until: StateVersions, anchor: Anchor
+) -> tuple[set[int] | None, Anchor]:
+    """The jobs whose rows the steps after ``since`` up to ``until`` changed, and the anchor of ``until``.
+
+    None instead of the jobs when anything else may have changed (a step of the shared configuration or one naming
+    no jobs), when a step is no longer journalled, or when the steps at ``since`` are not those of ``anchor`` (one
+    query).
+    """
+    pk = cluster if isinstance(cluster, int) else cluster.pk
+    scope = _scope(pk)
+    if until.global_version < since.global_version or until.cluster_version < since.cluster_version:
+        return None, ()
+    rows = list(
+        EngineStateChange.objects.filter(
+            Q(scope=EngineStateVersion.GLOBAL, version__gte=since.global_version, version__lte=until.global_version)
+            | Q(scope=scope, version__gte=since.cluster_version, version__lte=until.cluster_version)
+        ).values_list("scope", "version", "at", "job_ids")
+    )
+    steps = [(s, v, at) for s, v, at, _ in rows]
+    until_anchor = _anchor(steps, until, scope)
+    if _anchor(steps, since, scope) != anchor:
+        return None, until_anchor
+    later = [(s, ids) for s, v, _, ids in rows if v > (since.global_version if s != scope else since.cluster_version)]
+    expected = until.global_version - since.global_version + until.cluster_version - since.cluster_version
+    if len(later) != expected:
+        return None, until_anchor
+    jobs: set[int] = set()
+    for step_scope, ids in later:
+        if step_scope == EngineStateVersion.GLOBAL or ids is None:
+            return None, until_anchor
+        jobs.update(ids)
+    return jobs, until_anchor
+
+
+def state_changes_prune(*, before: datetime) -> int:
+    """Forget the journal's steps made before ``before`` (a reader that still needs one reads everything again)."""
+    deleted, _ = EngineStateChange.objects.filter(at__lt=before).delete()
+    return deleted
 
 
 def bump_for_nodes(node_ids: Iterable[int]) -> None:

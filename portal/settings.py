@@ -320,6 +320,8 @@ WAIT_ATTRIBUTION_SECONDS = env.float("WAIT_ATTRIBUTION_SECONDS", default=300.0)
 # How long a simulated job runs when it names no simulated runtime, and how long a checkpoint takes.
 SIMULATED_DEFAULT_RUNTIME_SECONDS = env.int("SIMULATED_DEFAULT_RUNTIME_SECONDS", default=600)
 SIMULATED_CHECKPOINT_SECONDS = env.int("SIMULATED_CHECKPOINT_SECONDS", default=10)
+# Wait diagnoses: grants of quota the ETA replay looks ahead (queues.diagnosis_window); beyond, ETAs are extended.
+DIAGNOSIS_REPLAY_ADMISSIONS = env.int("DIAGNOSIS_REPLAY_ADMISSIONS", default=2000)
 # How often the simulated clusters' DCGM reports the activity of each held card (clusters.simulated_dcgm).
 SIMULATED_DCGM_SECONDS = env.float("SIMULATED_DCGM_SECONDS", default=60.0)
 # Device health (pools/health/, docs/health.md).

@@ -54,11 +54,13 @@ from queues.diagnosis_context import (
     is_simulated,
     plain_levels,
 )
+from queues.diagnosis_requests import job_stored_entry
 from queues.diagnosis_store import (
     DIAGNOSIS_MAX_AGE,
     catalogue_estimates,
     cluster_diagnosis_refresh,
-    job_stored_diagnosis,
+    explain_context,
+    hypothetical_eta,
     stored_suggestions,
 )
 from queues.diagnosis_suggestions import MAX_SUGGESTIONS, MAX_VARIANTS, SUGGESTION_BUDGET_SECONDS, suggestions_for
@@ -132,6 +134,8 @@ class Diagnosis:
     suggestions: list[Suggestion] = field(default_factory=list)
     starts_next_tick: bool = False
     stale: str = ""  # kubernetes mode: the portal has lost sight of the cluster (see cluster_staleness)
+    #: The verdict and ETA are the last stored while the diagnosis of the cluster's latest change is on its way.
+    updating: bool = False
 
     @property
     def label(self) -> str:
@@ -193,7 +197,14 @@ def _stored_reason(job: Job) -> StoredReason:
 
 
 def _assemble(
-    job: Job, stored: StoredReason, verdict: Verdict, levels: Iterable[str], *, now: datetime, recompute: bool
+    job: Job,
+    stored: StoredReason,
+    verdict: Verdict,
+    levels: Iterable[str],
+    *,
+    now: datetime,
+    recompute: bool,
+    position: tuple[int, int] | None,
 ) -> Diagnosis:
     """The wait-reason box from the stored reason and the engine's verdict (ETA and suggestions added after)."""
     if is_simulated(job.cluster):
@@ -221,7 +232,7 @@ def _assemble(
         details=reason.details,
         since=reason.since or job.queued_at,
         source=source,
-        position=sel.queue_position(job),
+        position=position,
         starts_next_tick=verdict.admissible,
         stale="" if is_simulated(job.cluster) else cluster_staleness(job.cluster),
     )
@@ -275,20 +286,21 @@ def job_diagnosis(
 ) -> Diagnosis:
     """Why a job waits (code, sentence, since when), its place in the queue, its ETA and verified suggestions.
 
-    Reads the verdict and ETA stored at the cluster's current state version (computing them for the whole cluster
-    once after a change); ``recompute`` asks the engine afresh for this job alone (and re-derives the reason).
+    Reads the job's entry stored at the cluster's current state version (one indexed read; after a change, the last
+    stored one while its refresh is on its way: ``queues.diagnosis_requests``); ``recompute`` asks the engine afresh
+    for this job alone (and re-derives the reason).
     """
     now = now or timezone.now()
     if job.state != Job.State.PENDING:
         return Diagnosis(job=job, waiting=False)
     stored = _stored_reason(job)
-    cached = None if recompute else job_stored_diagnosis(job, now=now)
+    cached = None if recompute else job_stored_entry(job, now=now)
     if cached is None:
         return _fresh_job_diagnosis(job, stored, now=now, recompute=recompute, with_suggestions=with_suggestions)
     verdict = cached.verdict
-    levels = context_levels(cached.ctx) if cached.ctx is not None else _topology_levels()
-    diagnosis = _assemble(job, stored, verdict, levels, now=now, recompute=False)
+    diagnosis = _assemble(job, stored, verdict, _topology_levels(), now=now, recompute=False, position=cached.position)
     diagnosis.eta = cached.eta
+    diagnosis.updating = cached.stale
     if with_suggestions and not verdict.admissible and not verdict.preemption_targets:
         diagnosis.suggestions = stored_suggestions(job, cached, now=now)
     return diagnosis
@@ -297,13 +309,20 @@ def job_diagnosis(
 def _fresh_job_diagnosis(
     job: Job, stored: StoredReason, *, now: datetime, recompute: bool, with_suggestions: bool
 ) -> Diagnosis:
-    """``job_diagnosis`` from a fresh engine for this job alone (what every poll did before the stored results)."""
-    ctx = engine_context(job.cluster, now=now)
+    """``job_diagnosis`` from the engine for this job alone (``explain_context``: the whole state of a small
+    cluster, the quota holders of a large one, whose ETAs are extended from the last refresh's window)."""
+    ctx = explain_context(job.cluster, now=now)
     key = workload_key(job)
     target = key if key in ctx.inp.jobs_by_key else context_workload(ctx, job)
     verdict = context_explain(ctx, target)
-    diagnosis = _assemble(job, stored, verdict, context_levels(ctx), now=now, recompute=recompute)
-    diagnosis.eta = context_eta(ctx, target, team=job.team, verdict=verdict)
+    diagnosis = _assemble(
+        job, stored, verdict, context_levels(ctx), now=now, recompute=recompute, position=sel.queue_position(job)
+    )
+    if ctx.whole:
+        diagnosis.eta = context_eta(ctx, target, team=job.team, verdict=verdict)
+    else:
+        workload = target if not isinstance(target, str) else context_workload(ctx, job)
+        diagnosis.eta = hypothetical_eta(ctx, workload, team=job.team, verdict=verdict)
     if with_suggestions and not verdict.admissible and not verdict.preemption_targets:
         diagnosis.suggestions = suggestions_for(ctx, job, team=job.team, exclude_key=key)
     return diagnosis
@@ -338,11 +357,11 @@ def spec_feasibility(
             message=f"Team {team.slug} has no quota in any cluster: ask an admin to set one up.",
         )
         return Feasibility(verdict=verdict, eta=Eta(method="No estimate: the team has no queue."))
-    ctx = engine_context(cluster, now=now)
+    ctx = explain_context(cluster, now=now)
     job = job_from_spec(owner=owner, team=team, spec=spec, cluster=cluster, now=now)
     workload = context_workload(ctx, job)
     verdict = context_explain(ctx, workload)
-    eta = context_eta(ctx, workload, team=team, verdict=verdict)
+    eta = hypothetical_eta(ctx, workload, team=team, verdict=verdict)
     suggestions = (
         [] if verdict.admissible or not with_suggestions else suggestions_for(ctx, job, team=team, exclude_key=None)
     )
@@ -392,7 +411,7 @@ def catalogue_wait_estimates(
         out = {}
         for key in missing:
             workload = context_workload(ctx, jobs[key])
-            out[key] = context_eta(ctx, workload, team=team, verdict=context_explain(ctx, workload))
+            out[key] = hypothetical_eta(ctx, workload, team=team, verdict=context_explain(ctx, workload))
         return out
 
     etas = catalogue_estimates(cluster, keys, compute, now=now)

@@ -7,7 +7,7 @@ Shared by ``queues.diagnosis`` (the services), ``queues.diagnosis_store`` (what 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -52,6 +52,8 @@ class Eta:
     spread_floor: float = 0.0
     #: … and at least this share of the wait still ahead (see ``p90_after``).
     spread_share: float = 0.0
+    #: The p50 is extended from a bounded replay, not found by it (``queues.diagnosis_pages``).
+    extended: bool = False
 
     @property
     def known(self) -> bool:
@@ -119,7 +121,10 @@ class EngineContext:
     declared: dict[int, set[str]] = field(default_factory=dict)  # team id → resources its queue declares
     waits: dict[int, list[float]] = field(default_factory=dict)  # team id → recent waits in its queue
     wait_spreads: dict[int, float] = field(default_factory=dict)  # team id → p90 − p50 of those waits
-    spread_terms: dict[int, tuple[float, float, int, str]] = field(default_factory=dict)  # team id → ``_spread_terms``
+    #: team id → ``eta_spread_terms``
+    spread_terms: dict[int, tuple[float, float, int, str]] = field(default_factory=dict)
+    #: Every pending job is in ``state`` (else only what explanations read: ``diagnosis_store.explain_context``).
+    whole: bool = True
 
     def without(self, key: str) -> m.ClusterState:
         """The state with one workload removed (to explain a modified copy of it)."""
@@ -169,7 +174,7 @@ def expected_end(job: Job, *, now: datetime, cluster: Cluster, history: dict[int
     return now + remaining  # admitted: starts at the next tick
 
 
-def _class_history(classes: Sequence[int]) -> dict[int, float]:
+def class_runtime_history(classes: Iterable[int]) -> dict[int, float]:
     """Median recent runtime per class (kubernetes mode only)."""
     out = {}
     for class_id in classes:
@@ -190,7 +195,7 @@ def engine_context(cluster: Cluster, *, now: datetime) -> EngineContext:
     """Build the engine state of ``cluster`` once; every explain / estimate of a request reuses it."""
     inp = cluster_engine_input(cluster=cluster)
     simulated = is_simulated(cluster)
-    history = {} if simulated else _class_history({j.resource_class_id for j in inp.jobs_by_key.values()})
+    history = {} if simulated else class_runtime_history({j.resource_class_id for j in inp.jobs_by_key.values()})
     default = settings.SIMULATED_DEFAULT_RUNTIME_SECONDS
     end_times: dict[str, float] = {}
     workloads = []
@@ -311,7 +316,7 @@ def _queue_waits(ctx: EngineContext, team: Team) -> tuple[list[float], float]:
     return ctx.waits[team.pk], ctx.wait_spreads[team.pk]
 
 
-def _spread_terms(ctx: EngineContext, team: Team) -> tuple[float, float, int, str]:
+def eta_spread_terms(ctx: EngineContext, team: Team) -> tuple[float, float, int, str]:
     """The p90's floor and share, the samples and the method text of the team's ETAs (once per team and context)."""
     terms = ctx.spread_terms.get(team.pk)
     if terms is not None:
@@ -341,7 +346,7 @@ def eta_at(ctx: EngineContext, at: float | None, *, team: Team) -> Eta:
             )
         )
     p50 = max(datetime.fromtimestamp(at, tz=ctx.now.tzinfo), ctx.now)
-    floor, share, samples, method = _spread_terms(ctx, team)
+    floor, share, samples, method = eta_spread_terms(ctx, team)
     return Eta(
         p50=p50,
         p90=p90_after(p50, floor=floor, share=share, now=ctx.now),

@@ -1,16 +1,18 @@
 """Diagnoses stored per engine state version: computed once per change of a cluster, read by every poll.
 
-* ``cluster_diagnosis_refresh``: the verdict (would it start now, else the primary reason) of every pending job
-  of a cluster and all their ETAs (p50 and p90), from one engine: one explanation per queue and shape, and ONE
-  forward replay (``engine.diagnose_many``). Stored as ``JobDiagnosis`` rows under the cluster's state version
-  (``pools.state_version``, on ``ClusterDiagnosis``), read *before* the engine input so that a result is never
-  stored under a version newer than its data. What a row stores does not move with the clock (the p50 as a
-  time, the p90 as its spread), so a change rewrites only the rows whose verdict or ETA changed.
-* ``job_stored_diagnosis``: the row of one job at the current version, refreshing the cluster's rows first when
-  the version moved (or the refresh is older than ``DIAGNOSIS_MAX_AGE``): between changes a poll costs two
-  indexed reads and no engine run.
+* ``cluster_diagnosis_refresh``: the verdict (would it start now, else the primary reason), the ETA (p50 and p90)
+  and the place in its queue of every pending job of a cluster, from the engine input kept in this process and
+  brought up to date by the change (``queues.diagnosis_input``), one bounded replay that is skipped when the change
+  cannot touch it (``queues.diagnosis_window``), stored as pages (``queues.diagnosis_pages``, ``DiagnosisPage``)
+  under the cluster's state version (``pools.state_version``, on ``ClusterDiagnosis``), read *before* the engine
+  input so that a result is never stored under a version newer than its data. Only pages whose content changed
+  are written.
+* ``stored_job_diagnosis``: one job's entry at the current version, or the last stored one (``stale``): one
+  indexed read, whatever the length of the queue. Asking for a refresh when the version moved is
+  ``queues.diagnosis_requests``'s (it sends the task).
 * ``stored_suggestions``: the job page's suggestions, computed on its first view after a change (bounded, see
-  ``queues.diagnosis_suggestions``) and kept on the row with their version.
+  ``queues.diagnosis_suggestions``) from the engine state the last refresh of this process replayed, or, in a
+  process that has none, from the quota holders alone (what an explanation reads), and stored with their version.
 * ``catalogue_estimates``: the catalogue cards' typical-job ETAs, cached per (team, class, count, priority).
 
 ``DIAGNOSIS_MAX_AGE`` bounds what a missed change could leave stale, and refreshes the ETAs of kubernetes-mode
@@ -19,66 +21,77 @@ clusters whose overdue jobs are assumed to end "within a minute from now".
 
 from __future__ import annotations
 
-import functools
-import hashlib
+import dataclasses
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import connection, models, transaction
+from django.conf import settings
+from django.db import connection, transaction
 from django.utils import timezone
 
 from pools.models import Cluster
-from pools.state_version import state_version
-from queues import engine
+from pools.state_version import state_changes_prune, state_version, state_versions
 from queues.diagnosis_context import (
-    ETA_HORIZON,
     EngineContext,
     Eta,
     Suggestion,
     Verdict,
-    context_levels,
+    class_runtime_history,
+    context_eta,
     engine_context,
-    eta_at,
     eta_without_replay,
-    flavor_labels,
-    verdict_of,
+    expected_end,
+    expected_runtime,
+    is_simulated,
 )
+from queues.diagnosis_input import KeptInput, engine_input_of, input_timing, kept_input
+from queues.diagnosis_pages import PageEntry, build_pages, extended_eta, page_digest, page_entry, page_of
 from queues.diagnosis_suggestions import suggestions_for
+from queues.diagnosis_window import Window, diagnosis_window, replay_admissions
+from queues.engine import model as m
 from queues.engine.gc_pacing import paused_collections
-from queues.engine_input import ts, workload_key
+from queues.engine_input import (
+    HOLDING_STATES,
+    EngineInput,
+    cluster_engine_input,
+    engine_job_workloads,
+    ts,
+    workload_key,
+)
 from queues.engine_jobs import PerCluster
-from queues.models import CatalogueEstimate, ClusterDiagnosis, Job, JobDiagnosis
+from queues.models import (
+    CatalogueEstimate,
+    ClusterDiagnosis,
+    DiagnosisPage,
+    Job,
+    JobSuggestions,
+    Team,
+    TeamQuota,
+)
 
 #: Stored diagnoses older than this are recomputed even when no change was counted.
 DIAGNOSIS_MAX_AGE = timedelta(minutes=10)
-#: The stored verdict and ETA, in the order of ``_content``: nothing that moves with the time of the refresh.
-_CONTENT_FIELDS = (
-    "admissible",
-    "preempting",
-    "code",
-    "message",
-    "kueue_message",
-    "details",
-    "eta_starts_now",
-    "eta_p50",
-    "eta_spread_floor",
-    "eta_spread_share",
-    "eta_method",
-    "eta_samples",
-)
-#: Rows per statement when the refresh writes or deletes rows.
-STORE_BATCH = 500
-#: Per cluster (the last ones refreshed in this process): job id → (its row's content, the digest).
-_DIGESTS: PerCluster[dict[int, tuple[tuple, str]]] = PerCluster()
+#: Pages per statement when the refresh writes or deletes them.
+STORE_BATCH = 100
+#: The journal of state versions keeps this long (``pools.state_version``).
+JOURNAL_KEEP = timedelta(hours=1)
+#: Jobs given per queue to an explaining context: its first in the engine's order, the one behind it, and ties.
+HEAD_TIES = 8
+
+#: Per cluster, the last window this process replayed (the next refresh may keep it, suggestions read its state).
+_WINDOWS: PerCluster[Window] = PerCluster()
+#: When this process last pruned the journal.
+_PRUNED = [0.0]
 
 
 @dataclass
 class RefreshResult:
     """What one refresh computed: the version, how many pending jobs, its cost, and the context it built.
 
-    ``compute_seconds`` (CPU) includes ``input_seconds``, the engine input and its context.
+    ``compute_seconds`` (CPU) includes ``input_seconds``, the engine input and its timing; ``written`` counts the
+    pages written (rewritten or new), ``pages`` all of them.
     """
 
     version: int
@@ -86,242 +99,275 @@ class RefreshResult:
     compute_seconds: float
     store_seconds: float
     ctx: EngineContext | None = field(default=None, repr=False)
-    written: int = 0  # rows whose verdict or ETA changed (or new), written out
+    written: int = 0
+    pages: int = 0
     input_seconds: float = 0.0
+    replays: int = 0
+    window_kept: bool = False
+    read_everything: bool = False
 
 
 @paused_collections()  # tens of thousands of objects held to the end: no collection rescans them meanwhile
-def cluster_diagnosis_refresh(
-    cluster: Cluster, *, now: datetime | None = None, version: int | None = None
-) -> RefreshResult:
-    """Verdicts and ETAs of every pending job of ``cluster`` (one engine, one replay), stored with the version."""
+def cluster_diagnosis_refresh(cluster: Cluster, *, now: datetime | None = None) -> RefreshResult:
+    """Verdicts, ETAs and places of every pending job of ``cluster``, stored with the state version."""
     now = now or timezone.now()
-    version = state_version(cluster) if version is None else version  # before the state is read
+    versions = state_versions(cluster)  # before the state is read
     began = time.process_time()
-    ctx = engine_context(cluster, now=now)
-    pending = sorted(key for key, job in ctx.inp.jobs_by_key.items() if job.state == Job.State.PENDING)
+    kept, change = kept_input(cluster, versions=versions, now=now)
+    timing = input_timing(kept, cluster, now=now)
     built = time.process_time()
-    found = engine.diagnose_many(
-        ctx.state,
-        pending,
-        ts(now),
-        ctx.end_times,
-        horizon=ts(now + ETA_HORIZON),
-        default_runtime=ctx.default_runtime,
-    )
-    labels, levels = flavor_labels(ctx), context_levels(ctx)
-    verdicts = {key: verdict_of(found.explanations[key], labels, levels) for key in pending}
-    etas: dict[str, Eta] = {}
-    for key in pending:
-        early = eta_without_replay(verdicts[key], now=now)
-        if early is not None:
-            etas[key] = early
-        else:
-            etas[key] = eta_at(ctx, found.admitted_at[key], team=ctx.inp.jobs_by_key[key].team)
+    previous = _WINDOWS.take(cluster.pk, None)  # type: ignore[arg-type]
+    window = diagnosis_window(kept, cluster, timing, now=now, previous=previous, change=change)
+    _WINDOWS.put(cluster.pk, window)
+    ctx = _window_context(kept, window, cluster, timing=timing, now=now)
+    pages = build_pages(kept, window, ctx)
     compute = time.process_time() - began
     started = time.process_time()
-    written = _store(cluster, ctx, pending, verdicts, etas, version=version, now=now, compute=compute)
+    pending = sum(len(q) for q in kept.queues.values())
+    written = _store(
+        cluster, pages, window=window, kept=kept, version=versions.total, now=now, compute=compute, jobs=pending
+    )
+    _prune_journal(now)
     return RefreshResult(
-        version=version,
-        jobs=len(pending),
+        version=versions.total,
+        jobs=pending,
         compute_seconds=compute,
         store_seconds=time.process_time() - started,
         ctx=ctx,
         written=written,
+        pages=len(pages),
         input_seconds=built - began,
+        replays=0 if window.kept else window.replays,
+        window_kept=window.kept,
+        read_everything=change is None,
     )
+
+
+def _window_context(kept: KeptInput, window: Window, cluster: Cluster, *, timing, now: datetime) -> EngineContext:  # type: ignore[no-untyped-def]
+    """The engine context of the window's state (quota holders and the pending jobs it was given) at ``now``."""
+    assert window.state is not None
+    inp = engine_input_of(kept, window.state)
+    return EngineContext(
+        cluster=cluster,
+        now=now,
+        inp=inp,
+        state=inp.state,
+        end_times=timing.end_times,
+        default_runtime=timing.default_runtime,
+        runtimes=timing.history,
+    )
+
+
+def _prune_journal(now: datetime) -> None:
+    """Forget journal steps older than ``JOURNAL_KEEP`` (at most once a minute per process)."""
+    if time.monotonic() - _PRUNED[0] < 60:
+        return
+    _PRUNED[0] = time.monotonic()
+    state_changes_prune(before=now - JOURNAL_KEEP)
 
 
 def _store(
     cluster: Cluster,
-    ctx: EngineContext,
-    pending: list[str],
-    verdicts: dict[str, Verdict],
-    etas: dict[str, Eta],
+    pages: dict[int, str],
     *,
+    window: Window,
+    kept: KeptInput,
     version: int,
     now: datetime,
     compute: float,
+    jobs: int,
 ) -> int:
-    """Write the refresh: only the rows whose verdict or ETA changed (by their digest) or that are new are written
-    (their number is returned), rows of jobs no longer pending go, and the cluster's row moves to ``version``.
-    """
-    fresh: dict[int, tuple[str, tuple]] = {}
-    # A content equal to the job's at the last refresh of this process has its digest: no repr and hash of every row.
-    previous = _DIGESTS.take(cluster.pk, {})
-    for key in pending:
-        content = _content(verdicts[key], etas[key])
-        pk = ctx.inp.jobs_by_key[key].pk
-        kept = previous.get(pk)
-        fresh[pk] = (kept[1] if kept is not None and kept[0] == content else _digest(content), content)
-    _DIGESTS.put(cluster.pk, {pk: (content, digest) for pk, (digest, content) in fresh.items()})
-    stored = dict(JobDiagnosis.objects.filter(job__cluster=cluster).values_list("job_id", "digest"))
-    gone = [pk for pk in stored if pk not in fresh]
-    changed = [
-        (pk, version, now, None, None, digest, *content)
-        for pk, (digest, content) in fresh.items()
-        if stored.get(pk) != digest
-    ]
+    """Write the pages whose content changed (by digest) and delete those left empty; move the cluster's row to
+    ``version`` unless a refresh of a later version got there first (then nothing is written). Returns the pages
+    written."""
+    digests = {number: page_digest(text) for number, text in pages.items()}
     with transaction.atomic():
-        for i in range(0, len(gone), STORE_BATCH):
-            JobDiagnosis.objects.filter(job_id__in=gone[i : i + STORE_BATCH]).delete()
-        for i in range(0, len(changed), STORE_BATCH):
-            _upsert(changed[i : i + STORE_BATCH])
-        ClusterDiagnosis.objects.update_or_create(
-            cluster=cluster,
-            defaults={"state_version": version, "computed_at": now, "jobs": len(fresh), "compute_seconds": compute},
+        row, _ = ClusterDiagnosis.objects.select_for_update().get_or_create(
+            cluster=cluster, defaults={"state_version": 0, "computed_at": now}
         )
+        if row.state_version > version:
+            return 0
+        stored = dict(DiagnosisPage.objects.filter(cluster=cluster).values_list("page", "digest"))
+        gone = [number for number in stored if number not in pages]
+        changed = [number for number in sorted(pages) if stored.get(number) != digests[number]]
+        for i in range(0, len(gone), STORE_BATCH):
+            DiagnosisPage.objects.filter(cluster=cluster, page__in=gone[i : i + STORE_BATCH]).delete()
+        for i in range(0, len(changed), STORE_BATCH):
+            _upsert(cluster, [(n, pages[n], digests[n]) for n in changed[i : i + STORE_BATCH]], version, now)
+        row.state_version = version
+        row.computed_at = now
+        row.jobs = jobs
+        row.compute_seconds = compute
+        row.window = _window_summary(kept, window)
+        fields = ["state_version", "computed_at", "jobs", "compute_seconds", "window"]
+        if row.requested_version <= version:  # what was asked for is done: the next view may ask again
+            row.requested_at = None
+            fields.append("requested_at")
+        row.save(update_fields=fields)
     return len(changed)
 
 
-def _digest(content: tuple) -> str:
-    """The digest of a row's content (``_content``): a changed digest rewrites the row."""
-    return hashlib.blake2b(repr(content).encode(), digest_size=16).hexdigest()
+def _window_summary(kept: KeptInput, window: Window) -> dict:
+    """What the catalogue's typical jobs are estimated from (``typical_eta``): the window's start and end, and per
+    queue its pending jobs and how many of them the window admitted."""
+    queues = {
+        f"{queue[0]}/{queue[1]}": [len(members), window.admitted_in_queue.get(queue, 0)]
+        for queue, members in kept.queues.items()
+    }
+    return {
+        "start": window.start,
+        "origin": window.origin,
+        "end": window.window_end,
+        "granted": window.granted,
+        "queues": queues,
+    }
 
 
-def _content(verdict: Verdict, eta: Eta) -> tuple:
-    """What a row stores of a verdict and an ETA, in ``_CONTENT_FIELDS`` order (its digest decides a rewrite).
-
-    Nothing here depends on when the refresh ran: "starts now" keeps no time, an estimate its p50 (a time the
-    replay found) and the p90's spread, which ``Eta.seen_at`` turns into a p90 when the row is read.
-    """
-    return (
-        verdict.admissible,
-        bool(verdict.preemption_targets),
-        verdict.code,
-        verdict.message,
-        verdict.kueue_message,
-        verdict.details,
-        eta.starts_now,
-        None if eta.starts_now else eta.p50,
-        eta.spread_floor,
-        eta.spread_share,
-        eta.method,
-        eta.samples,
-    )
-
-
-#: The columns ``_upsert`` writes, in the order of its rows.
-_UPSERT_FIELDS = (
-    "job",
-    "state_version",
-    "computed_at",
-    "suggestions",
-    "suggestions_version",
-    "digest",
-    *_CONTENT_FIELDS,
-)
-
-
-def _upsert(rows: list[tuple]) -> None:
-    """Insert or overwrite ``JobDiagnosis`` rows (values in ``_UPSERT_FIELDS`` order) in one ``executemany``.
-
-    ``bulk_create(update_conflicts=True)`` spends about 0.1 ms of Python per row building the statement (1 s at
-    10,000 rows); here each value goes through the backend's own adapter for its column (datetimes, JSON) and one
-    ``INSERT … ON CONFLICT (job_id) DO UPDATE`` statement is sent for the batch (SQLite and PostgreSQL both).
-    """
-    if not rows:
-        return
+def _upsert(cluster: Cluster, pages: list[tuple[int, str, str]], version: int, now: datetime) -> None:
+    """Insert or overwrite pages (number, JSON text, digest) in one ``INSERT … ON CONFLICT`` ``executemany``."""
     ops = connection.ops
-    fields = [JobDiagnosis._meta.get_field(name) for name in _UPSERT_FIELDS]
-    adapters = []
-    for f in fields:
-        if isinstance(f, models.DateTimeField):
-            adapters.append(ops.adapt_datetimefield_value)
-        elif isinstance(f, models.JSONField):
-            adapters.append(functools.partial(_adapt_json, encoder=f.encoder))
-        else:
-            adapters.append(None)
-    params = [
-        [v if adapt is None or v is None else adapt(v) for v, adapt in zip(row, adapters, strict=True)] for row in rows
-    ]
-    columns = [ops.quote_name(f.column) for f in fields]
+    table = ops.quote_name(DiagnosisPage._meta.db_table)
+    at = ops.adapt_datetimefield_value(now)
     sql = (
-        f"INSERT INTO {ops.quote_name(JobDiagnosis._meta.db_table)} ({', '.join(columns)}) "
-        f"VALUES ({', '.join(['%s'] * len(columns))}) "
-        f"ON CONFLICT ({columns[0]}) DO UPDATE SET {', '.join(f'{c} = EXCLUDED.{c}' for c in columns[1:])}"
+        f"INSERT INTO {table} (cluster_id, page, state_version, computed_at, digest, data) "
+        "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (cluster_id, page) DO UPDATE SET "
+        "state_version = EXCLUDED.state_version, computed_at = EXCLUDED.computed_at, digest = EXCLUDED.digest, "
+        "data = EXCLUDED.data"
     )
     with connection.cursor() as cursor:
-        cursor.executemany(sql, params)
+        cursor.executemany(sql, [(cluster.pk, n, version, at, digest, text) for n, text, digest in pages])
 
 
-def _adapt_json(value: object, *, encoder) -> object:  # type: ignore[no-untyped-def]
-    return connection.ops.adapt_json_value(value, encoder)
+# --------------------------------------------------------------------------- reads
 
 
 @dataclass
 class StoredJobDiagnosis:
-    """One job's stored row at the current version, read at ``now``, and the engine context when this call had to
-    build one."""
+    """One job's stored entry, read at ``now``: at the cluster's current ``version``, or (``stale``) the last one
+    stored while a refresh is on its way."""
 
-    row: JobDiagnosis
+    entry: PageEntry
     version: int
     now: datetime
-    ctx: EngineContext | None = None
+    stale: bool = False
 
     @property
-    def verdict(self) -> Verdict:
+    def verdict(self):  # type: ignore[no-untyped-def]
         """The stored verdict (without the assignment's flavors and nodes, which the job page does not show)."""
-        row = self.row
-        return Verdict(
-            admissible=row.admissible,
-            code=row.code,
-            message=row.message,
-            kueue_message=row.kueue_message,
-            details=dict(row.details or {}),
-            preemption_targets=list((row.details or {}).get("victims", [])) if row.preempting else [],
-        )
+        return self.entry.verdict
 
     @property
     def eta(self) -> Eta:
-        """The stored ETA as shown at ``now`` (its p90 derived from the stored spread)."""
-        row = self.row
-        return Eta(
-            starts_now=row.eta_starts_now,
-            p50=row.eta_p50,
-            method=row.eta_method,
-            samples=row.eta_samples,
-            spread_floor=row.eta_spread_floor,
-            spread_share=row.eta_spread_share,
-        ).seen_at(self.now)
+        """The stored ETA as shown at ``now``."""
+        return self.entry.eta
+
+    @property
+    def position(self) -> tuple[int, int]:
+        """(place, length) of the job's queue at the stored version."""
+        return self.entry.position
 
 
-def _current_row(job: Job, *, version: int, now: datetime) -> JobDiagnosis | None:
-    """The job's row when its cluster's stored diagnoses are at ``version`` and young enough (one query)."""
-    return JobDiagnosis.objects.filter(
-        job=job,
-        job__cluster__diagnosis__state_version=version,
-        job__cluster__diagnosis__computed_at__gt=now - DIAGNOSIS_MAX_AGE,
-    ).first()
+def _page_text(job: Job, *, version: int | None, now: datetime) -> tuple[str, dict] | None:
+    """The JSON of the job's page and the cluster's window summary: at ``version`` (and young enough), or (None) the
+    last stored (one query)."""
+    pages = DiagnosisPage.objects.filter(cluster_id=job.cluster_id, page=page_of(job.pk))
+    if version is not None:
+        pages = pages.filter(
+            cluster__diagnosis__state_version=version, cluster__diagnosis__computed_at__gt=now - DIAGNOSIS_MAX_AGE
+        )
+    return pages.values_list("data", "cluster__diagnosis__window").first()
 
 
-def job_stored_diagnosis(job: Job, *, now: datetime) -> StoredJobDiagnosis | None:
-    """The pending job's verdict and ETA at the cluster's current state version (refreshing the cluster if needed).
+def stored_job_diagnosis(job: Job, *, version: int, now: datetime, stale: bool = False) -> StoredJobDiagnosis | None:
+    """The pending job's entry at ``version`` (``stale``: the last stored, whatever its version); None when there is
+    none (not diagnosed yet, or not among the cluster's pending workloads)."""
+    found = _page_text(job, version=None if stale else version, now=now)
+    if found is None:
+        return None
+    text, window = found
+    queue = f"{job.team.namespace}/{job.team.local_queue_name}"
+    length = ((window or {}).get("queues", {}).get(queue) or [0])[0]
+    entry = page_entry(text, job.pk, length=length, now=now)
+    if entry is None:
+        return None
+    return StoredJobDiagnosis(entry=entry, version=version, now=now, stale=stale)
 
-    None when the job is not among the cluster's pending workloads even after a refresh.
+
+def explain_context(cluster: Cluster, *, now: datetime) -> EngineContext:
+    """An engine context to explain a job that is not in the state as it is (a modified copy, a submission) and to
+    estimate its ETA.
+
+    With at most ``DIAGNOSIS_REPLAY_ADMISSIONS`` pending jobs (as the last refresh counted) it is the whole state
+    (``engine_context``), and ETAs are replayed as for a stored job. With more, it holds the configuration, the
+    nodes, the quota holders and each queue's first pending job: what an explanation reads of the other jobs is only
+    that (a StrictFIFO queue's head decides for those behind it; ``queues.engine.reasons``), so the verdicts are
+    those of the whole state, read without the queue; ETAs are then extended from the last refresh's window
+    (``hypothetical_eta``).
     """
-    version = state_version(job.cluster_id)
-    row = _current_row(job, version=version, now=now)
-    if row is not None:
-        return StoredJobDiagnosis(row=row, version=version, now=now)
-    result = cluster_diagnosis_refresh(job.cluster, now=now, version=version)
-    row = _current_row(job, version=version, now=now)
-    return StoredJobDiagnosis(row=row, version=version, now=now, ctx=result.ctx) if row is not None else None
+    pending = ClusterDiagnosis.objects.filter(cluster=cluster).values_list("jobs", flat=True).first()
+    if pending is None or pending <= replay_admissions():
+        return engine_context(cluster, now=now)
+    base = cluster_engine_input(cluster=cluster, jobs=[])
+    holders = list(Job.objects.filter(cluster=cluster, state__in=HOLDING_STATES).values_list("pk", flat=True))
+    heads = []
+    for team_id in {q.team_id for q in TeamQuota.objects.filter(cluster=cluster)}:
+        first = (
+            Job.objects.filter(cluster=cluster, team_id=team_id, state=Job.State.PENDING)
+            .order_by("-priority", "queued_at", "pk")
+            .values_list("pk", "priority", "queued_at")[:HEAD_TIES]
+        )
+        heads.extend(pk for pk, _, _ in first)  # the head, the one behind it (a copy of the head is explained
+        # without the head), and ties on priority and queue time (the engine breaks those by key)
+    jobs_by_key: dict[str, Job] = {}
+    workloads = []
+    end_times: dict[str, float] = {}
+    built = engine_job_workloads(cluster, [*holders, *heads])
+    history = {} if is_simulated(cluster) else class_runtime_history({job.resource_class_id for job, _ in built})
+    for job, wl in built:
+        runtime = expected_runtime(job, cluster=cluster, history=history) - job.run_seconds_banked
+        workloads.append(dataclasses.replace(wl, runtime=max(float(runtime), 1.0)))
+        jobs_by_key[wl.key] = job
+        if wl.admission is not None:
+            end_times[wl.key] = ts(expected_end(job, now=now, cluster=cluster, history=history))
+    state = dataclasses.replace(base.state, workloads=tuple(workloads))
+    return EngineContext(
+        cluster=cluster,
+        now=now,
+        inp=EngineInput(state=state, jobs_by_key=jobs_by_key, nodes_by_name=base.nodes_by_name),
+        state=state,
+        end_times=end_times,
+        default_runtime=float(settings.SIMULATED_DEFAULT_RUNTIME_SECONDS),
+        runtimes=history,
+        whole=False,
+    )
+
+
+def hypothetical_eta(ctx: EngineContext, workload: m.Workload, *, team: Team, verdict: Verdict) -> Eta:
+    """The ETA of a job not in the state as it is: replayed on a whole state (``context_eta``); on an explaining
+    one (``explain_context``), extended from the last refresh's window as for a job at the back of its queue."""
+    early = eta_without_replay(verdict, now=ctx.now)
+    if early is not None or ctx.whole:
+        return early or context_eta(ctx, workload, team=team, verdict=verdict)
+    summary = ClusterDiagnosis.objects.filter(cluster=ctx.cluster).values_list("window", flat=True).first() or {}
+    return extended_eta(ctx, summary, queue=f"{workload.namespace}/{workload.queue_name}", team=team)
 
 
 def stored_suggestions(job: Job, stored: StoredJobDiagnosis, *, now: datetime) -> list[Suggestion]:
     """The job's verified suggestions at the stored version: computed on the first call after a change, then read."""
-    row = stored.row
-    if row.suggestions is not None and row.suggestions_version == stored.version:
+    row = JobSuggestions.objects.filter(job_id=job.pk, state_version=stored.version).first()
+    if row is not None:
         return [Suggestion(**s) for s in row.suggestions]
-    ctx = stored.ctx or engine_context(job.cluster, now=now)
+    ctx = explain_context(job.cluster, now=now)
     found = suggestions_for(ctx, job, team=job.team, exclude_key=workload_key(job))
-    row.suggestions = [
-        {"kind": s.kind, "title": s.title, "message": s.message, "changes": _plain(s.changes)} for s in found
-    ]
-    row.suggestions_version = stored.version
-    JobDiagnosis.objects.filter(job_id=row.job_id, digest=row.digest).update(
-        suggestions=row.suggestions, suggestions_version=stored.version
+    JobSuggestions.objects.update_or_create(
+        job_id=job.pk,
+        defaults={
+            "state_version": stored.version,
+            "computed_at": now,
+            "suggestions": [
+                {"kind": s.kind, "title": s.title, "message": s.message, "changes": _plain(s.changes)} for s in found
+            ],
+        },
     )
     return found
 
@@ -342,6 +388,7 @@ def eta_json(eta: Eta) -> dict:
         "p90": eta.p90.isoformat() if eta.p90 else None,
         "method": eta.method,
         "samples": eta.samples,
+        "extended": eta.extended,
     }
 
 
@@ -353,13 +400,20 @@ def eta_from_json(data: dict) -> Eta:
         p90=datetime.fromisoformat(data["p90"]) if data.get("p90") else None,
         method=data.get("method", ""),
         samples=int(data.get("samples", 0)),
+        extended=bool(data.get("extended")),
     )
 
 
-def catalogue_estimates(cluster: Cluster, keys: Iterable[str], compute, *, now: datetime) -> dict[str, Eta]:
+def catalogue_estimates(
+    cluster: Cluster,
+    keys: Iterable[str],
+    compute: Callable[[EngineContext, list[str]], dict[str, Eta]],
+    *,
+    now: datetime,
+) -> dict[str, Eta]:
     """The stored ETA of each key at the current version; ``compute(ctx, missing_keys)`` makes the missing ones.
 
-    ``compute`` gets one engine context for all the missing keys and returns {key: Eta}.
+    ``compute`` gets one engine context for all the missing keys (``explain_context``) and returns {key: Eta}.
     """
     keys = list(keys)
     version = state_version(cluster)
@@ -370,7 +424,7 @@ def catalogue_estimates(cluster: Cluster, keys: Iterable[str], compute, *, now: 
     missing = [k for k in keys if k not in out]
     if not missing:
         return out
-    made = compute(engine_context(cluster, now=now), missing)
+    made = compute(explain_context(cluster, now=now), missing)
     CatalogueEstimate.objects.bulk_create(
         [
             CatalogueEstimate(cluster=cluster, key=k, state_version=version, computed_at=now, eta=eta_json(eta))

@@ -461,13 +461,18 @@ def _engine_workloads(
     priority_classes: dict[int, PriorityClass],
     declared: dict[int, set[str]],
     pc_names: dict[int, str],
+    job_ids: Iterable[int] | None = None,
 ) -> list[tuple[Job, m.Workload]]:
     """The cluster's pending and quota-holding jobs and their workloads (one query for the jobs, no joins): only the
     columns the engine reads, teams and priority classes shared from the given maps, each row built once while it
-    and its team, class and priority class stay the same (``queues.engine_jobs``)."""
-    raw = raw_rows(
-        Job.objects.filter(cluster=cluster, state__in=(Job.State.PENDING, *HOLDING_STATES)), ENGINE_JOB_FIELDS
-    )
+    and its team, class and priority class stay the same (``queues.engine_jobs``).
+
+    ``job_ids``: only those of these jobs (each built afresh; the kept rows of the cluster's last full read stay).
+    """
+    jobs = Job.objects.filter(cluster=cluster, state__in=(Job.State.PENDING, *HOLDING_STATES))
+    if job_ids is not None:
+        jobs = jobs.filter(pk__in=list(job_ids))
+    raw = raw_rows(jobs, ENGINE_JOB_FIELDS)
     team_at, class_at, pc_at = raw.index("team_id"), raw.index("resource_class_id"), raw.index("priority_class_id")
     facts = classes_facts({row[class_at] for row in raw.rows})
     by_priority = protection_by_priority(cluster)
@@ -506,7 +511,31 @@ def _engine_workloads(
             protection_by_priority=context[4],
         )
 
+    if job_ids is not None:
+        return [(job, build(job, context_of(row))) for row in raw.rows for job in [raw.make(row)]]
     return _ROWS.build_all(cluster.pk, raw, context_of, build, on_hit=share)
+
+
+def engine_job_workloads(cluster: Cluster, job_ids: Iterable[int]) -> list[tuple[Job, m.Workload]]:
+    """Those of ``job_ids`` that are pending or hold quota in ``cluster``, with their workloads as
+    ``cluster_engine_input`` builds them (a few queries: teams, priority classes, declared resources, the rows)."""
+    ids = list(job_ids)
+    if not ids:
+        return []
+    priority_classes = {p.pk: p for p in PriorityClass.objects.all()}
+    declared: dict[int, set[str]] = defaultdict(set)
+    for team_id, resource in QuotaLine.objects.filter(team_quota__cluster=cluster).values_list(
+        "team_quota__team_id", "resource_name"
+    ):
+        declared[team_id].add(resource)
+    return _engine_workloads(
+        cluster,
+        teams={t.pk: t for t in Team.objects.all()},
+        priority_classes=priority_classes,
+        declared=dict(declared),
+        pc_names={pk: p.name for pk, p in priority_classes.items()},
+        job_ids=ids,
+    )
 
 
 def protection_by_priority(cluster: Cluster) -> bool:

@@ -18,7 +18,7 @@ def _global(sender, **kwargs) -> None:  # type: ignore[no-untyped-def]
 def _job(sender, instance: Job, update_fields=None, **kwargs) -> None:  # type: ignore[no-untyped-def]
     if update_fields is not None and set(update_fields) <= JOB_BOOKKEEPING_FIELDS:
         return
-    bump(cluster_ids=[instance.cluster_id])
+    bump(cluster_ids=[instance.cluster_id], jobs=[instance.pk])
 
 
 def _team_quota(sender, instance: TeamQuota, **kwargs) -> None:  # type: ignore[no-untyped-def]

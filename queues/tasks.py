@@ -6,6 +6,8 @@ from celery import shared_task
 from django.db import OperationalError
 from django.utils import timezone
 
+from pools.models import Cluster
+from queues.diagnosis_store import cluster_diagnosis_refresh
 from queues.idle import idle_negotiations_scan
 from queues.policy.previews import policy_preview_run
 from queues.policy.previews import policy_previews_sweep as sweep
@@ -48,3 +50,12 @@ def wait_attribution_sync() -> None:
 def wait_study(study_id: int) -> None:
     """Replay a queued "what would have helped" study (a redelivered message finds it no longer queued)."""
     wait_study_run(study_id=study_id)
+
+
+@shared_task(name="queues.diagnosis_refresh", ignore_result=True)
+def diagnosis_refresh(cluster_id: int) -> None:
+    """Diagnose every pending job of a cluster at its current state version (asked for by a page that found the
+    stored diagnoses behind); idempotent: a second run at the same version writes nothing."""
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is not None:
+        cluster_diagnosis_refresh(cluster)

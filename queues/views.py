@@ -22,7 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 
 from kernel.errors import Conflict, ValidationFailed
-from kernel.htmx import STOP_POLLING, htmx_login_required, wants_fragment
+from kernel.htmx import STOP_POLLING, htmx_login_required, not_modified, validated, wants_fragment
 from kernel.labels import duration_words
 from kernel.safe_yaml import safe_dump_all
 from pools.models import Cluster
@@ -33,6 +33,7 @@ from queues import selectors as sel
 from queues.forms import JobFilterForm, JobSubmitForm, job_initial
 from queues.guarantees.selectors import team_guarantees
 from queues.models import Job, Team
+from queues.page_validators import job_live_tag
 from queues.pod_sets import job_pod_set_rows, pod_set_hours, session_access
 from queues.ports import ClusterUnreachable, cluster_port, job_cost_port
 from queues.preemptions import job_preemption_episodes
@@ -269,9 +270,17 @@ def _visible_job(request: HttpRequest, pk: int) -> Job:
 @htmx_login_required
 @vary_on_headers("HX-Request")
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    """The job page: live state, the wait-reason box (reason, since, position, ETA, suggestions), the timeline."""
-    job = _visible_job(request, pk)
+    """The job page: live state, the wait-reason box (reason, since, position, ETA, suggestions), the timeline.
+
+    Its poll (the fragment) is answered 304 while nothing it shows changed (``queues.page_validators``).
+    """
     now = timezone.now()
+    fragment = wants_fragment(request)
+    tag = job_live_tag(request.user, pk, now=now) if fragment else None
+    unchanged = not_modified(request, tag)
+    if unchanged is not None:
+        return unchanged
+    job = _visible_job(request, pk)
     context = _base_context(request)
     cost_port = job_cost_port()
     redactor = redactor_for(request.user, teams=context["teams"])  # other teams' jobs appear as their team only
@@ -297,11 +306,12 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         idle=idle.job_idle_notice(job, user=request.user),
         rendered_at=now,
     )
-    if wants_fragment(request):
+    if fragment:
         response = render(request, "queues/partials/job_live.html", context)
         if job.is_final:
             response.status_code = STOP_POLLING
-        return response
+            return response
+        return validated(response, tag)
     return render(request, "queues/job_detail.html", context)
 
 

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ('billing', '0007_unbacked_capacity'),
         ('pools', '0012_resource_class_kinds'),
-        ('queues', '0022_wait_attribution_and_usage_decay'),
+        ('queues', '0023_wait_attribution_and_usage_decay'),
     ]
 
     operations = [

@@ -54,7 +54,7 @@ from clusters.kube_sync.manifests import PORTAL_JOBS_SELECTOR
 from clusters.kube_sync.sync_inventory import SUSPECT_PREFIX, InventoryEvents
 from clusters.kube_sync.sync_objects import TOP_SYNC_KEY_OF_KIND, JobObjectEvents
 from clusters.models import KubeConfigObject, KubeJobState
-from kernel.db import update_rows
+from kernel.db import fresh_statistics, update_rows
 from pools.models import Cluster
 from queues import job_sync
 from queues import kueue_messages as km
@@ -371,6 +371,7 @@ class ClusterSync(InventoryEvents, JobObjectEvents):
                 with transaction.atomic():
                     self._lock_cluster()
                     touched |= self._apply(kind, [WatchEvent("ADDED", item) for item in page.items])[0]
+                fresh_statistics(KubeJobState)  # a relist loads the snapshots in bulk: plan the next pages for them
                 for item in page.items:
                     meta = item.get("metadata") or {}
                     seen.add((meta.get("namespace", ""), meta.get("name", "")))

@@ -404,3 +404,26 @@ class EngineStateVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.scope}: {self.version}"
+
+
+class EngineStateChange(models.Model):
+    """One step of a scope's ``EngineStateVersion`` and, when the step changed job rows only, which jobs.
+
+    Written in the same transaction as the step (``pools.state_version``), so a reader that has read a version sees
+    every step up to it. ``job_ids`` null: anything the engine reads may have changed (a quota, a node, a bulk
+    write). The diagnosis keeps its engine input between refreshes and re-reads only the jobs listed here
+    (``queues.diagnosis_input``); steps older than an hour are pruned, and a reader that finds a step missing reads
+    everything again.
+    """
+
+    scope = models.CharField(max_length=40, help_text='"global" or "cluster:<id>", as on EngineStateVersion.')
+    version = models.PositiveBigIntegerField(help_text="The scope's version after this step.")
+    job_ids = models.JSONField(null=True, blank=True, help_text="Jobs whose rows this step changed (null: unknown).")
+    at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["scope", "version"], name="enginestatechange_step_once")]
+        indexes = [models.Index(fields=["at"], name="enginestatechange_at")]
+
+    def __str__(self) -> str:
+        return f"{self.scope} → {self.version}"

@@ -16,8 +16,10 @@ from .api import (
     Diagnoses,
     SettleResult,
     WhatIf,
+    WindowDiagnoses,
     apply_cycle,
     diagnose_many,
+    diagnose_window,
     estimate_admission,
     estimate_admissions,
     explain,
@@ -25,6 +27,7 @@ from .api import (
     needs_replay,
     schedule,
     settle,
+    verdict_sharing_queues,
     weighted_shares,
 )
 from .decisions import (
@@ -116,10 +119,12 @@ __all__ = [
     "UsageDecay",
     "WaitReason",
     "WhatIf",
+    "WindowDiagnoses",
     "Workload",
     "WorkloadPriorityClass",
     "apply_cycle",
     "diagnose_many",
+    "diagnose_window",
     "estimate_admission",
     "estimate_admissions",
     "explain",
@@ -131,5 +136,6 @@ __all__ = [
     "parse_quantity",
     "schedule",
     "settle",
+    "verdict_sharing_queues",
     "weighted_shares",
 ]

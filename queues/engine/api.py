@@ -9,8 +9,9 @@ from dataclasses import dataclass, replace
 from .decisions import CycleResult, Explanation, QueueStopEviction, WaitReason
 from .gc_pacing import fewer_collections, paused_collections
 from .model import Admission, ClusterState, Eviction, PodSetAdmission, Workload
-from .reasons import explain_all, explain_wl
-from .records import WorkloadInfo
+from .quota import QuotaTree
+from .reasons import explain_all, explain_wl, shares_verdicts
+from .records import ClusterQueueInfo, WorkloadInfo
 from .scheduler import PENDING, RESERVED, CycleOutcome, Engine
 from .simulation import Replay
 from .wait_codes import never_fits
@@ -296,3 +297,66 @@ def diagnose_many(
     replay = Replay(engine, start=now, end_times=end_times, default_runtime=default_runtime)
     found = replay.run_until_all_admitted(waiting, horizon)
     return Diagnoses(explanations=explanations, admitted_at={key: found.get(key) for key in waiting})
+
+
+def verdict_sharing_queues(state: ClusterState) -> frozenset[str]:
+    """The ClusterQueues of ``state`` whose queued pending workloads are explained alike by shape: what explains
+    one of them explains every other of the same shape (``explain_many`` shares it), whatever else is queued."""
+    tree = QuotaTree(state.cluster_queues, state.cohorts)
+    return frozenset(
+        spec.name
+        for spec in state.cluster_queues
+        if spec.name in tree.cqs and shares_verdicts(ClusterQueueInfo(spec, tree.cqs[spec.name]))
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class WindowDiagnoses:
+    """``diagnose_window``'s answer.
+
+    ``admitted_at``: when each watched workload first held quota at the end of an instant of the replay (missing:
+    not within the replay); ``held_at``: the same for every workload the replay granted quota to, watched or not.
+    ``window_end``: the last instant replayed when the replay stopped at its ``max_admissions``-th grant of quota with
+    workloads still waiting (None: it ran until every watched workload held quota, or past the horizon, or out of
+    events); ``granted``: the grants it made.
+    """
+
+    explanations: Mapping[str, Explanation]
+    admitted_at: Mapping[str, float]
+    window_end: float | None
+    granted: int
+    held_at: Mapping[str, float]
+
+
+@paused_collections()  # one bounded computation: see gc_pacing
+def diagnose_window(
+    state: ClusterState,
+    keys: Iterable[str],
+    now: float,
+    end_times: Mapping[str, float],
+    *,
+    horizon: float | None = None,
+    default_runtime: float | None = None,
+    max_admissions: int | None = None,
+    represented_by: Mapping[str, str] | None = None,
+) -> WindowDiagnoses:
+    """``diagnose_many`` of ``keys`` with the replay bounded by ``max_admissions`` grants of quota, watching more.
+
+    ``represented_by`` maps more pending workloads of ``state`` to a key of ``keys`` whose explanation each shares
+    (the caller's promise: the same ClusterQueue, one of ``verdict_sharing_queues``, and the same shape): they are not
+    explained again, and the replay watches each whose representative waits for room. The replay's instants up to
+    where it stops are the unbounded replay's, so every time found equals ``diagnose_many``'s.
+    """
+    engine, targets = _engine_for(state, keys, now)
+    explanations = explain_all(engine, targets)
+    waiting = [wl.key for wl in targets if needs_replay(explanations[wl.key])]
+    for key, representative in (represented_by or {}).items():
+        if key not in engine.workloads:
+            raise KeyError(f"workload {key} is not in the state")
+        if needs_replay(explanations[representative]):
+            waiting.append(key)
+    replay = Replay(engine, start=now, end_times=end_times, default_runtime=default_runtime)
+    found, window_end, held = replay.run_window(waiting, horizon, max_admissions)
+    return WindowDiagnoses(
+        explanations=explanations, admitted_at=found, window_end=window_end, granted=len(held), held_at=held
+    )

@@ -116,7 +116,7 @@ def explain_all(engine: Engine, workloads: list[WorkloadInfo]) -> dict[str, Expl
     """Explain many workloads of one unchanged engine with one shared index (same answers as one by one).
 
     Pending workloads of the same shape in the same ClusterQueue get the same answer but for their key when
-    nothing about them alone can matter (``_shared_verdict_key``): one of them is explained, the others share it.
+    nothing about them alone can matter (``shared_verdict_key``): one of them is explained, the others share it.
     """
     index = reason_index(engine)
     preemptors: set[str] = set()
@@ -125,7 +125,7 @@ def explain_all(engine: Engine, workloads: list[WorkloadInfo]) -> dict[str, Expl
     shared: dict[tuple, Explanation] = {}
     out: dict[str, Explanation] = {}
     for wl in workloads:
-        group = _shared_verdict_key(engine, wl, index, preemptors)
+        group = shared_verdict_key(engine, wl, index, preemptors)
         if group is None:
             out[wl.key] = explain_wl(engine, wl, index=index)
             continue
@@ -137,7 +137,13 @@ def explain_all(engine: Engine, workloads: list[WorkloadInfo]) -> dict[str, Expl
     return out
 
 
-def _shared_verdict_key(
+def shares_verdicts(cq: ClusterQueueInfo) -> bool:
+    """Whether the queued pending workloads of ``cq`` are explained alike by shape (BestEffortFIFO, no preemption):
+    the queue condition of ``shared_verdict_key``."""
+    return not cq.strict and not cq.preempts
+
+
+def shared_verdict_key(
     engine: Engine, wl: WorkloadInfo, index: ReasonIndex, preemptors: set[str]
 ) -> tuple[str, tuple] | None:
     """(ClusterQueue, shape) when ``wl``'s explanation depends only on them and the engine state, else None.
@@ -151,7 +157,7 @@ def _shared_verdict_key(
     if wl.state != PENDING or wl.group is None or wl.cq is None or wl.key in preemptors or wl.key in index.victims:
         return None
     cq = engine.cqs.get(wl.cq)
-    if cq is None or cq.strict or cq.preempts:
+    if cq is None or not shares_verdicts(cq):
         return None
     if wl.note is not None and wl.note.get("kind") in ("no_longer_fits", "overlap"):
         return None

@@ -615,6 +615,18 @@ class Replay:
         (the replay does not depend on which workload is watched); keys missing from the answer never held
         quota before ``horizon``.
         """
+        return self.run_window(keys, horizon, None)[0]
+
+    def run_window(
+        self, keys: Iterable[str], horizon: float | None, max_admissions: int | None
+    ) -> tuple[dict[str, float], float | None, dict[str, float]]:
+        """``run_until_all_admitted`` that also stops after the instant in which the replay granted quota for the
+        ``max_admissions``-th time (any workload's grant counts): the times found, that instant when the replay
+        stopped there with keys still waiting (else None), and when every workload it granted quota to (watched or
+        not) first held it at the end of an instant.
+
+        Every time found equals the unbounded replay's: the instants up to the stop are the same instants.
+        """
         engine = self.engine
 
         def holds(k: str) -> bool:
@@ -623,24 +635,38 @@ class Replay:
 
         waiting = set(keys)
         found: dict[str, float] = {}
+        held: dict[str, float] = {}
+        granted = 0
+        window_end: float | None = None
         with fewer_collections():
+            self.granted = []
             self._settle(self.now)
+            granted += len(self.granted)
+            for key in self.granted:
+                if key not in held and holds(key):
+                    held[key] = self.now
             for key in [k for k in waiting if holds(k)]:
                 found[key] = self.now
                 waiting.discard(key)
             while self._events and waiting:
+                if max_admissions is not None and granted >= max_admissions:
+                    window_end = self.now
+                    break
                 when = self._events[0][0]
                 if horizon is not None and when > horizon:
                     break
                 self.granted = []
                 self._advance(when)
+                granted += len(self.granted)
                 # Only a workload given quota during this instant can newly hold it at its end.
                 for key in self.granted:
+                    if key not in held and holds(key):
+                        held[key] = when
                     if key in waiting and holds(key):
                         found[key] = when
                         waiting.discard(key)
         self.granted = None
-        return found
+        return found, window_end, held
 
 
 __all__ = ["PENDING", "QueueStats", "Replay", "ReplayResult", "WorkloadRecord", "primary_resource"]

@@ -8,10 +8,11 @@ rollups. Everything is importable from ``queues.models``.
 from queues.models.jobs import (
     CatalogueEstimate,
     ClusterDiagnosis,
+    DiagnosisPage,
     Job,
-    JobDiagnosis,
     JobEvent,
     JobIdle,
+    JobSuggestions,
     WaitReason,
 )
 from queues.models.teams import (
@@ -35,10 +36,11 @@ __all__ = [
     "CatalogueEstimate",
     "ClusterDiagnosis",
     "Cohort",
+    "DiagnosisPage",
     "Job",
-    "JobDiagnosis",
     "JobEvent",
     "JobIdle",
+    "JobSuggestions",
     "Membership",
     "PolicyPreview",
     "PolicyPush",

@@ -223,10 +223,12 @@ class JobEvent(models.Model):
 
 
 class ClusterDiagnosis(models.Model):
-    """When the stored diagnoses of a cluster's pending jobs (``JobDiagnosis``) were computed, and from what state.
+    """When the stored diagnoses of a cluster's pending jobs (``DiagnosisPage``) were computed, and from what state.
 
     One row per cluster, written by ``queues.diagnosis_store.cluster_diagnosis_refresh``: the engine state version
-    (``pools.state_version``) read before the engine input was, and the cost of the computation.
+    (``pools.state_version``) read before the engine input was, and the cost of the computation. A page view that
+    finds it behind asks for a refresh once (``requested_version``, ``requested_at``) and shows the stored diagnosis
+    meanwhile.
     """
 
     cluster = models.OneToOneField(Cluster, primary_key=True, on_delete=models.CASCADE, related_name="diagnosis")
@@ -234,48 +236,55 @@ class ClusterDiagnosis(models.Model):
     computed_at = models.DateTimeField()
     jobs = models.PositiveIntegerField(default=0, help_text="Pending jobs diagnosed.")
     compute_seconds = models.FloatField(default=0.0, help_text="CPU seconds of the engine input, reasons and ETAs.")
+    requested_version = models.PositiveBigIntegerField(
+        default=0, help_text="The latest state version a refresh was asked for (by a page view that found it behind)."
+    )
+    requested_at = models.DateTimeField(null=True, blank=True, help_text="When that refresh was asked for.")
+    window = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The replay's window (start, end, grants) and per queue its pending jobs and those it admitted.",
+    )
 
     def __str__(self) -> str:
         return f"diagnosis of {self.cluster_id} at version {self.state_version}"
 
 
-class JobDiagnosis(models.Model):
-    """The engine's verdict and ETA of one pending job, and its suggestions once computed.
+class DiagnosisPage(models.Model):
+    """The stored diagnoses of the pending jobs of a cluster whose ids fall in one page (``queues.diagnosis_pages``).
 
-    Read by the job page and the API instead of rebuilding the engine on every poll; valid while the cluster's
-    ``ClusterDiagnosis`` is at the cluster's state version (a refresh deletes the rows of jobs no longer pending
-    and rewrites only the rows whose verdict or ETA changed: ``state_version`` and ``computed_at`` say when this
-    one last did). What is stored does not move with the clock: the p50 as a time, the p90 as its spread
-    (``eta_spread_floor`` / ``eta_spread_share``, shown at read time). ``suggestions`` are null until the job
-    page's first view after a change computes them (bounded: ``queues.diagnosis_suggestions``); they hold at
-    ``suggestions_version`` only.
+    ``data`` is JSON: the verdicts and ETA kinds the page's jobs use, and per job its verdict, ETA kind, p50 and place
+    in its queue. Read by the job page, its poll and the API (one indexed read per job), valid while the cluster's
+    ``ClusterDiagnosis`` is at the cluster's state version; a refresh rewrites only the pages whose content changed
+    (``digest``) and deletes those left without a pending job. ``state_version`` and ``computed_at`` say when this
+    page last changed.
     """
 
-    job = models.OneToOneField(Job, primary_key=True, on_delete=models.CASCADE, related_name="stored_diagnosis")
-    state_version = models.PositiveBigIntegerField(help_text="State version at which this row last changed.")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="diagnosis_pages")
+    page = models.PositiveIntegerField(help_text="Job id // the page span.")
+    state_version = models.PositiveBigIntegerField(help_text="State version at which this page last changed.")
     computed_at = models.DateTimeField()
-    admissible = models.BooleanField(default=False, help_text="The engine would admit it now.")
-    preempting = models.BooleanField(default=False, help_text="It can start by preempting (or is making room).")
-    code = models.CharField(max_length=30, blank=True)
-    message = models.TextField(blank=True)
-    kueue_message = models.TextField(blank=True)
-    details = models.JSONField(default=dict, blank=True)
-    eta_starts_now = models.BooleanField(default=False)
-    eta_p50 = models.DateTimeField(null=True, blank=True, help_text="Null when it starts now or has no estimate.")
-    eta_spread_floor = models.FloatField(default=0.0, help_text="Seconds the p90 lies after the p50 at least.")
-    eta_spread_share = models.FloatField(default=0.0, help_text="Share of the wait left the p90 adds at least.")
-    eta_method = models.TextField(blank=True)
-    eta_samples = models.PositiveIntegerField(default=0)
-    suggestions = models.JSONField(null=True, blank=True, help_text="Null: not computed yet.")
-    suggestions_version = models.PositiveBigIntegerField(
-        null=True, blank=True, help_text="State version the suggestions were computed at."
-    )
-    digest = models.CharField(
-        max_length=32, blank=True, help_text="Hash of the verdict and ETA: a refresh rewrites only rows that changed."
-    )
+    digest = models.CharField(max_length=32, help_text="Hash of ``data``: a refresh rewrites only pages that changed.")
+    data = models.TextField(help_text="JSON: verdicts, ETA kinds, and per job id its diagnosis.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cluster", "page"], name="diagnosispage_once")]
 
     def __str__(self) -> str:
-        return f"diagnosis of job {self.job_id} at version {self.state_version}"
+        return f"diagnosis page {self.page} of {self.cluster_id} at version {self.state_version}"
+
+
+class JobSuggestions(models.Model):
+    """A pending job's verified suggestions ("would start now if…"), computed on its page's first view after a
+    change (bounded: ``queues.diagnosis_suggestions``); they hold at ``state_version`` only."""
+
+    job = models.OneToOneField(Job, primary_key=True, on_delete=models.CASCADE, related_name="stored_suggestions")
+    state_version = models.PositiveBigIntegerField(help_text="State version the suggestions were computed at.")
+    computed_at = models.DateTimeField()
+    suggestions = models.JSONField(default=list, blank=True)
+
+    def __str__(self) -> str:
+        return f"suggestions of job {self.job_id} at version {self.state_version}"
 
 
 class CatalogueEstimate(models.Model):

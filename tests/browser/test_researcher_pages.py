@@ -186,3 +186,35 @@ def test_team_switcher(page, live_server):
     expect(page.locator("#queues-job-list-table")).not_to_contain_text("speech-run")
     page.goto("/classes/")
     expect(page.locator("#class-h100")).to_contain_text("using 2 of 16")
+
+
+def test_the_job_page_polls_with_its_etag_and_gets_not_modified_while_nothing_changes(page, live_server):
+    """The live fragment's poll as Chromium makes it: the browser's cache sends the fragment's ETag back in
+    If-None-Match and the server answers 304 while nothing the fragment shows changed (queues.page_validators);
+    the page keeps showing the job as it was, and a change is shown at the next poll."""
+    pool = research_pool(racks={"rack-a": [4]})
+    occupy(pool, node=pool.nodes[0], count=4, team=pool.other_team, runtime=3600)
+    login(page, "alice")
+    page.goto("/submit/")
+    fill_job(page, name="e2e-etag", devices="2", runtime="30s")
+    page.click("button[value=submit]")
+    page.wait_for_url(re.compile(r"/jobs/\d+/$"))
+    job = Job.objects.get(name="e2e-etag")
+    polls = []
+    live = re.compile(rf"/jobs/{job.pk}/$")
+    page.on(
+        "response", lambda r: polls.append(r) if r.request.headers.get("hx-request") and live.search(r.url) else None
+    )
+    page.wait_for_timeout(16_000)  # three polls (every 5 s), nothing changed meanwhile
+    sent = [(r.request.all_headers().get("if-none-match"), r.all_headers().get("etag")) for r in polls]
+    assert len(sent) >= 2, sent
+    # After the first, every poll sends the tag it got back, and the tag still holds: the server answered with an
+    # empty 304 (it renders only when the tag differs), which Chromium turns into the cached fragment (status 200
+    # as the page sees it).
+    assert sent[0][1], sent
+    assert all(asked == answered == sent[0][1] for asked, answered in sent[1:]), sent
+    expect(state_badge(page)).to_have_attribute("data-state", "pending")
+    expect(page.locator("[data-code]")).to_have_text("class_exhausted")
+    with DB_LOCK:
+        Job.objects.filter(pk=job.pk).update(name="e2e-etag-renamed")
+    expect(page.locator(".job-head")).to_contain_text("e2e-etag-renamed", timeout=12_000)

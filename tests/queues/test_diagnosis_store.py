@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from datetime import timedelta
 from functools import partial
 
@@ -13,12 +14,13 @@ from django.utils import timezone
 
 from pools.models import Device, Node
 from pools.state_version import bump, state_version
-from queues import diagnosis, diagnosis_store, engine, services
+from queues import diagnosis, diagnosis_input, diagnosis_pages, diagnosis_store, engine, services
 from queues import diagnosis_suggestions as ds
 from queues.diagnosis_context import Eta, context_eta, context_explain, engine_context
+from queues.diagnosis_pages import page_of
 from queues.engine import scheduler
 from queues.engine_input import workload_key
-from queues.models import ClusterDiagnosis, Job, JobDiagnosis
+from queues.models import ClusterDiagnosis, DiagnosisPage, Job, JobSuggestions
 from queues.services import JobSpec
 from tests.browser.scenarios import RACK, occupy, research_pool
 from tests.factories import PriorityClassFactory
@@ -165,9 +167,9 @@ def test_job_page_polls_between_changes_run_no_engine(client, engines):
     for _ in range(10):
         assert client.get(url, headers=headers).status_code == 200
     assert engines["n"] == first  # ten more polls, no change: no engine built
-    stored = JobDiagnosis.objects.get(job=job)
-    assert stored.state_version == state_version(pool.cluster)
-    assert stored.suggestions is not None
+    assert ClusterDiagnosis.objects.get(cluster=pool.cluster).state_version == state_version(pool.cluster)
+    assert DiagnosisPage.objects.filter(cluster=pool.cluster, page=page_of(job.pk)).exists()
+    assert JobSuggestions.objects.get(job=job).state_version == state_version(pool.cluster)
 
 
 def test_a_state_change_triggers_a_recompute(engines, django_capture_on_commit_callbacks):
@@ -188,7 +190,7 @@ def test_a_state_change_triggers_a_recompute(engines, django_capture_on_commit_c
     assert after.eta is not None
 
 
-def test_stored_rows_older_than_the_max_age_are_recomputed(engines):
+def test_stored_diagnoses_older_than_the_max_age_are_refreshed(engines):
     pool = busy_pool()
     job = waiting(pool, 1)[0]
     now = timezone.now()
@@ -196,8 +198,10 @@ def test_stored_rows_older_than_the_max_age_are_recomputed(engines):
     built = engines["n"]
     diagnosis.job_diagnosis(job, now=now + diagnosis.DIAGNOSIS_MAX_AGE / 2, with_suggestions=False)
     assert engines["n"] == built
-    diagnosis.job_diagnosis(job, now=now + diagnosis.DIAGNOSIS_MAX_AGE + timedelta(seconds=1), with_suggestions=False)
-    assert engines["n"] > built
+    old = now - diagnosis.DIAGNOSIS_MAX_AGE - timedelta(seconds=1)
+    ClusterDiagnosis.objects.filter(cluster=pool.cluster).update(computed_at=old)  # no change counted since
+    diagnosis.job_diagnosis(job, with_suggestions=False)
+    assert ClusterDiagnosis.objects.get(cluster=pool.cluster).computed_at > old  # the poll asked for a refresh
 
 
 def test_catalogue_estimates_are_computed_once_per_change(client, engines, django_capture_on_commit_callbacks):
@@ -218,92 +222,89 @@ def test_catalogue_estimates_are_computed_once_per_change(client, engines, djang
 # --------------------------------------------------------------------------- one replay = the per-job replays
 
 
-def test_a_refresh_rewrites_only_the_rows_that_changed():
+def test_a_refresh_rewrites_only_the_pages_that_changed(django_capture_on_commit_callbacks):
     pool = busy_pool()
     jobs = waiting(pool, 4)
     now = timezone.now()
     first = diagnosis.cluster_diagnosis_refresh(pool.cluster, now=now)
-    assert first.written == 4  # all new
-    JobDiagnosis.objects.filter(job=jobs[0]).update(suggestions=[], suggestions_version=first.version)  # viewed
-    JobDiagnosis.objects.filter(job=jobs[1]).update(message="stale", digest="not-the-digest")
+    assert first.written == first.pages >= 1  # all new
+    page = page_of(jobs[1].pk)
+    DiagnosisPage.objects.filter(cluster=pool.cluster, page=page).update(data="{}", digest="not-the-digest")
     later = now + timedelta(minutes=3)  # a later refresh: nothing stored moves with its time
+    bump(cluster_ids=[pool.cluster.pk])
     with CaptureQueriesContext(connection) as queries:
-        second = diagnosis.cluster_diagnosis_refresh(pool.cluster, now=later, version=first.version + 1)
-    assert second.written == 1
-    rows = {row.job_id: row for row in JobDiagnosis.objects.filter(job__in=jobs)}
-    assert rows[jobs[1].pk].message != "stale"  # a row whose digest differs is rewritten …
-    assert rows[jobs[1].pk].state_version == second.version
-    assert {rows[j.pk].state_version for j in (jobs[0], jobs[2], jobs[3])} == {first.version}  # … the others not
-    assert not any(q["sql"].startswith('UPDATE "queues_jobdiagnosis"') for q in queries.captured_queries)
-    inserts = [q["sql"] for q in queries.captured_queries if "INSERT" in q["sql"]]
+        second = diagnosis.cluster_diagnosis_refresh(pool.cluster, now=later)
+    assert second.written == 1  # the page whose digest differs is rewritten, the others not
+    assert DiagnosisPage.objects.get(cluster=pool.cluster, page=page).state_version == second.version
+    inserts = [q["sql"] for q in queries.captured_queries if "INSERT" in q["sql"] and "diagnosispage" in q["sql"]]
     assert len(inserts) == 1  # one statement
-    assert inserts[0].startswith("1 times: INSERT")  # of the one changed row
     assert ClusterDiagnosis.objects.get(cluster=pool.cluster).state_version == second.version
-    stored = diagnosis_store.job_stored_diagnosis(jobs[0], now=later)
+    stored = diagnosis_store.stored_job_diagnosis(jobs[0], version=second.version, now=later)
     assert stored is not None
-    assert stored.version == state_version(pool.cluster)
-    services.job_cancel(job=jobs[3], user=pool.user)
-    diagnosis.cluster_diagnosis_refresh(pool.cluster, now=now)
-    assert not JobDiagnosis.objects.filter(job=jobs[3]).exists()  # no longer pending: its row goes
+    assert stored.position == (1, 4)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.job_cancel(job=jobs[3], user=pool.user)
+    third = diagnosis.cluster_diagnosis_refresh(pool.cluster, now=later)
+    assert diagnosis_store.stored_job_diagnosis(jobs[3], version=third.version, now=later) is None  # gone
+    assert diagnosis_store.stored_job_diagnosis(jobs[2], version=third.version, now=later).position == (3, 3)
 
 
-def test_digests_kept_between_refreshes_equal_digests_made_anew():
+def test_a_page_built_again_equals_a_page_built_anew(django_capture_on_commit_callbacks):
     pool = busy_pool()
     jobs = waiting(pool, 5)
     now = timezone.now()
     diagnosis.cluster_diagnosis_refresh(pool.cluster, now=now)
-    services.job_submit(owner=pool.user, team=pool.team, spec=spec(pool, name="late", devices_per_pod=1))
+    with django_capture_on_commit_callbacks(execute=True):  # the submission counts at its commit
+        services.job_submit(owner=pool.user, team=pool.team, spec=spec(pool, name="late", devices_per_pod=1))
     jobs[0].devices_per_pod = 4
     jobs[0].save()
-    diagnosis.cluster_diagnosis_refresh(pool.cluster, now=now + timedelta(minutes=1))  # most digests kept
-    kept = diagnosis_store._DIGESTS[pool.cluster.pk]
-    assert {pk: digest for pk, (_, digest) in kept.items()} == {
-        pk: diagnosis_store._digest(content) for pk, (content, _) in kept.items()
-    }
-    stored = dict(JobDiagnosis.objects.filter(job__cluster=pool.cluster).values_list("job_id", "digest"))
-    assert stored == {pk: digest for pk, (_, digest) in kept.items()}
+    diagnosis.cluster_diagnosis_refresh(pool.cluster, now=now + timedelta(minutes=1))  # pages kept where equal
+    kept = dict(DiagnosisPage.objects.filter(cluster=pool.cluster).values_list("page", "data"))
+    diagnosis_input.forget_kept_inputs()
+    diagnosis_store._WINDOWS.clear()
+    diagnosis_pages._ENTRIES.clear()
+    bump(cluster_ids=[pool.cluster.pk])
+    diagnosis.cluster_diagnosis_refresh(pool.cluster, now=now + timedelta(minutes=1))
+    assert dict(DiagnosisPage.objects.filter(cluster=pool.cluster).values_list("page", "data")) == kept
 
 
-def test_suggestions_of_an_unchanged_row_are_recomputed_after_a_change():
+def test_suggestions_are_recomputed_after_a_change():
     pool = research_pool()
     job = _fragmented_job(pool)
     now = timezone.now()
     first = diagnosis.job_diagnosis(job, now=now)
     assert first.suggestions
-    row = JobDiagnosis.objects.get(job=job)
     stale = [{"kind": "devices", "title": "stale", "message": "m", "changes": {}}]
-    JobDiagnosis.objects.filter(job=job).update(suggestions=stale)
+    JobSuggestions.objects.filter(job=job).update(suggestions=stale)
     assert [s.title for s in diagnosis.job_diagnosis(job, now=now).suggestions] == ["stale"]  # same version: read
     bump(cluster_ids=[pool.cluster.pk])  # a counted change that leaves this job's verdict and ETA as they were
     again = diagnosis.job_diagnosis(job, now=now)
-    after = JobDiagnosis.objects.get(job=job)
-    assert after.state_version == row.state_version  # its row was not rewritten by the refresh …
-    assert [s.title for s in again.suggestions] == [s.title for s in first.suggestions]  # … its suggestions were
-    assert after.suggestions_version == state_version(pool.cluster) > row.suggestions_version
+    assert [s.title for s in again.suggestions] == [s.title for s in first.suggestions]  # recomputed
+    assert JobSuggestions.objects.get(job=job).state_version == state_version(pool.cluster)
 
 
 def test_the_stored_p90_is_its_spread_shown_at_read_time():
     pool = busy_pool()
     jobs = waiting(pool, 3)
     now = timezone.now()
-    diagnosis.cluster_diagnosis_refresh(pool.cluster, now=now)
+    result = diagnosis.cluster_diagnosis_refresh(pool.cluster, now=now)
     ctx = engine_context(pool.cluster, now=now)
-    job = next(j for j in jobs if JobDiagnosis.objects.get(job=j).eta_p50 is not None)
-    row = JobDiagnosis.objects.get(job=job)
-    wait = (row.eta_p50 - now).total_seconds()
+    entries = {j.pk: diagnosis_store.stored_job_diagnosis(j, version=result.version, now=now) for j in jobs}
+    job = next(j for j in jobs if entries[j.pk].eta.p50 is not None and not entries[j.pk].eta.starts_now)
+    p50 = entries[job.pk].eta.p50
+    wait = (p50 - now).total_seconds()
     assert wait > 0
-    assert (row.eta_spread_floor, row.eta_spread_share) == (0.0, diagnosis.FALLBACK_SPREAD)  # no history here
-    at_refresh = diagnosis_store.job_stored_diagnosis(job, now=now).eta
+    at_refresh = entries[job.pk].eta
+    assert (at_refresh.spread_floor, at_refresh.spread_share) == (0.0, diagnosis.FALLBACK_SPREAD)  # no history
     key = workload_key(job)
     assert at_refresh.p90 == context_eta(ctx, key, team=job.team, verdict=context_explain(ctx, key)).p90
-    assert at_refresh.p90 == row.eta_p50 + timedelta(seconds=wait * diagnosis.FALLBACK_SPREAD)
+    assert at_refresh.p90 == p50 + timedelta(seconds=wait * diagnosis.FALLBACK_SPREAD)
     # Half-way to the p50 the wait left is half: so is the spread; past the p50 no spread is left.
     halfway = now + timedelta(seconds=wait / 2)
-    assert diagnosis_store.StoredJobDiagnosis(row=row, version=0, now=halfway).eta.p90 == row.eta_p50 + timedelta(
-        seconds=wait / 2 * diagnosis.FALLBACK_SPREAD
-    )
-    late = row.eta_p50 + timedelta(minutes=1)
-    assert diagnosis_store.StoredJobDiagnosis(row=row, version=0, now=late).eta.p90 == row.eta_p50
+    half = diagnosis_store.stored_job_diagnosis(job, version=result.version, now=halfway)
+    assert half.eta.p90 == p50 + timedelta(seconds=wait / 2 * diagnosis.FALLBACK_SPREAD)
+    late = p50 + timedelta(minutes=1)
+    assert diagnosis_store.stored_job_diagnosis(job, version=result.version, now=late).eta.p90 == p50
 
 
 def test_the_p90_keeps_the_queue_history_spread_as_its_floor():
@@ -328,12 +329,13 @@ def test_one_replay_etas_equal_the_per_job_etas():
         key = workload_key(job)
         verdict = context_explain(ctx, key)
         old = context_eta(ctx, key, team=job.team, verdict=verdict)  # one engine and one replay for this job
-        row = JobDiagnosis.objects.get(job=job)
-        assert (row.admissible, row.code, row.message) == (verdict.admissible, verdict.code, verdict.message)
-        eta = diagnosis_store.StoredJobDiagnosis(row=row, version=result.version, now=now).eta  # as read at `now`
+        entry = diagnosis_store.stored_job_diagnosis(job, version=result.version, now=now)
+        stored = entry.verdict
+        assert (stored.admissible, stored.code, stored.message) == (verdict.admissible, verdict.code, verdict.message)
+        eta = entry.eta  # as read at `now`
         assert (eta.starts_now, eta.p50, eta.p90) == (old.starts_now, old.p50, old.p90), job.name
         assert eta.method == old.method
-        estimated += row.eta_p50 is not None and not row.eta_starts_now
+        estimated += eta.p50 is not None and not eta.starts_now
     assert estimated >= 4  # most wait for a running job to end
 
 
@@ -411,3 +413,31 @@ def test_suggestions_are_bounded_in_variants_and_time(engines, monkeypatch):
     assert engines["n"] == 1  # one engine for all the variants
     variants = sum(1 for _ in ds._variants(job, team=job.team))
     assert variants > 2  # the cap, not the list, stopped it
+
+
+def test_a_large_kept_input_is_read_once_then_kept_out_of_the_collectors_sight(monkeypatch):
+    """Full collections walked every object of a kept input again (0.5–0.8 CPU-s a refresh at 100,000 pending): a
+    large one is frozen once read (``gc.freeze``), and unfrozen when a full read replaces it; a change brought in
+    from the journal freezes nothing more. Small inputs are never frozen."""
+    pool = busy_pool()
+    waiting(pool, 3)
+    diagnosis_input.forget_kept_inputs()
+    try:
+        diagnosis.cluster_diagnosis_refresh(pool.cluster)
+        assert gc.get_freeze_count() == 0  # a small input: left to the collector
+        monkeypatch.setattr(diagnosis_input, "FREEZE_JOBS", 1)
+        diagnosis_input.forget_kept_inputs()
+        first = diagnosis.cluster_diagnosis_refresh(pool.cluster)
+        assert first.read_everything
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        waiting(pool, 1)  # one more job: a journalled change
+        second = diagnosis.cluster_diagnosis_refresh(pool.cluster)
+        assert not second.read_everything  # brought up to date from the journal
+        assert gc.get_freeze_count() <= frozen  # nothing frozen anew (what the change replaced was freed)
+        diagnosis_input.forget_kept_inputs()
+        diagnosis.cluster_diagnosis_refresh(pool.cluster)  # a full read again: unfrozen, collected, frozen anew
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        diagnosis_input._FROZEN[0] = False

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('pools', '0012_resource_class_kinds'),
-        ('queues', '0021_guarantees'),
+        ('queues', '0022_diagnosis_pages'),
     ]
 
     operations = [
