@@ -10,7 +10,7 @@ setup:  ## create .venv with the pinned dependencies
 run: setup  ## the web server only (development)
 	$(PY) manage.py runserver
 
-worker: setup  ## Celery worker with the beat scheduler (needs CELERY_BROKER_URL, e.g. filesystem:// or redis://)
+worker: setup  ## Celery worker with the beat scheduler (needs CELERY_BROKER_URL, e.g. redis://; scripts/demo runs the embedded one)
 	.venv/bin/celery -A portal worker --beat --loglevel INFO
 
 demo:  ## everything, with the demo data

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from django.db import transaction
 from django.db.models import Q
 
 from pools.gpu_usage import utilisation_record
@@ -75,8 +76,10 @@ def simulated_dcgm_record(*, cluster: Cluster, start: datetime, end: datetime, s
     return written
 
 
+@transaction.atomic
 def simulated_dcgm_sample(*, now: datetime) -> int:
-    """One sample per held card of every simulated cluster at ``now``; returns how many were written."""
+    """One sample per held card of every simulated cluster at ``now``; returns how many were written. All or none:
+    a run that meets a database error writes nothing, so its retry (at a later ``now``) adds no second sample."""
     return sum(
         simulated_dcgm_record(cluster=cluster, start=now, end=now, step=timedelta(seconds=1))
         for cluster in Cluster.objects.filter(backend=Cluster.Backend.SIMULATED).order_by("pk")

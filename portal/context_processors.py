@@ -9,6 +9,7 @@ from django.utils.functional import SimpleLazyObject
 from billing.my_usage import leads_or_staff
 from portal.demo import demo_logins
 from queues.selectors import teams_of
+from queues.visibility import sees_every_team
 
 
 def site(request: HttpRequest) -> dict:
@@ -36,4 +37,6 @@ def site(request: HttpRequest) -> dict:
         "SHOW_COST_LINK": SimpleLazyObject(lambda: user is not None and leads_or_staff(user)),
         # called by the template only where the navigation is drawn: one query, on pages that show it
         "NAV_HAS_TEAM": has_team,
+        # admins and operators read the status page (the navigation and the pages' "live data paused" note link it)
+        "CAN_SEE_STATUS": SimpleLazyObject(lambda: user is not None and sees_every_team(user)),
     }

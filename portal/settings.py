@@ -17,11 +17,13 @@ from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = BASE_DIR / "var"
 
 env = environ.Env()
 if (BASE_DIR / ".env").exists():
     environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+# Where the embedded mode keeps its files (development secret key, embedded broker, beat schedule, logs): the
+# checkout's var/ unless PORTAL_VAR_DIR names another (the system tests run each portal in a directory of its own).
+VAR_DIR = Path(env.str("PORTAL_VAR_DIR", default="") or BASE_DIR / "var")
 
 PORTAL_MODE = env.str("PORTAL_MODE", default="development")
 PRODUCTION = PORTAL_MODE == "production"
@@ -72,6 +74,7 @@ INSTALLED_APPS = [
     "axes",
     "csp",
     "portal",
+    "liveness",
     "pools",
     "queues",
     "clusters",
@@ -117,10 +120,20 @@ TEMPLATES = [
 
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60 if PRODUCTION else 0))
+# A kept connection is checked before a request uses it: after a database restart the first request reconnects
+# instead of failing on the dead connection.
+DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # WAL + a busy timeout let the web server and the demo worker share one SQLite file.
+    # The web server and the embedded worker share one SQLite file. WAL lets readers run beside the one writer;
+    # every transaction starts IMMEDIATE, taking the write lock at BEGIN and waiting up to the busy timeout for it.
+    # A deferred transaction that reads and then writes cannot wait: SQLite answers "database is locked" at once
+    # when another connection wrote since its read began, whatever the timeout (docs/operations.md, Embedded mode).
     DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
+        {
+            "timeout": env.int("SQLITE_BUSY_TIMEOUT_SECONDS", default=30),
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
     )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -157,6 +170,12 @@ TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
 # The cache holds the API throttles' counts: local memory (per process) unless CACHE_URL names a shared one
 # (redis://…, as in production, so that every web worker counts together).
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
+if CACHES["default"]["BACKEND"].endswith("RedisCache"):
+    # A Redis that stops answering costs a request a second, not the kernel's TCP timeout (the API then answers 503).
+    _cache_timeout = env.float("CACHE_SOCKET_TIMEOUT_SECONDS", default=1.0)
+    CACHES["default"].setdefault("OPTIONS", {}).update(
+        {"socket_connect_timeout": _cache_timeout, "socket_timeout": _cache_timeout}
+    )
 
 
 def _env_or(name: str, cast, default):
@@ -303,16 +322,50 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Beat writes its heartbeat from its loop and marks what it sends (liveness/): the loop never sleeps past a heartbeat.
+CELERY_BEAT_SCHEDULER = "liveness.beat.HeartbeatScheduler"
+# A lost broker is retried for ever (Celery's default gives up after 100 tries and the worker exits).
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# Tasks still running when the broker connection drops finish; an acks_late task's message goes back to the queue
+# (Redis: after the visibility timeout) and runs again, which its idempotent body allows.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    # The embedded default's worker: a broker in files, so the demo needs no Redis.
-    _queue_dir = VAR_DIR / "celery-broker"
-    _queue_dir.mkdir(parents=True, exist_ok=True)
-    (_queue_dir / "control").mkdir(exist_ok=True)
+    raise ImproperlyConfigured(
+        "CELERY_BROKER_URL: the filesystem:// broker is not supported: its reader can take a message the sender is "
+        "still writing (JSONDecodeError, and the worker exits). Run scripts/demo, or scripts/embedded.py, which use "
+        "the embedded broker (sqla+sqlite:///…, docs/operations.md), or a redis:// broker."
+    )
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # kombu's Redis transport with the fix that keeps the worker up when it loses the broker while a message is
+    # unacknowledged (portal/broker_safety.py; docs/operations.md, Worker reconnects). rediss:// takes its TLS
+    # settings from the URL's ssl_* parameters, as kombu's own transport does.
+    CELERY_BROKER_TRANSPORT = "portal.broker_safety:Transport"
+    # Short socket timeouts: a broker that stops answering is noticed in seconds, not after the kernel's TCP timeout
+    # (the worker then reconnects; a publish from the web fails fast and the job waits for the next sweep).
     CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(_queue_dir),
-        "data_folder_out": str(_queue_dir),
-        "control_folder": str(_queue_dir / "control"),
+        "socket_connect_timeout": env.float("BROKER_SOCKET_TIMEOUT_SECONDS", default=5.0),
+        "socket_timeout": env.float("BROKER_SOCKET_TIMEOUT_SECONDS", default=5.0),
+        "retry_on_timeout": True,
+        "health_check_interval": 25,
     }
+elif CELERY_BROKER_URL.startswith("sqla+sqlite://"):
+    # The embedded broker (kombu's SQLAlchemy transport on a SQLite file of its own): a message is a row, written
+    # and taken in transactions (never half-written); the sqlite driver waits up to 30 s for the file's write lock.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"connect_args": {"timeout": 30}}
+    # Deliver one message at a time: a message a worker has taken is not handed back if that worker is killed.
+    CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+
+# Liveness (liveness/, docs/operations.md "Liveness"): worker and beat write a heartbeat every HEARTBEAT_SECONDS;
+# a component not heard from for HEARTBEAT_STALE_SECONDS is down (GET /status.json, the status page, the pages'
+# "live data paused" note, the metrics). A periodic task is late when it starts PERIODIC_TASK_LATE_SECONDS after
+# beat sent it (or expires unrun), overdue when it has not run for two of its intervals plus that margin.
+HEARTBEAT_SECONDS = env.float("HEARTBEAT_SECONDS", default=15.0)
+HEARTBEAT_STALE_SECONDS = env.float("HEARTBEAT_STALE_SECONDS", default=60.0)
+PERIODIC_TASK_LATE_SECONDS = env.float("PERIODIC_TASK_LATE_SECONDS", default=60.0)
+CELERY_BEAT_MAX_LOOP_INTERVAL = HEARTBEAT_SECONDS
+# How long a web process waits for the broker when /status.json and /metrics check it.
+BROKER_CHECK_TIMEOUT_SECONDS = env.float("BROKER_CHECK_TIMEOUT_SECONDS", default=2.0)
 
 SIMULATOR_TICK_SECONDS = env.float("SIMULATOR_TICK_SECONDS", default=5.0)
 #: How often the beat rolls the jobs' new wait reasons up (docs/waiting.md).
@@ -529,6 +582,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "clusters.kube_reconcile_clusters",
         "schedule": KUBE_RECONCILE_INTERVAL_SECONDS,
         "options": {"expires": KUBE_RECONCILE_INTERVAL_SECONDS},
+    },
+    # Liveness: forget old heartbeats and the messages the embedded broker's workers took long ago.
+    "liveness-prune": {
+        "task": "liveness.prune",
+        "schedule": 3600.0,
+        "options": {"expires": 3600},
     },
 }
 # Pushing a saved policy change to its clusters: retries of an unreachable cluster back off exponentially.

@@ -4,12 +4,14 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from portal import views
+from portal import status, views
 from portal.metrics import views as metrics_views
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("status.json", status.status_json, name="status_json"),
+    path("status/", status.status_page, name="status"),
     path("metrics", metrics_views.metrics, name="metrics"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
@@ -26,3 +28,4 @@ urlpatterns = [
 ]
 
 handler404 = "portal.views.not_found"
+handler500 = "portal.views.server_error"

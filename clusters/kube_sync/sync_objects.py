@@ -333,6 +333,9 @@ class JobObjectEvents:
                 or parse_time(meta.get("creationTimestamp"))
                 or self.clock()
             )
+            # core/v1 Event times are whole seconds (truncated): an Event of the submission's second would sort
+            # before the submission on the timeline. Nothing in the cluster happens to a job before it exists.
+            at = max(at, job.submitted_at)
             reason = obj.get("reason", "")
             message = obj.get("message") or obj.get("note") or ""
             details = {

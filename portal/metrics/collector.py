@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
+from portal.metrics.liveness_metrics import liveness_families
 from portal.metrics.ops_metrics import ops_families
 from portal.metrics.queue_metrics import queue_families
 
@@ -21,6 +22,7 @@ class PortalCollector(Collector):
         now = timezone.now()
         yield from queue_families(now)
         yield from ops_families(now)
+        yield from liveness_families(now)
 
     def describe(self) -> Iterable[Metric]:
         """Nothing: registering must not query the database (prometheus-client calls this at registration)."""

@@ -3,15 +3,42 @@
 Rates come from ``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]`` (portal/settings.py, from the environment), read at
 each call; counts live in the default cache (one per process with the local-memory cache: set ``CACHE_URL`` to a
 Redis in production so that every web worker counts together).
+
+When the cache cannot be reached the throttles **fail closed**: the call is refused with 503, ``Retry-After`` and
+a JSON body rather than served uncounted (an outage of the cache must not lift the limits on guessing tokens or
+flooding the API; the pages, which no throttle guards, stay up).
 """
 
 from __future__ import annotations
 
+import logging
+
+from rest_framework import exceptions
 from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 
 from kernel.net import client_ip
+from kernel.outages import CACHE_ERRORS, RETRY_AFTER_SECONDS
 from queues.models import ApiToken
+
+log = logging.getLogger(__name__)
+
+
+class ThrottleUnavailable(exceptions.APIException):
+    """The cache that holds the throttles' counts cannot be reached: 503 with ``Retry-After``."""
+
+    status_code = 503
+    default_detail = "The API cannot count calls right now (its cache is unreachable): try again shortly."
+    default_code = "throttle_unavailable"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wait = RETRY_AFTER_SECONDS  # DRF's handler turns it into Retry-After
+
+
+def _refuse(exc: Exception) -> ThrottleUnavailable:
+    log.warning("API throttle: the cache is unreachable, call refused (fail closed): %s: %s", type(exc).__name__, exc)
+    return ThrottleUnavailable()
 
 
 class PortalRateThrottle(SimpleRateThrottle):
@@ -28,6 +55,13 @@ class PortalRateThrottle(SimpleRateThrottle):
     def key_for(self, ident: object) -> str:
         """The cache key of one client of this scope."""
         return self.cache_format % {"scope": self.scope, "ident": ident}
+
+    def allow_request(self, request, view) -> bool:
+        """DRF's count, refusing the call (503) when the cache is unreachable."""
+        try:
+            return super().allow_request(request, view)
+        except CACHE_ERRORS as exc:
+            raise _refuse(exc) from exc
 
 
 class AnonymousThrottle(PortalRateThrottle):
@@ -86,10 +120,16 @@ class BadTokenThrottle(PortalRateThrottle):
         return True
 
     def exceeded(self, request) -> bool:
-        """Whether this address has failed too often within the window."""
-        return self._load(request) and len(self.history) >= self.num_requests
+        """Whether this address has failed too often within the window (503 when the cache is unreachable)."""
+        try:
+            return self._load(request) and len(self.history) >= self.num_requests
+        except CACHE_ERRORS as exc:
+            raise _refuse(exc) from exc
 
     def record_failure(self, request) -> None:
         """Count one failed authentication of this address."""
-        if self._load(request):
-            self.throttle_success()
+        try:
+            if self._load(request):
+                self.throttle_success()
+        except CACHE_ERRORS as exc:
+            raise _refuse(exc) from exc

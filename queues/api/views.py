@@ -9,6 +9,7 @@ the portal's team switcher. Another team's job is not found (404). ``DomainError
 from __future__ import annotations
 
 import dataclasses
+import logging
 from urllib.parse import urlencode
 
 from django.shortcuts import get_object_or_404
@@ -25,6 +26,7 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from kernel.errors import Conflict, DomainError, ValidationFailed
+from kernel.outages import RETRY_AFTER_SECONDS, outage_of
 from queues import diagnosis, idle, services
 from queues import selectors as sel
 from queues.api import serializers as s
@@ -39,10 +41,24 @@ TEAM_PARAM = OpenApiParameter(
     "team", OpenApiTypes.STR, description="Team slug (must be one of yours; a token is fixed to its team)."
 )
 MAX_LIMIT = 200
+log = logging.getLogger(__name__)
 
 
 def api_exception_handler(exc, context):
-    """The project's domain errors as HTTP: ValidationFailed → 400 by field, Conflict → 409, DomainError → 400."""
+    """The project's domain errors as HTTP: ValidationFailed → 400 by field, Conflict → 409, DomainError → 400; a
+    dependency that is down (database, broker, cache) → 503 with Retry-After."""
+    dependency = "" if isinstance(exc, exceptions.APIException) else outage_of(exc)
+    if dependency:
+        log.warning(
+            "API %s: the %s is unreachable: %s: %s", context["request"].path, dependency, type(exc).__name__, exc
+        )
+        body = {
+            "detail": f"The portal's {dependency} cannot be reached right now: try again shortly.",
+            "unavailable": dependency,
+        }
+        return Response(
+            body, status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": str(RETRY_AFTER_SECONDS)}
+        )
     if isinstance(exc, ValidationFailed):
         return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, Conflict):

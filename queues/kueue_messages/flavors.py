@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from kernel.quantity import is_device_resource
 from queues.engine.messages import noun
 from queues.engine.model import HEALTH_TAINT_KEYS
 from queues.engine.wait_codes import (
@@ -241,7 +242,8 @@ def _decide_placement(reason: FlavorReason, ctx: MessageContext | None) -> Flavo
 
 
 def pick(reasons: Sequence[FlavorReason], ctx: MessageContext | None) -> FlavorReason:
-    """The reason that speaks for the pod set: the class's preferred flavor that can wait, else the most severe.
+    """The reason that speaks for the pod set: the class's preferred flavor that can wait, else the most severe;
+    within a flavor, the reason about the device before those about CPU and memory.
 
     Flavors outside the class are noise ("doesn't match node affinity" is how the portal confines a class).
     """
@@ -253,8 +255,14 @@ def pick(reasons: Sequence[FlavorReason], ctx: MessageContext | None) -> FlavorR
     pool = relevant or list(reasons)
     pool = [r for r in pool if r.id not in SKIP_REASON_IDS] or pool
 
-    def order(r: FlavorReason) -> int:
-        return class_flavors.index(r.flavor) if r.flavor in class_flavors else len(class_flavors)
+    device = ctx.device_resource() if ctx else ""
+
+    def order(r: FlavorReason) -> tuple[int, int]:
+        # Kueue lists every short resource of a flavor in name order (cpu, memory, nvidia.com/gpu): the device the
+        # class is about speaks for the flavor, not the CPU and memory that come with it.
+        at = class_flavors.index(r.flavor) if r.flavor in class_flavors else len(class_flavors)
+        rank = 0 if r.resource and r.resource == device else 1 if is_device_resource(r.resource or "") else 2
+        return at, rank
 
     waitable = sorted((r for r in pool if r.code not in NEVER_FITS), key=order)
     if waitable:

@@ -7,11 +7,12 @@ error is shown until a corrected policy is pushed. The push itself runs in :mod:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from pools.models import Cluster
@@ -57,13 +58,14 @@ def policy_push_clusters(*, model_name: str, instance=None) -> list[Cluster]:
 
 
 def policy_pushes_due(*, now: datetime | None = None) -> list[int]:
-    """Ids of failed pushes whose next attempt is due (the beat sweep retries them)."""
+    """Ids of pushes to send again (the beat sweep does): failed ones whose next attempt is due, and pending ones
+    asked for more than a first backoff ago (their task was never sent, the broker being down, or its worker died
+    mid-push; a push is idempotent)."""
     now = now or timezone.now()
-    return list(
-        PolicyPush.objects.filter(state=PolicyPush.State.RETRYING, next_attempt_at__lte=now)
-        .order_by("pk")
-        .values_list("pk", flat=True)
-    )
+    stuck = now - timedelta(seconds=settings.POLICY_PUSH_BACKOFF_SECONDS)
+    due = Q(state=PolicyPush.State.RETRYING, next_attempt_at__lte=now)
+    due |= Q(state=PolicyPush.State.PENDING, requested_at__lte=stuck)
+    return list(PolicyPush.objects.filter(due).order_by("pk").values_list("pk", flat=True))
 
 
 def policy_push_retry_now(*, push: PolicyPush, now: datetime | None = None) -> PolicyPush:

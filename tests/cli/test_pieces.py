@@ -93,6 +93,12 @@ def test_refusals_are_sentences():
     assert str(throttled) == "too many requests: Request was throttled. Try again in 12 s."
     assert "create a new one at http://p/tokens/" in str(refusal(401, {"detail": "x"}, url="http://p/"))
     assert str(refusal(502, None, url="http://p/")) == "the portal answered HTTP 502"
+    down = refusal(503, {"detail": "The portal's cache cannot be reached right now: try again shortly."}, url="http://p/",
+                   retry_after="30")  # fmt: skip
+    assert str(down) == (
+        "the portal is temporarily unavailable: The portal's cache cannot be reached right now: try again shortly."
+        " Try again in 30 s."
+    )
 
 
 def test_spans_and_a_job_that_does_not_wait():

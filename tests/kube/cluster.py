@@ -93,14 +93,31 @@ def kueue_config_map(
     return obj
 
 
-def workload_name(job_name: str) -> str:
-    """Kueue's name for a Job's Workload: job-<name>-<5 hex>."""
-    return f"job-{job_name}-{hashlib.sha1(job_name.encode()).hexdigest()[:5]}"
+def workload_name(owner_name: str, owner_uid: str, *, kind: str = "Job", group: str = "batch") -> str:
+    """Kueue's name for the Workload of an object: ``<kind>-<name>-<5 hex>``, the hex from the object's kind, group,
+    name *and UID* (jobframework.GetWorkloadNameForOwnerWithGVK at v0.19.2; on the testbed Kueue named the Job
+    ``j1`` of UID ``af99d9ca-…`` ``job-j1-36f1b``, as this does). A Job deleted and created again under the same
+    name gets a new Workload name."""
+    digest = hashlib.sha1(f"{kind}\n{group}\n{owner_name}\n{owner_uid}".encode()).hexdigest()
+    return f"{kind.lower()}-{owner_name}-{digest[:5]}"
 
 
 def condition(kind: str, status: str, reason: str, message: str, when: datetime) -> dict:
     """A metav1.Condition."""
     return {"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": ts(when)}
+
+
+def _pending_after_eviction(wl: dict) -> str:
+    """What Kueue writes on a Workload it just evicted, at its next attempt: the quota it held is not free (its
+    preemptor holds it), every resource it asks for listed."""
+    reasons = []
+    for assignment in (wl.get("status", {}).get("admission") or {}).get("podSetAssignments") or []:
+        for resource, amount in sorted((assignment.get("resourceUsage") or {}).items()):
+            flavor = (assignment.get("flavors") or {}).get(resource, "")
+            reasons.append(f"insufficient unused quota for {resource} in flavor {flavor}, {amount} more needed")
+    if not reasons:
+        return "couldn't assign flavors to pod set main: insufficient unused quota"
+    return "couldn't assign flavors to pod set main: " + ", ".join(reasons)
 
 
 class FakeKueue:
@@ -116,8 +133,14 @@ class FakeKueue:
         return obj
 
     def workload(self, job_name: str, namespace: str) -> dict | None:
-        """The stored Workload of a Job."""
-        return self.emu.get_obj("Workload", workload_name(job_name), namespace)
+        """The stored Workload of a Job (found by its owner, as the Job may be gone)."""
+        for wl in self.emu.all("Workload"):
+            meta = wl["metadata"]
+            if meta.get("namespace") == namespace and any(
+                o.get("kind") == "Job" and o.get("name") == job_name for o in meta.get("ownerReferences") or []
+            ):
+                return wl
+        return None
 
     def create_workload(
         self, job_name: str, namespace: str, *, conditions: list | None = None, when: datetime = T0
@@ -130,7 +153,7 @@ class FakeKueue:
             "apiVersion": "kueue.x-k8s.io/v1beta2",
             "kind": "Workload",
             "metadata": {
-                "name": workload_name(job_name),
+                "name": workload_name(job_name, job["metadata"]["uid"]),
                 "namespace": namespace,
                 "creationTimestamp": ts(when),
                 "labels": {"kueue.x-k8s.io/job-uid": job["metadata"]["uid"]},
@@ -209,6 +232,8 @@ class FakeKueue:
                     "QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue {cluster_queue}", when
                 ),
                 condition("Admitted", "True", "Admitted", "The workload is admitted", when),
+                # Kueue writes PodsReady from the admission on; False until every pod runs
+                condition("PodsReady", "False", "WaitForStart", "Not all pods are ready or succeeded", when),
             ],
         )
         job = self.job(job_name, namespace)
@@ -327,26 +352,48 @@ class FakeKueue:
         wl = self.workload(job_name, namespace)
         conditions = [
             *wl["status"]["conditions"],
-            condition("Finished", "True", "Succeeded", "Job finished successfully", when),
+            condition("Finished", "True", "Succeeded", "Reached expected number of succeeded pods", when),
         ]
-        self.set_status(job_name, namespace, conditions=conditions)
+        self.set_status(
+            job_name, namespace, conditions=conditions, reclaimablePods=[{"name": "main", "count": len(nodes)}]
+        )
 
     def evict(
-        self, job_name: str, namespace: str, *, reason: str, message: str, when: datetime, preempted_reason: str = ""
+        self,
+        job_name: str,
+        namespace: str,
+        *,
+        reason: str,
+        message: str,
+        when: datetime,
+        preempted_reason: str = "",
+        pending_message: str | None = None,
     ) -> None:
-        """Kueue evicts: Evicted=True (+Preempted), quota released, Job suspended, pods deleted."""
+        """Kueue evicts: Evicted=True (+Preempted), quota released, Job suspended, pods deleted.
+
+        As on the testbed: the requeued Workload's QuotaReserved=False carries the message of its next attempt
+        (``pending_message``; by default, for a preemption: the quota it held is not free, its preemptor holds it;
+        for other reasons the eviction's message), Admitted turns
+        False (NoReservation), PodsReady False again, and its eviction is counted in ``schedulingStats``.
+        """
         wl = self.workload(job_name, namespace)
+        if pending_message is None:
+            # measured for preemption only; other evictions (a stopped ClusterQueue…) keep the eviction's text
+            pending_message = _pending_after_eviction(wl) if reason == "Preempted" else message
         conditions = [
             c for c in wl["status"]["conditions"] if c["type"] not in ("Admitted", "QuotaReserved", "PodsReady")
         ]
         conditions.append(condition("Evicted", "True", reason, message, when))
         if preempted_reason:
             conditions.append(condition("Preempted", "True", preempted_reason, message, when))
-        conditions.append(condition("QuotaReserved", "False", "Pending", message, when))
+        conditions.append(condition("QuotaReserved", "False", "Pending", pending_message, when))
+        conditions.append(condition("Admitted", "False", "NoReservation", "The workload has no reservation", when))
         conditions.append(
             condition("Requeued", "True" if reason in ("Preempted", "NodeFailures") else "False", reason, message, when)
         )
+        conditions.append(condition("PodsReady", "False", "WaitForStart", "Not all pods are ready or succeeded", when))
         wl["status"]["conditions"] = conditions
+        wl["status"]["schedulingStats"] = {"evictions": [{"reason": reason, "underlyingCause": "", "count": 1}]}
         wl["status"].pop("admission", None)
         self.emu.put(wl)
         job = self.job(job_name, namespace)
@@ -374,5 +421,7 @@ class FakeKueue:
     def delete_job(self, job_name: str, namespace: str, *, when: datetime) -> None:
         """``kubectl delete job``: pods terminate at ``when``, the Job and its Workload go."""
         self.delete_pods(job_name, namespace, when=when)
+        wl = self.workload(job_name, namespace)
         self.emu.remove("Job", job_name, namespace)
-        self.emu.remove("Workload", workload_name(job_name), namespace)
+        if wl is not None:
+            self.emu.remove("Workload", wl["metadata"]["name"], namespace)

@@ -6,8 +6,10 @@ It serves what the portal uses, the way the API server does:
 * list with ``limit`` / ``continue`` (continue tokens expire with the history: 410 ``Expired``), label selectors
   (``k``, ``!k``, ``k=v``, ``k!=v``, ``k in (a,b)``) and field selectors (``metadata.name``,
   ``metadata.namespace``, ``spec.nodeName``, ``involvedObject.kind``/``name``);
-* watch as a chunked stream of JSON lines after a resourceVersion, with BOOKMARK events (``allowWatchBookmarks``),
-  ``timeoutSeconds``, and an ``ERROR`` event with a 410 Status when the version is older than the retained
+* watch as a chunked stream of JSON lines after a resourceVersion, with BOOKMARK events (``allowWatchBookmarks``)
+  when the API server's watch cache sends them — 2 s before the watch's ``timeoutSeconds`` or after a minute,
+  whichever is first, on its 1-second timer, then every minute — or every ``bookmark_interval`` seconds when a test
+  asks for them sooner, and an ``ERROR`` event with a 410 Status when the version is older than the retained
   history (:meth:`Emulator.compact` forgets history, as etcd compaction does);
 * create (409 ``AlreadyExists``), get, JSON merge patch, server-side apply (``application/apply-patch+yaml``)
   with field managers, ownership, conflicts (409 with ``FieldManagerConflict`` causes), ``force``, and removal of
@@ -300,7 +302,7 @@ class Emulator:
         resources: Iterable[Resource] = ALL_RESOURCES,
         validator: Callable[[Obj], list[str]] | None = None,
         history_limit: int = 100_000,
-        bookmark_interval: float = 1.0,
+        bookmark_interval: float | None = None,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.ssl_context = ssl_context
@@ -1036,7 +1038,12 @@ class Emulator:
             await response.write_eof()
             return response
         deadline = time.monotonic() + timeout
-        last_bookmark = time.monotonic()
+        if self.bookmark_interval is None:  # the cacher's schedule (k8s.io/apiserver cacheWatcher.nextBookmarkTime)
+            next_bookmark = time.monotonic() + max(1.0, min(60.0, timeout - 2.0))
+            every = 60.0
+        else:
+            next_bookmark = time.monotonic() + self.bookmark_interval
+            every = self.bookmark_interval
         try:
             while not self._stopping and time.monotonic() < deadline:
                 lines: list[str] = []
@@ -1052,7 +1059,7 @@ class Emulator:
                             if wanted(json.loads(line)["object"]):
                                 lines.append(line)
                             since = rv
-                        if bookmarks and time.monotonic() - last_bookmark >= self.bookmark_interval:
+                        if bookmarks and time.monotonic() >= next_bookmark:
                             # every event of this resource up to the newest version has been sent
                             since = max(since, self.rv)
                             mark = {
@@ -1061,7 +1068,7 @@ class Emulator:
                                 "metadata": {"resourceVersion": str(since)},
                             }
                             lines.append(json.dumps({"type": "BOOKMARK", "object": mark}))
-                            last_bookmark = time.monotonic()
+                            next_bookmark = time.monotonic() + every
                 for line in lines:
                     if not await send(line):
                         return response

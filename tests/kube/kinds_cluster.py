@@ -15,7 +15,7 @@ from pools.workload_kinds import kind_spec
 from queues.models import Job
 from queues.pod_sets import primary_requests
 from queues.services import JobSpec, job_submit
-from tests.kube.cluster import at, condition, ts
+from tests.kube.cluster import at, condition, ts, workload_name
 from tests.kube.emulator import Emulator
 
 
@@ -107,12 +107,20 @@ class KindCluster:
 
     @property
     def workload_name(self) -> str:
-        """Kueue's name for the object's Workload."""
-        return f"{self.kind.lower()}-{self.name}-abcde"
+        """Kueue's name for the object's Workload (its kind, API group, name and UID)."""
+        obj = self.obj()
+        group = obj["apiVersion"].rpartition("/")[0]
+        return workload_name(self.name, obj["metadata"]["uid"], kind=self.kind, group=group)
 
     def workload(self) -> dict | None:
-        """The stored Workload."""
-        return self.emu.get_obj("Workload", self.workload_name, self.namespace)
+        """The stored Workload (found by its owner: the object may be gone)."""
+        for wl in self.emu.all("Workload"):
+            meta = wl["metadata"]
+            if meta.get("namespace") == self.namespace and any(
+                o.get("kind") == self.kind and o.get("name") == self.name for o in meta.get("ownerReferences") or []
+            ):
+                return wl
+        return None
 
     def create_workload(self, *, when: datetime) -> dict:
         """What Kueue's integration does when it sees the labelled object: a Workload owned by it, its pod sets."""

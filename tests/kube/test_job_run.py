@@ -72,7 +72,7 @@ def test_events_of_the_job_its_workload_and_pods_oldest_first(failed, cluster, e
     ]
     selectors = {r["query"].get("fieldSelector") for r in emulator.requests if r["path"].endswith("/events")}
     assert f"involvedObject.name={failed.k8s_name}" in selectors
-    assert f"involvedObject.name={workload_name(failed.k8s_name)}" in selectors
+    assert f"involvedObject.name={workload_name(failed.k8s_name, failed.k8s_uid)}" in selectors
     assert f"involvedObject.name={failed.pod_name}" in selectors
 
 

@@ -313,7 +313,9 @@ def _page_and_explain(world, kube, emulator, client, f: dict, *, minute: float):
     _put_fixture(kube, emulator, job, f, at(minute + 0.5))
     world.sync()
     job = world.job(job)
-    records = [r for r in _explain_all(_cluster_dump(emulator)) if r["name"] == workload_name(job.k8s_name)]
+    records = [
+        r for r in _explain_all(_cluster_dump(emulator)) if r["name"] == workload_name(job.k8s_name, job.k8s_uid)
+    ]
     assert len(records) == 1, f["id"]
     page = html.unescape(client.get(reverse("queues:job_detail", args=[job.pk])).content.decode())
     return job, records[0], page

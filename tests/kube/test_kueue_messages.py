@@ -271,6 +271,22 @@ def test_class_flavor_preference_ignores_other_flavors():
     assert km.translate(only_never).code == km.MISCONFIGURED  # the most severe of the never-fits
 
 
+def test_the_device_speaks_when_kueue_lists_cpu_and_memory_too():
+    """Kueue v0.19 lists every resource a flavor is short of, in name order: cpu and memory before the GPUs
+    (this text is what it wrote on the testbed, tests/realcluster/test_wait_reasons.py). The sentence is about the
+    class's device, not the CPU that comes with it."""
+    text = (
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor h100, 64 more needed, "
+        "insufficient unused quota for memory in flavor h100, 512Gi more needed, insufficient unused quota for "
+        "nvidia.com/gpu in flavor h100, 8 more needed"
+    )
+    t = km.translate(text, context=_ctx(nominal=16, used=16))
+    assert (t.code, t.details["resource"]) == (km.QUOTA_EXHAUSTED, "nvidia.com/gpu")
+    assert "16 GPUs on H100" in t.message
+    assert "8 more GPUs needed" in t.message
+    assert [r["resource"] for r in t.details["podSets"][0]["reasons"]] == ["cpu", "memory", "nvidia.com/gpu"]
+
+
 def test_tas_decision_uses_the_pool():
     text = 'couldn\'t assign flavors to pod set main: topology "gpu" allows to fit only 1 out of 2 pod(s)'
     ctx = km.MessageContext(

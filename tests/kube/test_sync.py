@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from clusters.models import KubeJobState
@@ -50,7 +52,7 @@ def test_lifecycle_at_the_cluster_times(world, kube, emulator):
     assert (job.state, job.wait_reason) == ("pending", "quota_exhausted")
     assert "16 GPUs on H100" in job.wait_message
     assert job.kueue_message == QUOTA
-    assert job.workload_name == workload_name(job.k8s_name)
+    assert job.workload_name == workload_name(job.k8s_name, job.k8s_uid)
     kube.admit(
         job.k8s_name, NS, cluster_queue="vision", flavor="h100", nodes=["gpu-a1", "gpu-a2"], gpus_per_pod=4, when=at(5)
     )
@@ -284,7 +286,7 @@ def test_cluster_events_reach_the_timeline_once(world, kube, emulator):
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"name": "e1", "namespace": NS, "uid": "ev-1"},
-        "involvedObject": {"kind": "Workload", "name": workload_name(job.k8s_name), "namespace": NS},
+        "involvedObject": {"kind": "Workload", "name": workload_name(job.k8s_name, job.k8s_uid), "namespace": NS},
         "reason": "QuotaReserved",
         "message": "Quota reserved in ClusterQueue vision, wait time since queued was 3s",
         "type": "Normal",
@@ -309,6 +311,47 @@ def test_cluster_events_reach_the_timeline_once(world, kube, emulator):
     assert notes.count() == 2
     world.sync(full=True)  # a relist replays every event: no duplicates
     assert notes.count() == 2
+
+
+def test_a_cluster_event_of_the_submission_second_is_not_before_the_submission(world, emulator):
+    """core/v1 Event times are whole seconds, truncated: on the testbed the Job controller's "Suspended" Event of
+    the submission's second came out before the submission on the timeline. It is shown at the submission."""
+    job = world.submit(minute=0.7 / 60)  # submitted at T0 + 0.7 s
+    emulator.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": "s1", "namespace": NS, "uid": "ev-s1"},
+            "involvedObject": {"kind": "Job", "name": job.k8s_name, "namespace": NS},
+            "reason": "Suspended",
+            "message": "Job suspended",
+            "type": "Normal",
+            "count": 1,
+            "firstTimestamp": ts(at(0)),
+            "lastTimestamp": ts(at(0)),
+        }
+    )
+    world.sync()
+    note = JobEvent.objects.get(job=job, kind="note", details__reason="Suspended")
+    assert note.at == world.job(job).submitted_at
+    assert _events(job)[:2] == ["submitted", "note"]
+
+
+def test_a_catch_up_pass_ends_quietly_when_the_server_sends_no_early_bookmark(world, kube, emulator, settings, caplog):
+    """The API server's first BOOKMARK comes 2 s before the watch's timeout (or after a minute), not when the
+    backlog is sent: a sync pass ends each watch on the idle timeout, reads everything, and logs no break."""
+    emulator.bookmark_interval = None  # the API server's schedule
+    settings.KUBE_SYNC_WATCH_SECONDS = 10
+    settings.KUBE_SYNC_IDLE_SECONDS = 0.3
+    job = world.submit()
+    kube.create_workload(job.k8s_name, NS)
+    kube.pending(job.k8s_name, NS, QUOTA, when=at(1))
+    caplog.set_level("INFO", logger="clusters.backends.k8s.client")
+    started = time.monotonic()
+    world.sync()
+    assert time.monotonic() - started < 8  # no watch waited for its bookmark (8 s after it opened)
+    assert world.job(job).kueue_message == QUOTA
+    assert not [r for r in caplog.records if "broke" in r.getMessage()]
 
 
 def test_missing_priority_class_event_makes_the_job_misconfigured(world, emulator):

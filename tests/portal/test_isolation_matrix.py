@@ -108,6 +108,14 @@ SUBMIT = who(200, anonymous=LOGIN, staff=403, operator=403, admin=403)
 MATRIX: dict[str, Row] = {
     "": Row(fixed("/"), who(302, anonymous=LOGIN), who(302, anonymous=LOGIN), who(302, anonymous=LOGIN)),
     "healthz": Row(fixed("/healthz"), ANY, ANY, ANY),
+    # Liveness: the JSON for anyone signed in (it holds no team data), the page for admins, staff and operators.
+    "status.json": Row(fixed("/status.json"), API_SIGNED_IN, NO_POST, API_SIGNED_IN),
+    "status/": Row(
+        fixed("/status/"),
+        who(403, anonymous=LOGIN, staff=200, operator=200, admin=200),
+        NO_POST,
+        who(403, anonymous=HX_LOGIN, staff=200, operator=200, admin=200),
+    ),
     # Open while METRICS_TOKEN is unset (the tests' settings); tests/portal/test_metrics.py covers the token.
     "metrics": Row(fixed("/metrics"), ANY, NO_POST, ANY),
     "accounts/login/": Row(

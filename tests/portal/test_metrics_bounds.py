@@ -32,7 +32,7 @@ DASHBOARD = REPO / "deploy" / "grafana" / "portal-dashboard.json"
 #: The documented bound (docs/operations.md, "Metrics"): one cluster, 2 flavors, 100 teams × 20 classes.
 SERIES_BOUND = 10_000
 #: Queries per scrape, whatever the number of teams, classes, jobs or devices.
-QUERIES_PER_SCRAPE = 16
+QUERIES_PER_SCRAPE = 21
 
 
 def samples(client) -> list:

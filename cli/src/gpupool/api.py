@@ -56,7 +56,7 @@ def _detail(body: Any) -> str:
 
 
 def refusal(status: int, body: Any, *, url: str, retry_after: str | None = None) -> ApiError:
-    """The ApiError for an HTTP error answer: 400 by field, 401/403 explained, 404, 409, 429, 5xx."""
+    """The ApiError for an HTTP error answer: 400 by field, 401/403 explained, 404, 409, 429, 503, 5xx."""
     detail = _detail(body)
     if status == 400:
         if isinstance(body, dict) and set(body) <= {"detail", "field"} and detail:
@@ -81,6 +81,11 @@ def refusal(status: int, body: Any, *, url: str, retry_after: str | None = None)
     if status == 429:
         wait = f" Try again in {retry_after} s." if retry_after else ""
         return ApiError(f"too many requests: {detail or 'throttled'}.{wait}", status)
+    if status == 503:  # a service the portal needs is down (its database, cache or broker); nothing was changed
+        wait = f" Try again in {retry_after} s." if retry_after else ""
+        return ApiError(
+            f"the portal is temporarily unavailable: {detail or 'a service it needs is down'}.{wait}", status
+        )
     return ApiError(f"the portal answered HTTP {status}{': ' + detail if detail else ''}", status)
 
 

@@ -267,13 +267,15 @@ class KubeClient:
         read_timeout = idle_timeout if idle_timeout else timeout_seconds + 30
         response = self._send("GET", resource.path(namespace=namespace), query=query, read_timeout=read_timeout)
         try:
-            yield from self._events(response, resource)
+            yield from self._events(response, resource, idle=bool(idle_timeout))
         finally:
             if not response.closed:
                 response.close()  # a consumer that stopped early: the rest of the stream is not wanted
             response.release_conn()
 
-    def _events(self, response: urllib3.HTTPResponse, resource: Resource) -> Iterator[WatchEvent]:
+    def _events(
+        self, response: urllib3.HTTPResponse, resource: Resource, *, idle: bool = False
+    ) -> Iterator[WatchEvent]:
         buffer = b""
         try:
             for chunk in response.stream(64 * 1024, decode_content=True):
@@ -286,6 +288,16 @@ class KubeClient:
                             yield event
                 if not buffer:
                     yield IDLE  # everything received so far is processed: a good moment to commit
+        except urllib3.exceptions.ReadTimeoutError as exc:
+            # With an idle timeout this is how a caught-up watch ends: the API server sends its first BOOKMARK
+            # only 2 s before the watch's own timeout (or after a minute), not when the backlog is sent.
+            if idle and not buffer:
+                log.debug(
+                    "cluster %s: watch of %s drained (quiet for the idle timeout)", self.cluster.name, resource.key
+                )
+            else:
+                log.info("cluster %s: watch of %s broke (%s); resuming later", self.cluster.name, resource.key, exc)
+            return
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             log.info("cluster %s: watch of %s broke (%s); resuming later", self.cluster.name, resource.key, exc)
             return
