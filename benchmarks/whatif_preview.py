@@ -42,7 +42,7 @@ from django.utils import timezone  # noqa: E402
 
 from pools.models import Cluster, Device, Node, ResourceClass, ResourceClassFlavor, ResourceFlavor  # noqa: E402
 from queues.models import Cohort, Job, PolicyPreview, QuotaLine, Team, TeamQuota  # noqa: E402
-from queues.policy import previews  # noqa: E402
+from queues.policy import preview_replay, previews  # noqa: E402
 from queues.policy.whatif import (  # noqa: E402
     MAX_CYCLES_PER_INSTANT,
     WhatIfRequest,
@@ -268,7 +268,7 @@ def time_admin_preview(cluster: Cluster, quota: TeamQuota, line: QuotaLine) -> N
 
     def replay():
         PolicyPreview.objects.filter(pk=preview_id).update(status=PolicyPreview.Status.QUEUED)
-        return previews.policy_preview_run(preview_id=preview_id)
+        return preview_replay.policy_preview_run(preview_id=preview_id)
 
     stored = timed("worker: replay of the stored preview (task body)", replay, repeat=1)
     if stored.status != PolicyPreview.Status.DONE:

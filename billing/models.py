@@ -457,10 +457,14 @@ class Notification(models.Model):
         DEMOTED = "demoted", "Team demoted to borrow-only"
         DEMOTION_LIFTED = "demotion_lifted", "Demotion lifted"
         DEMOTION_FAILED = "demotion_failed", "Demotion could not be applied"
+        RESERVATION_UNUSED = "reservation_unused", "Reservation (partly) unused"
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="billing_notifications")
     kind = models.CharField(max_length=30, choices=Kind.choices)
     budget = models.ForeignKey(Budget, null=True, blank=True, on_delete=models.CASCADE, related_name="notifications")
+    reservation = models.ForeignKey(
+        "queues.Reservation", null=True, blank=True, on_delete=models.CASCADE, related_name="billing_notifications"
+    )
     period_start = models.DateField(null=True, blank=True)
     threshold = models.PositiveIntegerField(null=True, blank=True)
     spent = models.DecimalField(max_digits=20, decimal_places=2, null=True, blank=True)
@@ -475,6 +479,11 @@ class Notification(models.Model):
                 fields=["budget", "period_start", "threshold"],
                 condition=Q(kind="budget_threshold"),
                 name="budget_threshold_notified_once",
+            ),
+            models.UniqueConstraint(
+                fields=["reservation"],
+                condition=Q(kind="reservation_unused"),
+                name="reservation_unused_notified_once",
             ),
         ]
         indexes = [models.Index(fields=["team", "-created_at"], name="notification_team_recent")]

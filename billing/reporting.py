@@ -1,7 +1,7 @@
 """Flat views of a ``CostReport`` shared by the cost page, its CSV export and ``manage.py cost_report``.
 
-One row per period, user, class and flavor plus a total, with the same numbers the page shows. Money columns
-are per currency (``cost_EUR``…), so amounts in different currencies are never added together.
+One row per period, user, class, flavor and reservation plus a total, with the same numbers the page shows. Money
+columns are per currency (``cost_EUR``…), so amounts in different currencies are never added together.
 """
 
 from __future__ import annotations
@@ -11,6 +11,9 @@ import io
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.utils import timezone
+
+from billing.reservation_cost import ReservationLine, ReservationUse
 from billing.selectors import Capacity, CostReport, Money, ReportJobs, Usage, money_sum
 from kernel.csv_cells import csv_dict
 
@@ -70,6 +73,16 @@ def _capacity_columns(capacity: Capacity | None, currencies: list[str]) -> dict:
     }
 
 
+def _reservation_columns(use: ReservationUse | None, currencies: list[str]) -> dict:
+    use = use or ReservationUse()
+    return {
+        "reservation_hours": _hours(use.reserved_hours),
+        "reservation_used_hours": _hours(use.used_hours),
+        "reservation_unused_hours": _hours(use.unused_hours),
+        **_money_columns("reservation_unused_cost", use.unused_cost, currencies),
+    }
+
+
 def report_columns(report: CostReport) -> list[str]:
     """Column names of ``report_rows``."""
     currencies = report.currencies
@@ -80,18 +93,22 @@ def report_columns(report: CostReport) -> list[str]:
         *_usage_columns(Usage(), currencies),
         *_capacity_columns(None, currencies),
         *(f"settlement_{c}" for c in currencies),
+        *_reservation_columns(None, currencies),
         *(f"charge_{c}" for c in currencies),
     ]
 
 
 def report_rows(report: CostReport) -> list[dict]:
-    """Periods, per user, per class, per flavor and the total, as flat rows (reserved capacity is per team, so
-    it is given on period and total rows only)."""
+    """Periods, per user, per class, per flavor, per reservation and the total, as flat rows (reserved capacity and
+    reservations are per team, so they are given on period, reservation and total rows only)."""
     currencies = report.currencies
     empty_capacity = dict.fromkeys(_capacity_columns(None, currencies), "")
+    empty_reservation = dict.fromkeys(_reservation_columns(None, currencies), "")
+    empty_usage = dict.fromkeys(_usage_columns(Usage(), currencies), "")
     rows = []
     for p in report.periods:
-        charge = p.charge
+        booked = report.reservations.period(p.period)
+        charge = money_sum(p.charge, booked.unused_cost)
         rows.append(
             {
                 "section": report.bucket,
@@ -100,6 +117,7 @@ def report_rows(report: CostReport) -> list[dict]:
                 **_usage_columns(p.usage, currencies),
                 **_capacity_columns(p.capacity, currencies),
                 **_money_columns("settlement", p.settlement, currencies),
+                **_reservation_columns(booked, currencies),
                 **{f"charge_{c}": _cents(charge.get(c)) for c in currencies},
             }
         )
@@ -119,9 +137,22 @@ def report_rows(report: CostReport) -> list[dict]:
                     **_usage_columns(g.usage, currencies),
                     **empty_capacity,
                     **{f"settlement_{c}": "" for c in currencies},
+                    **empty_reservation,
                     **{f"charge_{c}": "" for c in currencies},
                 }
             )
+    for line in report.reservations.lines:
+        rows.append(
+            {
+                "section": "reservation",
+                "key": str(line.reservation.pk),
+                "label": reservation_label(line),
+                **empty_usage,
+                **empty_capacity,
+                **_reservation_columns(line.use, currencies),
+                **{f"charge_{c}": _cents(line.use.unused_cost.get(c)) for c in currencies},
+            }
+        )
     rows.append(
         {
             "section": "total",
@@ -130,10 +161,19 @@ def report_rows(report: CostReport) -> list[dict]:
             **_usage_columns(report.totals, currencies),
             **_capacity_columns(report.capacity, currencies),
             **_money_columns("settlement", report.settlement, currencies),
+            **_reservation_columns(report.reservations.total, currencies),
             **{f"charge_{c}": _cents(report.charge.get(c)) for c in currencies},
         }
     )
     return rows
+
+
+def reservation_label(line: ReservationLine) -> str:
+    """ "Speech: 8 × H100 from 2026-12-03 09:00 to 17:00 UTC (evaluation run)" (its part within the report)."""
+    r = line.reservation
+    a, b = timezone.localtime(line.start), timezone.localtime(line.end)
+    to = f"{b:%H:%M}" if a.date() == b.date() else f"{b:%Y-%m-%d %H:%M}"
+    return f"{r.team.name}: {r.count} × {r.flavor.label} from {a:%Y-%m-%d %H:%M} to {to} {b.tzname()} ({r.purpose})"
 
 
 def report_csv(report: CostReport) -> str:
@@ -196,7 +236,8 @@ class ChargePart:
 
 def charge_parts(report: CostReport, currency: str) -> list[ChargePart]:
     """What the charge is made of, in ``currency``: owned usage + borrowed usage + idle reservation − lent credit
-    (+ the internal settlement's adjustment where the team's cohort settles borrowing between teams).
+    (+ the internal settlement's adjustment where the team's cohort settles borrowing between teams)
+    (+ unused reservations when the report has booked windows).
 
     ``percent`` is each part's share of the charge (None when the charge is zero); the parts add up to it.
     """
@@ -215,6 +256,9 @@ def charge_parts(report: CostReport, currency: str) -> list[ChargePart]:
                 report.settlement[currency],
             )
         )
+    if report.reservations.lines:  # a part of its own only for teams that booked windows
+        unused = report.reservations.total.unused_cost.get(currency, Decimal(0))
+        parts.append(("reservation", "Unused reservations (booked windows not used)", unused))
     return [
         ChargePart(key, label, amount, (amount * 100 / charge).quantize(Decimal("0.1")) if charge else None)
         for key, label, amount in parts
@@ -259,8 +303,27 @@ def report_json(report: CostReport) -> dict:
             "lentCredit": _money_json(cap.lent_credit),
             "netIdleCost": _money_json(report.net_idle_cost),
             "settlement": _money_json(report.settlement),
+            "reservationHours": str(_hours(report.reservations.total.reserved_hours)),
+            "reservationUsedHours": str(_hours(report.reservations.total.used_hours)),
+            "reservationUnusedHours": str(_hours(report.reservations.total.unused_hours)),
+            "reservationUnusedCost": _money_json(report.reservations.total.unused_cost),
             "charge": _money_json(report.charge),
         },
+        "reservations": [
+            {
+                "id": line.reservation.pk,
+                "team": line.reservation.team.slug,
+                "flavor": line.reservation.flavor.name,
+                "count": line.reservation.count,
+                "from": line.start.isoformat(),
+                "to": line.end.isoformat(),
+                "reservedHours": str(_hours(line.use.reserved_hours)),
+                "usedHours": str(_hours(line.use.used_hours)),
+                "unusedHours": str(_hours(line.use.unused_hours)),
+                "unusedCost": _money_json(line.use.unused_cost),
+            }
+            for line in report.reservations.lines
+        ],
         "byTeam": [{"key": g.key, "label": g.label, **_usage_json(g.usage)} for g in report.by_team],
         "byUser": [{"key": g.key, "label": g.label, **_usage_json(g.usage)} for g in report.by_user],
         "byClass": [{"key": g.key, "label": g.label, **_usage_json(g.usage)} for g in report.by_class],

@@ -14,6 +14,8 @@ from decimal import Decimal
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models.functions import TruncMonth
+from django.utils import timezone
 
 from billing.models import (
     Budget,
@@ -29,9 +31,9 @@ from billing.models import (
     UsageTeamDaily,
     UsageTeamMonthly,
 )
-from billing.pricing import hours, local_day
+from billing.pricing import hours
+from billing.reservation_cost import ReservationCharges, reservation_charges
 from billing.services.budgets import period_bounds
-from billing.services.common import billing_tz
 from pools.models import ResourceClass, ResourceFlavor
 from queues.models import Job, Team
 from queues.waiting.selectors import lead_teams_visible_to
@@ -209,6 +211,8 @@ class CostReport:
     #: Internal settlement's change to the charge (cohorts that settle borrowing between teams; zero-sum over a
     #: cohort, so it is empty for every team together). Per team, like the reserved capacity.
     settlement: Money = field(default_factory=dict)
+    #: The teams' reservations (booked windows): reserved, used and the unused part's price, per period and in all.
+    reservations: ReservationCharges = field(default_factory=ReservationCharges)
 
     @property
     def filtered(self) -> bool:
@@ -219,7 +223,7 @@ class CostReport:
     def currencies(self) -> list[str]:
         """Every currency the report's amounts use."""
         found = set(self.totals.cost) | set(self.capacity.idle_cost) | set(self.capacity.lent_credit)
-        return sorted(found | set(self.settlement))
+        return sorted(found | set(self.settlement) | set(self.reservations.total.unused_cost))
 
     @property
     def net_idle_cost(self) -> Money:
@@ -228,9 +232,10 @@ class CostReport:
 
     @property
     def charge(self) -> Money:
-        """What the team pays: usage cost (owned + borrowed) plus the net idle reservation cost, plus the internal
-        settlement's adjustment where its cohort settles borrowing between teams."""
-        return money_sum(self.totals.cost, self.net_idle_cost, self.settlement)
+        """What the team pays: usage cost (owned + borrowed), the net idle quota cost, the unused part of its
+        reservations (booked windows are charged whether used or not) and the internal settlement's adjustment where
+        its cohort settles borrowing between teams."""
+        return money_sum(self.totals.cost, self.net_idle_cost, self.reservations.total.unused_cost, self.settlement)
 
 
 def bucket_start(day: date, bucket: str) -> date:
@@ -450,6 +455,10 @@ def _cost_report(
         by_team=ranked(by["team"]),
         all_teams=all_teams,
         settlement=settlement,
+        # Like reserved quota, a reservation is the team's: the user and class filters do not apply to it.
+        reservations=reservation_charges(
+            teams=None if all_teams else teams, start=start, end=end, periods=sorted(periods), now=timezone.now()
+        ),
     )
 
 
@@ -580,12 +589,16 @@ def job_usage(job_ids: Iterable[int]) -> dict[int, JobUsage]:
 
 @dataclass
 class BudgetStatus:
-    """Burn of one budget in the current period."""
+    """Burn of one budget in one of its periods (a month or a quarter)."""
 
     budget: Budget
     period_start: date
     period_end: date  # exclusive
     spent: Decimal
+    #: Whether the period has ended by the day the page is read (else: spent so far).
+    closed: bool = True
+    #: Spent in the period before, when the page shows it (for the comparison), else None.
+    previous: Decimal | None = None
 
     @property
     def percent(self) -> Decimal:
@@ -600,31 +613,81 @@ class BudgetStatus:
         thresholds = sorted(self.budget.thresholds or [50])
         return "warning" if self.percent >= thresholds[0] else "ok"
 
+    @property
+    def label(self) -> str:
+        """The period in words: "November 2026", "Q4 2026"."""
+        if self.budget.period == Budget.Period.QUARTER:
+            return f"Q{(self.period_start.month - 1) // 3 + 1} {self.period_start.year}"
+        return f"{self.period_start:%B %Y}"
 
-def budget_statuses(*, teams: Iterable[Team] | None, now: datetime) -> list[BudgetStatus]:
-    """Burn of the teams' active budgets in the period containing ``now`` (live, from the usage records),
-    in one query per period kind whatever the number of budgets."""
-    today = local_day(now, billing_tz())
+    @property
+    def change(self) -> Decimal | None:
+        """Spent minus what the period before spent (None without the period before)."""
+        return None if self.previous is None else self.spent - self.previous
+
+
+def _periods(period: str, start: date, end: date) -> list[tuple[date, date]]:
+    """The budget periods (months or quarters) that overlap the days [start, end], oldest first."""
+    out = []
+    first, nxt = period_bounds(period, start)
+    while first <= end:
+        out.append((first, nxt))
+        first, nxt = nxt, period_bounds(period, nxt)[1]
+    return out
+
+
+def budget_statuses(*, teams: Iterable[Team] | None, start: date, end: date, today: date) -> list[BudgetStatus]:
+    """Burn of the teams' active budgets in every period that overlaps the days [start, end] (the range a page
+    shows: last month's budget for last month), each with what the period before spent; one query in all.
+
+    Periods after ``today`` are left out; the one containing it counts what was metered so far.
+    """
     budgets = Budget.objects.filter(active=True).select_related("team").order_by("team__name", "period")
     if teams is not None:
         budgets = budgets.filter(team__in=list(teams))
     budgets = list(budgets)
-    spent: dict[tuple[str, int, str], Decimal] = {}
-    for period in {b.period for b in budgets}:
-        start, end = period_bounds(period, today)
-        team_ids = {b.team_id for b in budgets if b.period == period}
-        rows = (
-            UsageRecord.objects.filter(team_id__in=team_ids, day__gte=start, day__lt=end)
-            .values("team_id", "currency")
-            .annotate(total=Sum("cost"))
-            .order_by()
+    end = min(end, today)
+    plans = {b.pk: _periods(b.period, start, end) for b in budgets}
+    if not budgets or not any(plans.values()):
+        return []
+    first = min(period_bounds(b.period, plans[b.pk][0][0] - timedelta(days=1))[0] for b in budgets if plans[b.pk])
+    last = max(plans[b.pk][-1][1] for b in budgets if plans[b.pk])
+    months: dict[tuple[int, str, date], Decimal] = {}
+    rows = (
+        UsageRecord.objects.filter(team_id__in={b.team_id for b in budgets}, day__gte=first, day__lt=last)
+        .annotate(month=TruncMonth("day"))
+        .values("team_id", "currency", "month")
+        .annotate(total=Sum("cost"))
+        .order_by()
+    )
+    for r in rows:
+        month = r["month"].date() if isinstance(r["month"], datetime) else r["month"]
+        months[(r["team_id"], r["currency"], month)] = Decimal(r["total"] or 0)
+
+    def spent(budget: Budget, lo: date, hi: date) -> Decimal:
+        return sum(
+            (
+                v
+                for (team, currency, month), v in months.items()
+                if (team, currency) == (budget.team_id, budget.currency) and lo <= month < hi
+            ),
+            Decimal(0),
         )
-        spent.update({(period, r["team_id"], r["currency"]): Decimal(r["total"] or 0) for r in rows})
+
     out = []
     for budget in budgets:
-        start, end = period_bounds(budget.period, today)
-        amount = spent.get((budget.period, budget.team_id, budget.currency), Decimal(0))
-        out.append(BudgetStatus(budget=budget, period_start=start, period_end=end, spent=amount))
+        for lo, hi in plans[budget.pk]:
+            before = period_bounds(budget.period, lo - timedelta(days=1))
+            out.append(
+                BudgetStatus(
+                    budget=budget,
+                    period_start=lo,
+                    period_end=hi,
+                    spent=spent(budget, lo, hi),
+                    closed=hi <= today,
+                    previous=spent(budget, *before),
+                )
+            )
     return out
 
 

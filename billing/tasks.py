@@ -43,3 +43,9 @@ def budgets_check() -> None:
 def metering_full_sweep() -> None:
     """Re-check every allocation ever recorded (the daily reconcile that heals what incremental runs missed)."""
     services.metering_sync(now=timezone.now(), full=True)
+
+
+@shared_task(name="billing.reservation_unused_notices", ignore_result=True, acks_late=True, **DB_RETRY)
+def reservation_unused_notices() -> None:
+    """Tell the leads of each team whose reservation ended (yesterday or a few days before) how much went unused."""
+    services.reservation_unused_notices(now=timezone.now())

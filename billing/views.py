@@ -97,7 +97,9 @@ def cost(request: HttpRequest) -> HttpResponse:
             figures=_figures(report),
             charge_currency=currency,
             charge_parts=reporting.charge_parts(report, currency),
-            budgets=selectors.budget_statuses(teams=query.scope, now=now),
+            budgets=selectors.budget_statuses(
+                teams=query.scope, start=query.start, end=query.end, today=local_day(now, billing_tz())
+            ),
             notifications=selectors.notifications_for(teams=query.scope),
             demotions=selectors.active_demotions(teams=query.scope),
             # Every team's jobs would be a scan of all usage records: that view lists teams, not jobs.

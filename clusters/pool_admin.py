@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, TypedDict
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Q
-from django.forms.models import BaseInlineFormSet
 from django.utils import timezone
 from django.utils.html import format_html
 
 from clusters.kube_sync.kueue_config import fix_hint
+from kernel.admin_inlines import LabelledInlineFormSet
 from pools.models import Cluster, ResourceClass, ResourceClassFlavor, ResourceFlavor
 from pools.services import ClassSpec, resource_class_check
 from queues.policy.admin_support import PolicyAdmin, WhatIfAdminMixin
@@ -151,7 +151,7 @@ def class_spec_from(rc: ResourceClass, flavors: list[ResourceFlavor]) -> ClassSp
     )
 
 
-class ResourceClassFlavorFormSet(BaseInlineFormSet):
+class ResourceClassFlavorFormSet(LabelledInlineFormSet):
     """Validates the whole class, flavors included, with the service's rules before anything is saved."""
 
     warnings: list[str]

@@ -33,8 +33,9 @@ class QueuesRepairJobs:
         return health_jobs.jobs_drain(job_ids=job_ids, ticket_id=ticket_id, actor_label=actor_label, now=now)
 
     def validation_submit(self, *, request: ValidationJobRequest, now: datetime) -> int:
-        """Submit the burn-in job in the validation team, as the acting admin or the portal's service user."""
-        team = health_jobs.validation_team_ensure(slug=request.team_slug)
+        """Submit the burn-in job in the validation team's queue (made to cover the cluster first), as the acting
+        admin or the portal's service user."""
+        team = health_jobs.validation_queue_ensure(slug=request.team_slug, cluster=request.cluster).team
         owner = health_jobs.validation_owner_ensure(user=request.user, team=team)
         spec = JobSpec(
             name=request.name,

@@ -39,3 +39,18 @@ def duration_words(seconds: float) -> str:
         return plural(hours, "hour") + (f" {plural(minutes, 'minute')}" if minutes else "")
     days, hours = divmod(hours, 24)
     return plural(days, "day") + (f" {plural(hours, 'hour')}" if hours else "")
+
+
+def duration_short(seconds: float) -> str:
+    """A length of time in short units, to its two largest: "42 s", "25 min", "2 h 10 min", "3 d 4 h"."""
+    seconds = round(max(seconds, 0))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, _ = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"

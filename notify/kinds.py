@@ -21,6 +21,7 @@ class Kind(models.TextChoices):
     FAILED = "failed", "Job failed or timed out"
     IDLE = "idle", "Job's GPUs are idle"
     BUDGET = "budget", "Team budget threshold reached"
+    RESERVATION_UNUSED = "reservation_unused", "Team reservation went unused (charged)"
     SHORTFALL = "shortfall", "Guaranteed quota not backed by healthy GPUs (repairs)"
     TEST = "test", "Test message (asked for on the notifications page)"
 

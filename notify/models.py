@@ -107,6 +107,7 @@ class Delivery(models.Model):
 
     class Meta:
         ordering = ["digest", "channel"]
+        verbose_name_plural = "deliveries"
         constraints = [models.UniqueConstraint(fields=["digest", "channel"], name="notify_delivery_once")]
         indexes = [models.Index(fields=["state", "attempted_at"], name="notify_delivery_state")]
 

@@ -139,6 +139,17 @@ class JobEventRecorder:
             events_record([_job_pending(event, job, kind)])
 
 
+def reservation_unused_record(
+    *, notification_id: int, team: Team, lead_ids: Iterable[int], title: str, message: str, at: datetime
+) -> int:
+    """Tell the team's leads that a reservation's window ended partly unused and what that unused part cost (billing
+    detected it, once per reservation: its ``Notification`` row is the key). Called in billing's transaction."""
+    return events_record(
+        Pending(lead, Kind.RESERVATION_UNUSED, f"reservation-unused:{notification_id}", title, message, at, team=team)
+        for lead in lead_ids
+    )
+
+
 def budget_threshold_record(
     *, notification_id: int, team: Team, lead_ids: Iterable[int], message: str, at: datetime, threshold: int
 ) -> int:

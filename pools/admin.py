@@ -6,11 +6,15 @@ with the cluster integration, in clusters.pool_admin.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q
-from django.http import HttpResponseRedirect
-from django.urls import reverse
+from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.urls import path, reverse
 from django.utils import timezone as _tz
 
 from kernel.errors import DomainError
@@ -329,18 +333,81 @@ class RepairTicketAddForm(forms.ModelForm):
         return data
 
 
-def _ticket_action(service, description: str):
+class RecommendedActionFilter(admin.SimpleListFilter):
+    """Tickets by the XID catalogue's recommended action, in words ("none" for tickets without one)."""
+
+    title = "recommended action"
+    parameter_name = "recommended_action"
+
+    def lookups(self, request, model_admin):
+        """Each action the tickets have, said in words."""
+        found = RepairTicket.objects.order_by().values_list("recommended_action", flat=True).distinct()
+        return [(value or "-", action_words(value) if value else "none") for value in sorted(set(found))]
+
+    def queryset(self, request, queryset):
+        """The tickets with the chosen action ("-": none)."""
+        value = self.value()
+        if value is None:
+            return queryset
+        return queryset.filter(recommended_action="" if value == "-" else value)
+
+
+@dataclass(frozen=True)
+class TicketAction:
+    """A repair step an admin takes on tickets: from the list's actions or a button on the ticket's page."""
+
+    name: str
+    label: str
+    service: Callable
+    #: The states the step starts from (its service refuses the others).
+    states: tuple[str, ...]
+    #: What was done, in words, from the service's return value.
+    done: Callable[[object], str]
+
+
+T = RepairTicket.State
+TICKET_ACTIONS = (
+    TicketAction(
+        "start_validation",
+        "Repair done: start validation",
+        _tickets.ticket_start_validation,
+        (T.IN_REPAIR,),
+        lambda run: f"validation started: burn-in job #{run.job_id} submitted",
+    ),
+    TicketAction(
+        "drain_now",
+        "Drain now (evict remaining jobs)",
+        _tickets.ticket_drain_now,
+        (T.DRAINING,),
+        lambda evicted: f"{len(evicted)} job(s) evicted to drain it" if evicted else "no job left to evict",
+    ),
+    TicketAction(
+        "mark_rma",
+        "Send to RMA (retire)",
+        _tickets.ticket_mark_rma,
+        RepairTicket.OPEN_STATES,
+        lambda ticket: "sent to RMA: its device(s) are retired",
+    ),
+)
+
+
+def _ticket_act(modeladmin, request, step: TicketAction, ticket: RepairTicket) -> None:
+    """Run one step on one ticket and say what happened (or why not) in the admin's messages."""
+    try:
+        result = step.service(ticket=ticket, actor=_health.Actor.of(request.user))
+    except DomainError as exc:
+        modeladmin.message_user(request, f"Ticket #{ticket.pk}: not done: {exc}", messages.ERROR)
+    else:
+        modeladmin.message_user(request, f"Ticket #{ticket.pk}: {step.done(result)}.")
+
+
+def _ticket_action(step: TicketAction):
     def action(modeladmin, request, queryset):
         for ticket in queryset.order_by("pk"):
-            try:
-                service(ticket=ticket, actor=_health.Actor.of(request.user))
-            except DomainError as exc:
-                modeladmin.message_user(request, f"ticket #{ticket.pk}: {exc}", messages.ERROR)
-            else:
-                modeladmin.message_user(request, f"ticket #{ticket.pk}: {description.lower()} done")
+            _ticket_act(modeladmin, request, step, ticket)
 
-    action.short_description = description
-    action.__name__ = f"ticket_{service.__name__}"
+    action.short_description = step.label
+    action.__name__ = f"ticket_{step.service.__name__}"
     return action
 
 
@@ -349,17 +416,50 @@ class RepairTicketAdmin(ServiceAddMixin, admin.ModelAdmin):
     """The repair queue: open tickets by hand, start validation after repair, force a drain, send to RMA."""
 
     list_display = ("id", "node", "device", "state", "age", "action", "validation_failures", "reason")
-    list_filter = ("state", "recommended_action", "node__cluster")
+    list_filter = ("state", RecommendedActionFilter, "node__cluster")
     search_fields = ("node__name", "device__key", "device__uuid", "reason")
     list_select_related = ("node", "device")
     # pickers that search (node name; device key, uuid or node), not raw ids
     autocomplete_fields = ("node", "device")
     inlines = [RepairTicketEventInline, ValidationRunInline]
-    actions = [
-        _ticket_action(_tickets.ticket_start_validation, "Repair done: start validation"),
-        _ticket_action(_tickets.ticket_drain_now, "Drain now (evict remaining jobs)"),
-        _ticket_action(_tickets.ticket_mark_rma, "Send to RMA (retire)"),
-    ]
+    actions = [_ticket_action(step) for step in TICKET_ACTIONS]
+    change_form_template = "admin/pools/repairticket/change_form.html"
+
+    def get_urls(self):
+        """The ticket page's step buttons post to ``<id>/step/<name>/``."""
+        step = path(
+            "<path:object_id>/step/<str:name>/",
+            self.admin_site.admin_view(self.step_view),
+            name="pools_repairticket_step",
+        )
+        return [step, *super().get_urls()]
+
+    def step_view(self, request, object_id: str, name: str):
+        """Run one repair step on this ticket (POST, with the change permission), then back to its page."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        ticket = self.get_object(request, object_id)
+        if ticket is None:
+            raise Http404("No such repair ticket.")
+        if not self.has_change_permission(request, ticket):
+            raise PermissionDenied
+        step = next((s for s in TICKET_ACTIONS if s.name == name), None)
+        if step is None:
+            raise Http404("No such repair step.")
+        _ticket_act(self, request, step, ticket)
+        return HttpResponseRedirect(reverse("admin:pools_repairticket_change", args=[ticket.pk]))
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        """The ticket page, with a button for each step its state allows."""
+        ticket = self.get_object(request, object_id)
+        steps = []
+        if ticket is not None and self.has_change_permission(request, ticket):
+            steps = [
+                {"label": s.label, "url": reverse("admin:pools_repairticket_step", args=[ticket.pk, s.name])}
+                for s in TICKET_ACTIONS
+                if ticket.state in s.states
+            ]
+        return super().change_view(request, object_id, form_url, {**(extra_context or {}), "ticket_steps": steps})
 
     @admin.display(description="recommended action", ordering="recommended_action")
     def action(self, obj: RepairTicket) -> str:

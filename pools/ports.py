@@ -83,3 +83,47 @@ def job_visibility_register(visibility: JobVisibility) -> None:
 def job_visibility() -> JobVisibility:
     """The registered job-visibility rule (one that shows no job names when none is registered)."""
     return _visibility
+
+
+# --------------------------------------------------------------------------- who waits for a flavor, and why
+
+
+@dataclass(frozen=True)
+class WaitingShare:
+    """Pending jobs that could land on a flavor, with one wait reason: how many, the code and its label."""
+
+    flavor_id: int
+    code: str
+    label: str
+    jobs: int
+    #: a quota reason (the team's quota, its borrowing limit, quota lent out): free devices do not start them
+    quota: bool = False
+
+
+class WaitingReader(Protocol):
+    """The pending jobs, as pools sees them: to say what free capacity does (and does not) help."""
+
+    def waiting_by_flavor(self, *, cluster: Cluster | None = None) -> Sequence[WaitingShare]:
+        """Pending jobs per flavor their class may use and per wait reason (on one cluster, or all)."""
+
+
+class _NoWaiting:
+    """No queues app installed: nobody waits."""
+
+    def waiting_by_flavor(self, *, cluster: Cluster | None = None) -> Sequence[WaitingShare]:
+        """None."""
+        return []
+
+
+_waiting: WaitingReader = _NoWaiting()
+
+
+def waiting_reader_register(reader: WaitingReader) -> None:
+    """Install the waiting-jobs reader (called once at start-up by the app that owns the jobs)."""
+    global _waiting
+    _waiting = reader
+
+
+def waiting_reader() -> WaitingReader:
+    """The registered waiting-jobs reader (one that knows no waiting job when none is registered)."""
+    return _waiting

@@ -20,7 +20,7 @@ from pools.models import (
     ResourceClass,
     ResourceFlavor,
 )
-from pools.ports import quota_reader
+from pools.ports import quota_reader, waiting_reader
 
 
 @dataclass
@@ -340,3 +340,99 @@ def _node_capacity(node: Node, *, job_teams: frozenset[str] | None) -> NodeCapac
             roots.append(cell)
     cap.devices = roots
     return cap
+
+
+@dataclass
+class HardwareUse:
+    """One flavor's hardware: its schedulable units and the physical cards behind them, and what is in use."""
+
+    flavor: ResourceFlavor | None
+    kind: str  # the units' kind: full cards, MIG slices, time-shared replicas
+    units: int = 0
+    units_in_use: int = 0
+    cards: int = 0
+    cards_in_use: int = 0
+    #: pending jobs that could land here, by reason: (label, jobs, is a quota reason) (through pools.ports)
+    waiting: list[tuple[str, int, bool]] = field(default_factory=list)
+
+    @property
+    def units_free(self) -> int:
+        """Units not in use (healthy or not: the capacity tables say which are usable)."""
+        return self.units - self.units_in_use
+
+    @property
+    def waiting_on_quota(self) -> int:
+        """Pending jobs for this hardware that wait on their team's quota (free units do not start them)."""
+        return sum(n for _, n, quota in self.waiting if quota)
+
+
+@dataclass
+class UtilisationAccount:
+    """How the pool's utilisation is counted: units (a slice or a replica counts like a card) and cards."""
+
+    rows: list[HardwareUse]
+
+    @property
+    def units(self) -> int:
+        """Schedulable units."""
+        return sum(r.units for r in self.rows)
+
+    @property
+    def units_in_use(self) -> int:
+        """Units in use."""
+        return sum(r.units_in_use for r in self.rows)
+
+    @property
+    def cards(self) -> int:
+        """Physical cards behind the units (a partitioned or shared card once)."""
+        return sum(r.cards for r in self.rows)
+
+    @property
+    def cards_in_use(self) -> int:
+        """Cards with at least one unit in use."""
+        return sum(r.cards_in_use for r in self.rows)
+
+    @property
+    def shares_cards(self) -> bool:
+        """Whether some units are slices or replicas of a card (then units and cards differ)."""
+        return any(r.kind != Device.Kind.FULL for r in self.rows)
+
+
+def utilisation_account(
+    *,
+    cluster: Cluster | None = None,
+    flavor: ResourceFlavor | None = None,
+    resource_class: ResourceClass | None = None,
+    problems_only: bool = False,
+) -> UtilisationAccount:
+    """Units and physical cards in use per flavor over the nodes the filters keep, with the pending jobs that could
+    land there by reason (two queries): why "33 %" of units may be many more cards, and why free cards may not
+    start a waiting job (its team's quota, not the hardware)."""
+    units = _filtered_units(cluster=cluster, flavor=flavor, resource_class=resource_class, problems_only=problems_only)
+    rows: dict[tuple[int | None, str], HardwareUse] = {}
+    flavors = {f.pk: f for f in ResourceFlavor.objects.all()}
+    grouped = units.values("node__flavor_id", "kind", "parent_id", "busy").annotate(n=Count("id")).order_by()
+    parents: dict[tuple[int | None, str], dict[int, bool]] = defaultdict(dict)
+    for r in grouped:
+        key = (r["node__flavor_id"], r["kind"])
+        row = rows.setdefault(key, HardwareUse(flavor=flavors.get(r["node__flavor_id"]), kind=r["kind"]))
+        row.units += r["n"]
+        row.units_in_use += r["n"] if r["busy"] else 0
+        if r["parent_id"] is None:  # a whole card is its own unit
+            row.cards += r["n"]
+            row.cards_in_use += r["n"] if r["busy"] else 0
+        else:
+            seen = parents[key]
+            seen[r["parent_id"]] = seen.get(r["parent_id"], False) or bool(r["busy"])
+    for key, seen in parents.items():
+        rows[key].cards += len(seen)
+        rows[key].cards_in_use += sum(1 for busy in seen.values() if busy)
+    waiting: dict[int, list[tuple[str, int, bool]]] = defaultdict(list)
+    for share in waiting_reader().waiting_by_flavor(cluster=cluster):
+        waiting[share.flavor_id].append((share.label, share.jobs, share.quota))
+    for (flavor_id, _), row in rows.items():
+        row.waiting = sorted(waiting.get(flavor_id, []), key=lambda w: -w[1])
+    order = {Device.Kind.FULL: 0, Device.Kind.MIG: 1, Device.Kind.SHARED: 2}
+    return UtilisationAccount(
+        rows=sorted(rows.values(), key=lambda r: (order.get(r.kind, 9), r.flavor.name if r.flavor else ""))
+    )

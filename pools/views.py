@@ -111,6 +111,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         "classes": selectors.class_capacity(**filters, classes=ResourceClass.objects.filter(pk=rc.pk) if rc else None),
         "flavors": flavors,
         "totals": _totals(flavors),
+        "account": selectors.utilisation_account(**filters),
         "node_page": node_page,
         "first_index": first,
         "last_index": first + len(node_page.nodes) - 1 if node_page.nodes else 0,

@@ -7,6 +7,7 @@ from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
 from billing.my_usage import leads_or_staff
+from pools.health.selectors import reads_health
 from portal.demo import demo_logins
 from queues.selectors import teams_of
 from queues.visibility import sees_every_team
@@ -14,7 +15,8 @@ from queues.visibility import sees_every_team
 
 def site(request: HttpRequest) -> dict:
     """Expose the site name, the mode, whether the user is in a team (the Submit link), whether the Cost page has
-    something for the user, the demo logins and whether single sign-on is on."""
+    something for the user, whether the health pages are theirs to read, the demo logins and whether single sign-on
+    is on."""
     logins = []
     if settings.SHOW_DEMO_LOGINS:
         logins = demo_logins()
@@ -37,6 +39,8 @@ def site(request: HttpRequest) -> dict:
         "SHOW_COST_LINK": SimpleLazyObject(lambda: user is not None and leads_or_staff(user)),
         # called by the template only where the navigation is drawn: one query, on pages that show it
         "NAV_HAS_TEAM": has_team,
+        # the health pages: staff without a query; others (operators read them) by their permissions, once
+        "NAV_READS_HEALTH": SimpleLazyObject(lambda: user is not None and reads_health(user)),
         # admins and operators read the status page (the navigation and the pages' "live data paused" note link it)
         "CAN_SEE_STATUS": SimpleLazyObject(lambda: user is not None and sees_every_team(user)),
     }

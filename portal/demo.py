@@ -21,11 +21,13 @@ from django.utils import timezone
 from clusters.backends.simulated import simulated_cluster_tick_run
 from clusters.simulated_dcgm import simulated_dcgm_record
 from pools.demo import DEGRADED_NODE, RACK, demo_health_seed, demo_pool_install
+from pools.health.services import active_policy
 from pools.models import Cluster, ResourceClass, ResourceFlavor
 from pools.services import ClassSpec, resource_class_save
 from queues import services as job_services
+from queues.health_jobs import validation_queue_ensure
 from queues.models import Cohort, Job, Membership, PriorityClass, QuotaLine, Team, TeamQuota
-from queues.selectors import OPERATOR_GROUP, OPERATOR_PERMISSION
+from queues.selectors import OPERATOR_GROUP, OPERATOR_PERMISSIONS
 from queues.waiting.rollup import wait_attribution_sync
 
 DEMO_CLUSTER = "sim-1"
@@ -193,6 +195,8 @@ TEAM_CLASSES = {
     "speech": [("h100", 2), ("a100-1g-10gb", 4), ("l4-shared", 4), ("mi300x", 1)],
 }
 JOB_NAMES = ["resnet", "vit", "llama-ft", "bert", "whisper", "diffusion", "eval", "sweep", "distill", "rlhf", "asr"]
+#: What people add to a job's name (not a counter: the page shows the job's id beside its name already).
+JOB_VARIANTS = ["baseline", "lr-sweep", "ablation", "bf16", "long-ctx", "v2", "retry", "small", "seed2", "warmup"]
 
 
 def demo_logins() -> list[dict[str, str]]:
@@ -224,8 +228,9 @@ def _users(password: str = DEMO_PASSWORD) -> int:
     in the operator group."""
     user_model = get_user_model()
     operators, _ = Group.objects.get_or_create(name=OPERATOR_GROUP)  # kept by queues.apps after migrate, too
-    app_label, codename = OPERATOR_PERMISSION.split(".")
-    operators.permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+    for name in OPERATOR_PERMISSIONS:
+        app_label, codename = name.split(".")
+        operators.permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
     created = 0
     for username, first, is_admin, _ in USERS:
         user, made = user_model.objects.get_or_create(
@@ -283,6 +288,8 @@ def _policy(cluster: Cluster) -> None:
                 borrowing_limit=borrowing,
                 lending_limit=lending,
             )
+    # The platform's validation team and its queue are part of the set-up: repair tickets' burn-in jobs run there.
+    validation_queue_ensure(slug=active_policy().validation_team_slug, cluster=cluster)
 
 
 def _classes() -> None:
@@ -344,7 +351,7 @@ def _history(start: datetime, end: datetime, rng: random.Random) -> list[Submiss
                 team=team,
                 user=rng.choice(members[team]),
                 cls=slug,
-                name=f"{rng.choice(JOB_NAMES)}-{n}",
+                name=f"{rng.choice(JOB_NAMES)}-{JOB_VARIANTS[n * 7 % len(JOB_VARIANTS)]}",
                 devices=devices,
                 pods=pods,
                 runtime=runtime,

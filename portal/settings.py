@@ -304,9 +304,14 @@ REST_FRAMEWORK = {
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU Pool Portal API",
-    "DESCRIPTION": "Resource classes, jobs, wait reasons, timelines and feasibility checks.",
+    "DESCRIPTION": "Resource classes, jobs, wait reasons, timelines, feasibility checks and reservations.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # A reservation's state beside a job's: each its own enum in the schema.
+    "ENUM_NAME_OVERRIDES": {
+        "JobStateEnum": "queues.models.Job.State",
+        "ReservationStateEnum": "queues.models.reservations.Reservation.State",
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "queues.api.schema.error_responses",
@@ -370,6 +375,10 @@ BROKER_CHECK_TIMEOUT_SECONDS = env.float("BROKER_CHECK_TIMEOUT_SECONDS", default
 SIMULATOR_TICK_SECONDS = env.float("SIMULATOR_TICK_SECONDS", default=5.0)
 #: How often the beat rolls the jobs' new wait reasons up (docs/waiting.md).
 WAIT_ATTRIBUTION_SECONDS = env.float("WAIT_ATTRIBUTION_SECONDS", default=300.0)
+# Reservations: a window's opening is pushed to its cluster this long before its start, so its borrowers are reclaimed
+# (and checkpointed) before the first minute; the beat task that drives the windows' edges runs this often.
+RESERVATION_LEAD_SECONDS = env.float("RESERVATION_LEAD_SECONDS", default=120.0)
+RESERVATION_EDGE_SECONDS = env.float("RESERVATION_EDGE_SECONDS", default=30.0)
 # How long a simulated job runs when it names no simulated runtime, and how long a checkpoint takes.
 SIMULATED_DEFAULT_RUNTIME_SECONDS = env.int("SIMULATED_DEFAULT_RUNTIME_SECONDS", default=600)
 SIMULATED_CHECKPOINT_SECONDS = env.int("SIMULATED_CHECKPOINT_SECONDS", default=10)
@@ -541,6 +550,16 @@ CELERY_BEAT_SCHEDULE = {
         "task": "queues.wait_attribution_sync",
         "schedule": WAIT_ATTRIBUTION_SECONDS,
         "options": {"expires": WAIT_ATTRIBUTION_SECONDS},
+    },
+    "reservation-edges": {
+        "task": "queues.reservation_edges",
+        "schedule": RESERVATION_EDGE_SECONDS,
+        "options": {"expires": RESERVATION_EDGE_SECONDS},
+    },
+    "reservation-unused-notices": {
+        "task": "billing.reservation_unused_notices",
+        "schedule": crontab(hour=7, minute=0),
+        "options": {"expires": 6 * 3600},
     },
     "policy-previews-sweep": {
         "task": "queues.policy_previews_sweep",

@@ -7,11 +7,11 @@ from datetime import timedelta
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
-from django.forms.models import BaseInlineFormSet
 from django.urls import reverse
 from django.utils.html import format_html_join
 from simple_history.admin import SimpleHistoryAdmin
 
+from kernel.admin_inlines import LabelledInlineFormSet
 from pools.models import Allocation
 from queues.api.tokens import api_token_create
 from queues.models import (
@@ -23,6 +23,8 @@ from queues.models import (
     PolicyPush,
     PriorityClass,
     QuotaLine,
+    Reservation,
+    ReservationPolicy,
     Team,
     TeamQuota,
 )
@@ -36,6 +38,7 @@ class MembershipInline(admin.TabularInline):
     """Members of a team and their role."""
 
     model = Membership
+    formset = LabelledInlineFormSet
     extra = 1
     raw_id_fields = ("user",)
 
@@ -46,8 +49,14 @@ class TeamAdmin(PolicyAdmin):
 
     list_display = ("name", "slug", "namespace", "local_queue_name")
     search_fields = ("name", "slug", "namespace")
-    filter_horizontal = ("priority_classes",)
     inlines = [MembershipInline]
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        """Priority classes as a list of check boxes: a few of them, each with its label (the admin's two-box
+        filter widget names its search icons with ARIA a span may not carry)."""
+        if db_field.name == "priority_classes":
+            kwargs["widget"] = forms.CheckboxSelectMultiple
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
 
 
 @admin.register(Membership)
@@ -76,7 +85,7 @@ def _line_specs(formset) -> list[LineSpec]:
     ]
 
 
-class QuotaLineFormSet(BaseInlineFormSet):
+class QuotaLineFormSet(LabelledInlineFormSet):
     """Checks all lines together with the policy rules; errors block the save, warnings are shown."""
 
     policy_warnings: list[str]
@@ -260,6 +269,51 @@ class PriorityClassAdmin(PolicyAdmin):
     """Priority classes (Kueue WorkloadPriorityClasses)."""
 
     list_display = ("name", "value", "may_preempt", "is_default", "description")
+
+
+@admin.register(ReservationPolicy)
+class ReservationPolicyAdmin(SimpleHistoryAdmin):
+    """The reservation rules (one row): hard limits that refuse at once, and the limits of automatic approval."""
+
+    list_display = (
+        "__str__",
+        "auto_approve",
+        "auto_max_devices",
+        "auto_max_hours_per_week",
+        "auto_max_days_ahead",
+        "max_hours_per_week",
+        "max_days_ahead",
+    )
+
+    def has_add_permission(self, request):
+        """One row: edit it."""
+        return not ReservationPolicy.objects.exists()
+
+    def has_delete_permission(self, request, obj=None):
+        """The rules are edited, never deleted."""
+        return False
+
+
+@admin.register(Reservation)
+class ReservationAdmin(SimpleHistoryAdmin):
+    """Reservations, read-only: leads request them and admins decide on the Reservations page (with a preview)."""
+
+    list_display = ("__str__", "team", "cluster", "count", "starts_at", "ends_at", "state", "decision", "opened_at")
+    list_filter = ("state", "decision", "cluster", "flavor")
+    list_select_related = ("team", "cluster", "flavor")
+    readonly_fields = [f.name for f in Reservation._meta.fields]
+
+    def has_add_permission(self, request):
+        """Requested on the Reservations page (the rules are checked there)."""
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        """Kept: billing charges them; cancel one on its page instead."""
+        return False
+
+    def view_on_site(self, obj):
+        """Its page in the portal (decide, preview, cancel)."""
+        return reverse("queues:reservation_detail", args=[obj.pk])
 
 
 @admin.register(PolicyPush)

@@ -136,6 +136,8 @@ class Diagnosis:
     stale: str = ""  # kubernetes mode: the portal has lost sight of the cluster (see cluster_staleness)
     #: The verdict and ETA are the last stored while the diagnosis of the cluster's latest change is on its way.
     updating: bool = False
+    #: The estimate moved much since an earlier one: that one, when, and what changed (``sel.eta_change``).
+    eta_change: dict | None = None
 
     @property
     def label(self) -> str:
@@ -242,6 +244,16 @@ def _assemble(
         diagnosis.details = health_blocked_details(
             cluster=job.cluster, resource_class=job.resource_class, details=diagnosis.details, now=now
         )
+    elif diagnosis.code == WaitReason.QUOTA_LENT_OUT:  # the teams that hold the lent quota, by name
+        diagnosis.details = sel.lent_out_details(cluster=job.cluster, details=diagnosis.details)
+    return diagnosis
+
+
+def _with_eta(diagnosis: Diagnosis, eta: Eta | None) -> Diagnosis:
+    """Set the ETA; a lent-out reason's details say when the lent quota is expected back (the ETA's p50)."""
+    diagnosis.eta = eta
+    if diagnosis.code == WaitReason.QUOTA_LENT_OUT:
+        diagnosis.details = {**diagnosis.details, "returnsP50": eta.p50.isoformat() if eta and eta.p50 else None}
     return diagnosis
 
 
@@ -298,9 +310,12 @@ def job_diagnosis(
     if cached is None:
         return _fresh_job_diagnosis(job, stored, now=now, recompute=recompute, with_suggestions=with_suggestions)
     verdict = cached.verdict
-    diagnosis = _assemble(job, stored, verdict, _topology_levels(), now=now, recompute=False, position=cached.position)
-    diagnosis.eta = cached.eta
+    diagnosis = _with_eta(
+        _assemble(job, stored, verdict, _topology_levels(), now=now, recompute=False, position=cached.position),
+        cached.eta,
+    )
     diagnosis.updating = cached.stale
+    diagnosis.eta_change = sel.eta_change(job, before=cached.eta_before, code=diagnosis.code)
     if with_suggestions and not verdict.admissible and not verdict.preemption_targets:
         diagnosis.suggestions = stored_suggestions(job, cached, now=now)
     return diagnosis
@@ -319,10 +334,11 @@ def _fresh_job_diagnosis(
         job, stored, verdict, context_levels(ctx), now=now, recompute=recompute, position=sel.queue_position(job)
     )
     if ctx.whole:
-        diagnosis.eta = context_eta(ctx, target, team=job.team, verdict=verdict)
+        eta = context_eta(ctx, target, team=job.team, verdict=verdict)
     else:
         workload = target if not isinstance(target, str) else context_workload(ctx, job)
-        diagnosis.eta = hypothetical_eta(ctx, workload, team=job.team, verdict=verdict)
+        eta = hypothetical_eta(ctx, workload, team=job.team, verdict=verdict)
+    _with_eta(diagnosis, eta)
     if with_suggestions and not verdict.admissible and not verdict.preemption_targets:
         diagnosis.suggestions = suggestions_for(ctx, job, team=job.team, exclude_key=key)
     return diagnosis

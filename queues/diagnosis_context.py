@@ -22,6 +22,7 @@ from queues.engine.wait_codes import never_fits
 from queues.engine_input import EngineInput, cluster_engine_input, job_workload, ts
 from queues.engine_jobs import PerCluster
 from queues.models import Job, Team, WaitReason
+from queues.reservations.holds import lead, until_text
 from queues.services import default_runtime, has_checkpoint_policy
 
 #: How far ahead the ETA simulation looks before saying "no estimate".
@@ -193,7 +194,7 @@ _WITH_RUNTIME: PerCluster[dict[str, tuple[m.Workload, tuple, m.Workload]]] = Per
 
 def engine_context(cluster: Cluster, *, now: datetime) -> EngineContext:
     """Build the engine state of ``cluster`` once; every explain / estimate of a request reuses it."""
-    inp = cluster_engine_input(cluster=cluster)
+    inp = cluster_engine_input(cluster=cluster, now=now)
     simulated = is_simulated(cluster)
     history = {} if simulated else class_runtime_history({j.resource_class_id for j in inp.jobs_by_key.values()})
     default = settings.SIMULATED_DEFAULT_RUNTIME_SECONDS
@@ -295,7 +296,7 @@ def context_eta(
         horizon=ts(ctx.now + ETA_HORIZON),
         default_runtime=ctx.default_runtime,
     )
-    return eta_at(ctx, at, team=team)
+    return eta_at(ctx, at, team=team, key=target if isinstance(target, str) else target.key)
 
 
 def eta_without_replay(verdict: Verdict, *, now: datetime) -> Eta | None:
@@ -337,8 +338,33 @@ def eta_spread_terms(ctx: EngineContext, team: Team) -> tuple[float, float, int,
     return terms
 
 
-def eta_at(ctx: EngineContext, at: float | None, *, team: Team) -> Eta:
-    """The Eta of an engine admission time ``at`` (None: not within the horizon): p50, and p90 from recent waits."""
+def window_note(ctx: EngineContext, key: str, at: float | None) -> str:
+    """What a reservation's window has to do with a workload's ETA ``at``: it starts when its team's window opens, or
+    it fits only once another team's window ends ("" when neither)."""
+    if at is None or not ctx.state.reservations:
+        return ""
+    namespace = key.split("/", 1)[0]
+    queue = next((lq.cluster_queue for lq in ctx.state.local_queues if lq.namespace == namespace), None)
+    for hold in sorted(ctx.state.reservations, key=lambda h: (h.start, h.name)):
+        if hold.cluster_queue == queue and abs(at - hold.start) < 1e-3:
+            opens = datetime.fromtimestamp(hold.start, tz=ctx.now.tzinfo) + lead()
+            return (
+                f"It starts when its team's reservation {hold.name} opens: the window starts "
+                f"{until_text(opens, now=ctx.now)}, and the portal applies it {lead().total_seconds() / 60:g} min "
+                "ahead so the borrowers are reclaimed in time."
+            )
+    for hold in sorted(ctx.state.reservations, key=lambda h: (h.end, h.name)):
+        if hold.cluster_queue != queue and abs(at - hold.end) < 1e-3:
+            return (
+                f"It fits only after reservation {hold.name} of {hold.holder or hold.cluster_queue} ends "
+                f"({hold.until}): until then that capacity is held for it."
+            )
+    return ""
+
+
+def eta_at(ctx: EngineContext, at: float | None, *, team: Team, key: str = "") -> Eta:
+    """The Eta of an engine admission time ``at`` (None: not within the horizon): p50, and p90 from recent waits; the
+    workload's ``key`` (when given) lets its method say what a reservation's window has to do with it."""
     if at is None:
         return Eta(
             method=(
@@ -347,6 +373,9 @@ def eta_at(ctx: EngineContext, at: float | None, *, team: Team) -> Eta:
         )
     p50 = max(datetime.fromtimestamp(at, tz=ctx.now.tzinfo), ctx.now)
     floor, share, samples, method = eta_spread_terms(ctx, team)
+    note = window_note(ctx, key, at) if key else ""
+    if note:
+        method = f"{note} {method}"
     return Eta(
         p50=p50,
         p90=p90_after(p50, floor=floor, share=share, now=ctx.now),

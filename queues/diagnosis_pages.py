@@ -12,6 +12,10 @@ ahead of it, the mean time the window took per admission of that group (counted 
 least ``EXTENDED_SPREAD`` of the wait added for its p90, and a method that says so; a group the window admitted none
 of gets no p50 ("not before the window's end"). What an entry stores does not move with the clock (the p90 as its
 spread, as before).
+
+An entry whose estimate moved much at a refresh keeps the one before it and when the page last held it (``b``, per
+job id, beside the entries; carried while the estimate does not move much again): the job page says what changed
+since (``queues.selectors.eta_change``).
 """
 
 from __future__ import annotations
@@ -69,6 +73,8 @@ class PageEntry:
     verdict: Verdict
     eta: Eta
     position: tuple[int, int]
+    #: The last estimate that differed much from this one, and when the page last held it (``with_estimates_before``).
+    before: dict | None = None
 
 
 def verdict_content(verdict: Verdict) -> dict:
@@ -250,8 +256,29 @@ def page_entry(text: str, job_id: int, *, length: int, now: datetime) -> PageEnt
         return None
     vi, ei, p50, position = row
     return PageEntry(
-        verdict=_verdict(data["v"][vi]), eta=_eta(data["e"][ei], p50, now=now), position=(position, length)
+        verdict=_verdict(data["v"][vi]),
+        eta=_eta(data["e"][ei], p50, now=now),
+        position=(position, length),
+        before=data.get("b", {}).get(str(job_id)),
     )
+
+
+def page_estimates(data: Mapping) -> dict[str, tuple[bool, float | None, str, str]]:
+    """Per job id (as the page's JSON keys it) of a parsed page: its estimate as (starts now, p50, method) and the
+    code of its verdict."""
+    kinds, verdicts = data.get("e", []), data.get("v", [])
+    return {
+        job_id: (kinds[ei]["kind"] == STARTS_NOW, p50, kinds[ei].get("method", ""), verdicts[vi].get("code", ""))
+        for job_id, (vi, ei, p50, _) in data.get("j", {}).items()
+    }
+
+
+def with_estimates_before(text: str, before: Mapping[str, dict]) -> str:
+    """A page's JSON text with, per job id, the last estimate that differed much from its own (the ``b`` member;
+    the text unchanged when there is none). Not part of the page's digest: it changes only with the entries."""
+    if not before:
+        return text
+    return '{"b":' + json.dumps(before, separators=(",", ":"), sort_keys=True) + "," + text[1:]
 
 
 def _eta(kind: Mapping, p50: float | None, *, now: datetime) -> Eta:

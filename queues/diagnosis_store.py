@@ -22,10 +22,11 @@ clusters whose overdue jobs are assumed to end "within a minute from now".
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -47,7 +48,16 @@ from queues.diagnosis_context import (
     is_simulated,
 )
 from queues.diagnosis_input import KeptInput, engine_input_of, input_timing, kept_input
-from queues.diagnosis_pages import PageEntry, build_pages, extended_eta, page_digest, page_entry, page_of
+from queues.diagnosis_pages import (
+    PageEntry,
+    build_pages,
+    extended_eta,
+    page_digest,
+    page_entry,
+    page_estimates,
+    page_of,
+    with_estimates_before,
+)
 from queues.diagnosis_suggestions import suggestions_for
 from queues.diagnosis_window import Window, diagnosis_window, replay_admissions
 from queues.engine import model as m
@@ -77,6 +87,9 @@ DIAGNOSIS_MAX_AGE = timedelta(minutes=10)
 STORE_BATCH = 100
 #: The journal of state versions keeps this long (``pools.state_version``).
 JOURNAL_KEEP = timedelta(hours=1)
+#: An estimate moved "much" (the job page says what changed) past this much, or this share of the wait left.
+ETA_MOVE = timedelta(minutes=30)
+ETA_MOVE_SHARE = 0.5
 #: Jobs given per queue to an explaining context: its first in the engine's order, the one behind it, and ties.
 HEAD_TIES = 8
 
@@ -178,7 +191,8 @@ def _store(
     jobs: int,
 ) -> int:
     """Write the pages whose content changed (by digest) and delete those left empty; move the cluster's row to
-    ``version`` unless a refresh of a later version got there first (then nothing is written). Returns the pages
+    ``version`` unless a refresh of a later version got there first (then nothing is written). A page written keeps,
+    per job, the last estimate that differed much from the new one (``_estimates_before``). Returns the pages
     written."""
     digests = {number: page_digest(text) for number, text in pages.items()}
     with transaction.atomic():
@@ -192,8 +206,15 @@ def _store(
         changed = [number for number in sorted(pages) if stored.get(number) != digests[number]]
         for i in range(0, len(gone), STORE_BATCH):
             DiagnosisPage.objects.filter(cluster=cluster, page__in=gone[i : i + STORE_BATCH]).delete()
+        before = _estimates_before(cluster, [n for n in changed if n in stored], pages, now=now)
         for i in range(0, len(changed), STORE_BATCH):
-            _upsert(cluster, [(n, pages[n], digests[n]) for n in changed[i : i + STORE_BATCH]], version, now)
+            batch = changed[i : i + STORE_BATCH]
+            _upsert(
+                cluster,
+                [(n, with_estimates_before(pages[n], before.get(n, {})), digests[n]) for n in batch],
+                version,
+                now,
+            )
         row.state_version = version
         row.computed_at = now
         row.jobs = jobs
@@ -205,6 +226,65 @@ def _store(
             fields.append("requested_at")
         row.save(update_fields=fields)
     return len(changed)
+
+
+def _estimates_before(
+    cluster: Cluster, numbers: list[int], pages: dict[int, str], *, now: datetime
+) -> dict[int, dict[str, dict]]:
+    """For stored pages about to be rewritten: per page, per job id, the estimate the stored page held when the new
+    one differs much from it (``_moved_much``), else the earlier estimate the stored page carried for it; one query per
+    ``STORE_BATCH`` pages rewritten, none when no page existed."""
+    out: dict[int, dict[str, dict]] = {}
+    for i in range(0, len(numbers), STORE_BATCH):
+        rows = DiagnosisPage.objects.filter(cluster=cluster, page__in=numbers[i : i + STORE_BATCH]).values_list(
+            "page", "data", "computed_at"
+        )
+        for number, text, at in rows:
+            old_data = json.loads(text)
+            old, carried = page_estimates(old_data), old_data.get("b", {})
+            found: dict[str, dict] = {}
+            for job_id, (new_now, new_p50, _, _) in page_estimates(json.loads(pages[number])).items():
+                was = old.get(job_id)
+                if was is None:
+                    continue
+                old_now, old_p50, old_method, old_code = was
+                if (old_now, old_p50) != (new_now, new_p50) and _moved_much(
+                    (old_now, _at(old_p50)), (new_now, _at(new_p50)), now=now
+                ):
+                    found[job_id] = {
+                        "starts_now": old_now,
+                        "p50": _at(old_p50).isoformat() if old_p50 is not None else None,
+                        "method": old_method,
+                        "code": old_code,
+                        "at": at.isoformat(),
+                    }
+                elif job_id in carried:
+                    found[job_id] = carried[job_id]
+            if found:
+                out[number] = found
+    return out
+
+
+def _at(p50: float | None) -> datetime | None:
+    return datetime.fromtimestamp(p50, tz=UTC) if p50 is not None else None
+
+
+def _moved_much(old: tuple, new: tuple, *, now: datetime) -> bool:
+    """Whether an estimate (starts now, p50) moved enough to say what changed: it was lost or found, "starts now"
+    became a start later than ``ETA_MOVE`` (or the reverse), or its p50 moved by more than ``ETA_MOVE`` and
+    ``ETA_MOVE_SHARE`` of the wait it had left."""
+    (old_now, old_p50), (new_now, new_p50) = old, new
+    if old_now or new_now:
+        if old_now and new_now:
+            return False
+        other = new_p50 if old_now else old_p50
+        return other is None or other - now > ETA_MOVE
+    if (old_p50 is None) != (new_p50 is None):
+        return True
+    if old_p50 is None:
+        return False
+    wait = max((old_p50 - now).total_seconds(), 0.0)
+    return abs((new_p50 - old_p50).total_seconds()) > max(ETA_MOVE.total_seconds(), ETA_MOVE_SHARE * wait)
 
 
 def _window_summary(kept: KeptInput, window: Window) -> dict:
@@ -265,6 +345,11 @@ class StoredJobDiagnosis:
     def position(self) -> tuple[int, int]:
         """(place, length) of the job's queue at the stored version."""
         return self.entry.position
+
+    @property
+    def eta_before(self) -> dict | None:
+        """The last estimate that differed much from this one, and when it was held (None: none did)."""
+        return self.entry.before
 
 
 def _page_text(job: Job, *, version: int | None, now: datetime) -> tuple[str, dict] | None:

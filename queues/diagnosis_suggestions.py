@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Iterator
+from datetime import datetime
 
 from pools.models import ResourceClass
 from queues import engine
@@ -25,8 +26,10 @@ from queues.diagnosis_context import (
     flavor_labels,
     verdict_of,
 )
+from queues.engine import model as m
 from queues.engine_input import ts
 from queues.models import Job, PriorityClass, Team
+from queues.reservations.holds import lead, until_text
 
 #: At most this many modified workloads are explained per suggestion search.
 MAX_VARIANTS = 24
@@ -179,11 +182,33 @@ def suggestions_for(
         if kind in ("topology", "devices") and group in kinds_done:
             continue  # the smallest working change of a kind is enough
         tried += 1
-        verdict = verdict_of(whatif.explain(context_workload(ctx, variant)), labels, levels)
+        workload = context_workload(ctx, variant)
+        verdict = verdict_of(whatif.explain(workload), labels, levels)
         if verdict.admissible or verdict.preemption_targets:
             kinds_done.add(group)
             pc = variant.priority_class if kind == "priority" else None
-            out.append(
-                Suggestion(kind=kind, title=title, message=_suggestion_message(kind, verdict, pc), changes=changes)
-            )
+            message = _suggestion_message(kind, verdict, pc) + _window_ahead(ctx, workload, verdict)
+            out.append(Suggestion(kind=kind, title=title, message=message, changes=changes))
     return out
+
+
+def _window_ahead(ctx: EngineContext, workload: m.Workload, verdict: Verdict) -> str:
+    """A borrowing variant that would still run when another team's reservation opens on its hardware is told so."""
+    if not verdict.borrowing or not ctx.state.reservations:
+        return ""
+    now = ts(ctx.now)
+    end = now + (workload.runtime or 0.0)
+    labels = flavor_labels(ctx)
+    queue = next((lq.cluster_queue for lq in ctx.state.local_queues if lq.namespace == workload.namespace), None)
+    for hold in sorted(ctx.state.reservations, key=lambda h: (h.start, h.name)):
+        if hold.cluster_queue == queue or not now < hold.start < end:
+            continue
+        if labels.get(hold.flavor, hold.flavor) not in verdict.flavors:
+            continue
+        opens = datetime.fromtimestamp(hold.start, tz=ctx.now.tzinfo) + lead()
+        what = f"{hold.count} {labels.get(hold.flavor, hold.flavor)}"
+        return (
+            f" Reservation {hold.name} of {hold.holder or hold.cluster_queue} ({what}) opens "
+            f"{until_text(opens, now=ctx.now)}, before it would end: what it borrows may be reclaimed then."
+        )
+    return ""

@@ -11,7 +11,7 @@ import functools
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db.models import Count, F, Min, Q, QuerySet
 from django.utils import timezone
@@ -37,6 +37,7 @@ from queues.models import Cohort, Job, PriorityClass, QuotaLine, Team, TeamQuota
 from queues.pod_sets import companion_shapes
 from queues.protection import engine_protection
 from queues.recent_usage import cohort_policies, with_recent_usage
+from queues.reservations.holds import cluster_holds
 
 #: Job states that hold quota in the engine's eyes (a preempting job holds it until its pods are gone).
 HOLDING_STATES = (Job.State.ADMITTED, Job.State.RUNNING, Job.State.PREEMPTING)
@@ -664,6 +665,10 @@ def policy_state(rows: PolicyRows, *, usage_policy: bool = False) -> tuple[m.Clu
     return state, declared
 
 
+#: Reservations that ended this long before ``now`` are left out of the engine input (they hold nothing any more).
+HOLDS_SINCE = timedelta(hours=1)
+
+
 def cluster_engine_input(
     *,
     cluster: Cluster,
@@ -672,9 +677,13 @@ def cluster_engine_input(
     usage_as_of: datetime | None = None,
     usage_policy: bool | None = None,
     recent: bool = True,
+    with_reservations: bool = True,
+    now: datetime | None = None,
 ) -> EngineInput:
     """Everything the engine needs about one cluster: configuration (the quotas as applied: queues.guarantees),
-    nodes (unless not ``with_nodes``), and jobs.
+    nodes (unless not ``with_nodes``), jobs, and the holds of its reservations that hold capacity at ``now``
+    (default: the wall clock) or later (unless not ``with_reservations``: the policy as configured, for a what-if of
+    a policy change).
 
     Fairness that remembers (cohorts with ``usage_half_life``) comes with each team's recent usage as of
     ``usage_as_of`` (default now). ``usage_policy`` (default: on for simulated clusters only) says whether the
@@ -685,6 +694,9 @@ def cluster_engine_input(
         usage_policy = cluster.backend == Cluster.Backend.SIMULATED
     rows, guarantees = applied_policy_rows(live_policy_rows(cluster))
     policy, declared = policy_state(rows, usage_policy=usage_policy)
+    if with_reservations:
+        now = now or timezone.now()
+        policy = replace(policy, reservations=cluster_holds(cluster=cluster, start=now - HOLDS_SINCE, now=now))
     nodes, nodes_by_name = engine_nodes(cluster) if with_nodes else ((), {})
     pc_names = {p.pk: p.name for p in rows.priority_classes}
     if jobs is None:

@@ -255,9 +255,11 @@ def _quota_figures(pool: _Pool, admitted: Mapping[tuple[str, str, str], int]) ->
     borrowing: dict[tuple[str, str, str], int | None] = {}
     used: dict[tuple[str, str, str], int] = {}
     cohort_of: dict[str, str] = {}
+    reclaim_of: dict[str, str] = {}
     for name, cq in pool.cluster_queues.items():
         where = f"ClusterQueue/{name}"
         spec = cq.get("spec") or {}
+        reclaim_of[name] = str((spec.get("preemption") or {}).get("reclaimWithinCohort") or "Never")
         if spec.get("cohortName") or spec.get("cohort"):
             cohort_of[name] = str(spec.get("cohortName") or spec.get("cohort"))
         for group in _list(cq, "spec.resourceGroups", where):
@@ -293,6 +295,8 @@ def _quota_figures(pool: _Pool, admitted: Mapping[tuple[str, str, str], int]) ->
             in_cohort=bool(cohort),
             cohort_capacity=cap.get(ckey) if cohort else None,
             cohort_used=cused.get(ckey) if cohort else None,
+            cohort=cohort or "",
+            reclaim=reclaim_of.get(key[0], ""),
         )
     return out
 

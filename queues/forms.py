@@ -171,8 +171,13 @@ class JobSubmitForm(forms.Form):
         required=False, label="Simulated runtime", help_text="Simulated cluster only: how long the job runs, e.g. 5m."
     )
 
-    def __init__(self, *args, team: Team | None, simulated: bool = True, **kwargs) -> None:
+    #: Fields whose values come from the class: a new class resets them to its own (typed fields are kept).
+    CLASS_FIELDS = ("devices_per_pod", "topology_mode", "topology_level")
+
+    def __init__(self, *args, team: Team | None, simulated: bool = True, class_changed: bool = False, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        if class_changed and not self.is_bound:
+            self.initial = {k: v for k, v in self.initial.items() if k not in self.CLASS_FIELDS}
         self.team = team
         self.fields["resource_class"].queryset = sel.classes_for_team(team)
         self.fields["resource_class"].error_messages["invalid_choice"] = sel.class_choice_error(team)
@@ -210,6 +215,10 @@ class JobSubmitForm(forms.Form):
         levels = sel.allowed_topology_levels(rc) if rc else []
         self.topology_levels = levels
         self.fields["topology_level"].widget.choices = [("", "—")] + [(lv, sel.level_label(lv)) for lv in levels]
+        if not self.is_bound and (self.initial.get("topology_level") or "") not in ("", *levels):
+            # A level this class does not have (carried from another class): the class's own rule instead.
+            self.initial.pop("topology_level", None)
+            self.initial.pop("topology_mode", None)
         if rc and rc.topology_mode and rc.topology_level:
             self.fields["topology_mode"].initial = rc.topology_mode
             self.fields["topology_level"].initial = rc.topology_level
@@ -304,6 +313,54 @@ class JobSubmitForm(forms.Form):
                 self.fields[name] = field
                 names.append(name)
             self.companion_fields.append(names)
+
+    def _value(self, name: str) -> object:
+        """What the field shows now: posted, else initial, else the field's own initial."""
+        if self.is_bound:
+            return self.data.get(name)
+        field = self.fields.get(name)
+        return self.initial.get(name, field.initial if field is not None else None)
+
+    def total_plan(self) -> dict:
+        """The pod sets the form adds up to, for the running total under the fields (the script recomputes it as
+        the fields change): each companion's pods and where its devices come from, then the primary pod set."""
+        kind = self.selected_kind
+        spec = kind_spec(kind) if kind in KINDS else None
+        companions = [
+            {
+                "name": c.name,
+                "count": c.count,
+                "field": POD_SET_FIELD.format(name=c.name, what="devices"),
+                "like_primary": c.devices_like_primary,
+                "devices": c.devices_per_pod,
+            }
+            for c in (spec.companions if spec else ())
+        ]
+        resource = self.selected_class.resource_name if self.selected_class else ""
+        return {
+            "primary": spec.primary_pod_set if spec else "main",
+            "companions": companions,
+            "resource": resource,
+            "unit": [sel.unit_noun(resource, n).split(" ", 1)[1] for n in (1, 2)],
+        }
+
+    def total_text(self) -> str:
+        """The running total as the form stands: "24 GPUs in all: master 1 pod × 8 + worker 2 pods × 8"."""
+        plan = self.total_plan()
+
+        def number(name: str, default: int) -> int:
+            raw = self._value(name)
+            return int(raw) if str(raw or "").isdigit() else default
+
+        per_pod, pods = number("devices_per_pod", 1), number("pod_count", 1)
+        parts, total = [], 0
+        for c in plan["companions"]:
+            devices = number(c["field"], per_pod if c["like_primary"] else c["devices"])
+            total += c["count"] * devices
+            parts.append(f"{c['name']} {c['count']} pod{'s' if c['count'] != 1 else ''} × {devices}")
+        total += pods * per_pod
+        parts.append(f"{plan['primary']} {pods} pod{'s' if pods != 1 else ''} × {per_pod}")
+        return f"{sel.unit_noun(plan['resource'], total)} in all: {' + '.join(parts)}"
 
     def clean(self):
         """An image is needed unless the kind has a default one (a session's notebook image)."""

@@ -15,9 +15,13 @@ from datetime import datetime
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Count
 
-from pools.models import Allocation, Device
-from queues.models import Job, JobEvent, Membership, Team
+from kernel.errors import Conflict
+from kernel.quantity import parse_quantity
+from pools.models import Allocation, Cluster, Device
+from queues.models import Job, JobEvent, Membership, QuotaLine, Team, TeamQuota
+from queues.policy.pushes import policy_push_request
 from queues.ports import cluster_port
 from queues.services import has_checkpoint_policy, job_finish, job_state_set, record_event
 
@@ -112,6 +116,70 @@ def validation_team_ensure(*, slug: str) -> Team:
         slug=slug, defaults={"name": "Platform validation", "namespace": slug, "local_queue_name": "main"}
     )
     return team
+
+
+def validation_queue_needs(*, cluster: Cluster) -> dict[tuple[int, str], int]:
+    """(flavor id, resource) → the most units of it one present node of ``cluster`` has: what a burn-in may ask
+    (a ticket is one card or one node)."""
+    rows = (
+        Device.objects.filter(node__cluster=cluster, node__gone_at__isnull=True, node__flavor__isnull=False)
+        .exclude(resource_name="")
+        .values("node_id", "node__flavor_id", "resource_name")
+        .annotate(units=Count("id"))
+    )
+    needs: dict[tuple[int, str], int] = {}
+    for row in rows:
+        key = (row["node__flavor_id"], row["resource_name"])
+        needs[key] = max(needs.get(key, 0), row["units"])
+    return needs
+
+
+@transaction.atomic
+def validation_queue_ensure(*, slug: str, cluster: Cluster, user=None) -> TeamQuota:
+    """The validation team and its queue on ``cluster``, covering every flavor and device resource of the cluster
+    with as many units as its largest node has: created, or widened (never narrowed), and pushed when changed.
+
+    Raises ``Conflict`` (an admin error, said in words) when the queue cannot serve: its name is another team's
+    queue, the team's queue there has another name, or the queue is stopped.
+    """
+    team = validation_team_ensure(slug=slug)
+    where = f"cluster {cluster.name}"
+    taken = TeamQuota.objects.filter(cluster=cluster, cluster_queue_name=slug).exclude(team=team).first()
+    if taken is not None:
+        raise Conflict(
+            f"the validation queue {slug} on {where} is team {taken.team.name}'s queue: rename that queue, or set "
+            "another validation team in Admin → Health policies"
+        )
+    quota, created = TeamQuota.objects.get_or_create(team=team, cluster=cluster, defaults={"cluster_queue_name": slug})
+    if quota.stop_policy != TeamQuota.StopPolicy.NONE:
+        raise Conflict(
+            f"the validation queue {quota.cluster_queue_name} on {where} is stopped "
+            f"({quota.get_stop_policy_display()}): set its stop policy to None in Admin → Team quotas, "
+            "or burn-in jobs cannot start"
+        )
+    lines = {(ln.flavor_id, ln.resource_name): ln for ln in quota.lines.all()}
+    changed = []
+    order = len(lines)
+    for (flavor_id, resource), units in sorted(validation_queue_needs(cluster=cluster).items()):
+        line = lines.get((flavor_id, resource))
+        if line is None:
+            QuotaLine.objects.create(
+                team_quota=quota, flavor_id=flavor_id, flavor_order=order, resource_name=resource, nominal=str(units)
+            )
+            order += 1
+            changed.append(f"{resource} {units}")
+        elif parse_quantity(line.nominal, resource) < units:
+            line.nominal = str(units)
+            line.save(update_fields=["nominal"])
+            changed.append(f"{resource} {units}")
+    if created or changed:
+        policy_push_request(
+            clusters=[cluster],
+            reason=f"validation queue {quota.cluster_queue_name} {'created' if created else 'widened'}: "
+            + ", ".join(changed),
+            user=user,
+        )
+    return quota
 
 
 def validation_owner_ensure(*, user: User | None, team: Team) -> User:

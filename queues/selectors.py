@@ -20,12 +20,25 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from kernel.quantity import parse_quantity
-from pools.models import Allocation, Cluster, Device, Node, ResourceClass, ResourceFlavor, Topology
+from pools.models import (
+    USABLE_HEALTH,
+    Allocation,
+    Cluster,
+    Device,
+    DeviceHealthTransition,
+    Node,
+    ResourceClass,
+    ResourceFlavor,
+    Topology,
+)
 from pools.selectors import SHARING_KIND, ClassCapacity, class_capacity, class_matches_software
-from queues.models import Job, JobEvent, PriorityClass, QuotaLine, Team, TeamQuota
+from pools.workload_kinds import KINDS, kind_spec
+from queues.models import Job, JobEvent, PriorityClass, QuotaLine, Team, TeamQuota, WaitReason
+from queues.reservations.selectors import catalogue_notes, reserved_soon_by_class
 from queues.visibility import (  # noqa: F401  (re-exported: the callers read them as queues.selectors.*)
     OPERATOR_GROUP,
     OPERATOR_PERMISSION,
+    OPERATOR_PERMISSIONS,
     is_platform_admin,
     jobs_visible_to,
     may_act_on_job,
@@ -283,6 +296,8 @@ class ClassCard:
     smallest_count: int
     in_cohort: bool = False
     eta: object | None = None  # a diagnosis.Eta, filled in by the diagnosis service
+    #: What reservations of the class's hardware do now or soon ("free for the next 2 h 10 min: …").
+    reservation_notes: list[str] = field(default_factory=list)
     #: The team's guarantees on the class's flavors that repairs leave unbacked (queues.guarantees; view fills in).
     guarantees: list = field(default_factory=list)
 
@@ -303,6 +318,18 @@ class ClassCard:
         if not limits or any(v is None for v in limits):
             return None
         return sum(v for v in limits if v is not None)
+
+    @property
+    def borrowed(self) -> int:
+        """Units the team holds above its nominal quota, over the class's flavors."""
+        return sum(q.borrowed for q in self.quota)
+
+    @property
+    def borrow_left(self) -> int | None:
+        """How much more the team may borrow under its borrowing limits (None: no limit set)."""
+        if self.borrowing_limit is None:
+            return None
+        return sum(max((q.borrowing_limit or 0) - q.borrowed, 0) for q in self.quota)
 
 
 def team_usage_by_flavor(team: Team) -> dict[tuple[int | None, str], int]:
@@ -333,6 +360,7 @@ def class_catalogue(*, team: Team | None, cluster: Cluster | None = None, every_
             lines_qs = lines_qs.filter(team_quota__cluster=cluster)
         lines = list(lines_qs)
         usage = team_usage_by_flavor(team)
+    soon = reserved_soon_by_class(cluster=cluster or (team_cluster(team) if team else None), classes=classes, team=team)
     cards = []
     for rc in classes:
         flavors = [link.flavor for link in rc.flavor_links.all()]
@@ -358,6 +386,7 @@ def class_catalogue(*, team: Team | None, cluster: Cluster | None = None, every_
                 quota=quota,
                 smallest_count=min(rc.allowed_counts or [1]),
                 in_cohort=in_cohort,
+                reservation_notes=catalogue_notes(available=capacities[rc.pk].available, reserved=soon[rc.pk]),
             )
         )
     return cards
@@ -519,6 +548,10 @@ class TimelineEntry:
     ongoing: bool
     message: str = ""
     details: dict = field(default_factory=dict)
+    #: The ongoing wait reason's sentence when it began, when its figures moved since (``message`` is today's).
+    first_message: str = ""
+    #: The event's kind in words ("Stopped" for a session or service that was cancelled).
+    label: str = ""
 
     @property
     def code(self) -> str:
@@ -537,17 +570,34 @@ def job_timeline(job: Job, *, now: datetime | None = None, redactor=None) -> lis
     events = list(job.events.order_by("at", "id"))
     levels = sorted({lv for levels in Topology.objects.values_list("levels", flat=True) for lv in levels}, key=len)
     entries = []
+
+    stopped = "Stopped" if job.kind_spec.runs_until_stopped else ""
+
+    def said(text: str) -> str:
+        for level in reversed(levels):  # longest first
+            text = text.replace(level, level_label(level))
+        return redactor.text(text) if redactor is not None else text
+
     for i, event in enumerate(events):
         end = next((e.at for e in events[i + 1 :] if e.kind not in _PASSING_KINDS), None)
         ongoing = end is None and not job.is_final
         if end is None and ongoing:
             end = now
-        message = event.message
-        for level in reversed(levels):  # longest first
-            message = message.replace(level, level_label(level))
+        message, first = said(event.message), ""
         details = dict(event.details or {})
         if redactor is not None:
-            message, details = redactor.text(message), redactor.details(details)
+            details = redactor.details(details)
+        current = (
+            ongoing
+            and event.kind == JobEvent.Kind.WAIT_REASON
+            and job.state == Job.State.PENDING
+            and details.get("code") == job.wait_reason
+            and job.wait_message
+            and job.wait_message != event.message
+        )
+        if current:
+            # The reason stands, its figures moved (the tick refreshes them): today's sentence, as the header says.
+            message, first = said(job.wait_message), message
         entries.append(
             TimelineEntry(
                 event=event,
@@ -555,6 +605,8 @@ def job_timeline(job: Job, *, now: datetime | None = None, redactor=None) -> lis
                 ongoing=ongoing,
                 message=message,
                 details=details,
+                first_message=first,
+                label=stopped if event.kind == JobEvent.Kind.CANCELLED and stopped else event.get_kind_display(),
             )
         )
     return entries
@@ -619,3 +671,70 @@ def percentile(values: Iterable[float], q: float) -> float | None:
     if len(data) == 1:
         return data[0]
     return statistics.quantiles(data, n=100, method="inclusive")[max(min(int(q), 99), 1) - 1]
+
+
+def lent_out_details(*, cluster: Cluster, details: dict) -> dict:
+    """A ``quota_lent_out`` reason's details with each holding queue's team name, and whether reclaim is on."""
+    holders = details.get("lentTo") or []
+    names = dict(
+        TeamQuota.objects.filter(
+            cluster=cluster, cluster_queue_name__in=[h.get("clusterQueue") for h in holders]
+        ).values_list("cluster_queue_name", "team__name")
+    )
+    return {
+        **details,
+        "lentTo": [{**h, "team": names.get(h.get("clusterQueue"), h.get("clusterQueue"))} for h in holders],
+        "reclaimOn": bool(details.get("reclaim")) and details.get("reclaim") != "Never",
+    }
+
+
+def eta_change(job: Job, *, before: dict | None, code: str) -> dict | None:
+    """What the job page says when its estimate moved much since ``before`` (a stored earlier estimate): that
+    estimate, when it was made, and what happened in the cluster since, in words (three aggregate queries).
+
+    The causes are what can take the room a waiting job was to get: jobs admitted meanwhile (those that run
+    until stopped never give it back), jobs that joined its queue ahead of it, devices that left the pool for
+    health, and its own reason changing.
+    """
+    if not before:
+        return None
+    since = parse_datetime(before["at"])
+    if since is None:
+        return None
+    causes = []
+    if before.get("code") and before["code"] != code:
+        causes.append(f"the reason changed ({_code_label(before['code'])} → {_code_label(code)})")
+    admitted = (
+        JobEvent.objects.filter(kind=JobEvent.Kind.ADMITTED, at__gt=since, job__cluster_id=job.cluster_id)
+        .exclude(job=job)
+        .values_list("job__kind", flat=True)
+    )
+    kinds = list(admitted)
+    if kinds:
+        forever = sum(1 for k in kinds if k in KINDS and kind_spec(k).runs_until_stopped)
+        text = f"{len(kinds)} job{'s' if len(kinds) != 1 else ''} took capacity since"
+        causes.append(text + (f" ({forever} of them run until stopped and give nothing back)" if forever else ""))
+    ahead = (
+        Job.objects.filter(team_id=job.team_id, cluster_id=job.cluster_id, state=Job.State.PENDING, queued_at__gt=since)
+        .filter(priority__gt=job.priority)
+        .count()
+    )
+    if ahead:
+        causes.append(f"{ahead} job{'s' if ahead != 1 else ''} of higher priority joined its queue ahead of it")
+    lost = (
+        DeviceHealthTransition.objects.filter(device__node__cluster_id=job.cluster_id, at__gt=since)
+        .exclude(after__in=USABLE_HEALTH)
+        .count()
+    )
+    if lost:
+        causes.append(f"{lost} device{'s' if lost != 1 else ''} left the pool for health")
+    return {
+        "at": since,
+        "starts_now": bool(before.get("starts_now")),
+        "p50": parse_datetime(before["p50"]) if before.get("p50") else None,
+        "causes": causes or ["the running jobs' expected ends moved (their runtimes were re-estimated)"],
+    }
+
+
+def _code_label(code: str) -> str:
+    return WaitReason(code).label if code in WaitReason.values else code or "none"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
 from pools.state_version import bump
-from queues.models import Cohort, Job, PriorityClass, QuotaLine, Team, TeamQuota
+from queues.models import Cohort, Job, PriorityClass, QuotaLine, Reservation, Team, TeamQuota
 
 #: Job fields the engine input never reads: a save of only these (the tick's stored wait reason) changes nothing.
 JOB_BOOKKEEPING_FIELDS = frozenset({"wait_reason", "wait_message", "kueue_message", "wait_details", "wait_since"})
@@ -22,6 +22,11 @@ def _job(sender, instance: Job, update_fields=None, **kwargs) -> None:  # type: 
 
 
 def _team_quota(sender, instance: TeamQuota, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    bump(cluster_ids=[instance.cluster_id])
+
+
+def _reservation(sender, instance: Reservation, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    # a decision, a cancellation or an edge applied: the holds in the engine input (and the ETAs' windows) changed
     bump(cluster_ids=[instance.cluster_id])
 
 
@@ -45,7 +50,7 @@ def connect() -> None:
     """Connect the receivers (``QueuesConfig.ready``)."""
     post_save.connect(_job, sender=Job, dispatch_uid="state_version_job_save")
     post_delete.connect(_job, sender=Job, dispatch_uid="state_version_job_delete")
-    for model, receiver in ((TeamQuota, _team_quota), (QuotaLine, _quota_line)):
+    for model, receiver in ((TeamQuota, _team_quota), (QuotaLine, _quota_line), (Reservation, _reservation)):
         post_save.connect(receiver, sender=model, dispatch_uid=f"state_version_{model.__name__}_save")
         post_delete.connect(receiver, sender=model, dispatch_uid=f"state_version_{model.__name__}_delete")
     for model in (Cohort, Team, PriorityClass):

@@ -9,8 +9,10 @@ from kernel.tasks import DB_RETRY
 from pools.models import Cluster
 from queues.diagnosis_store import cluster_diagnosis_refresh
 from queues.idle import idle_negotiations_scan
-from queues.policy.previews import policy_preview_run
-from queues.policy.previews import policy_previews_sweep as sweep
+from queues.policy.preview_replay import policy_preview_run
+from queues.policy.preview_replay import policy_previews_sweep as sweep
+from queues.reservations.previews import reservation_preview_run, reservation_previews_sweep
+from queues.reservations.services import reservation_edges_apply
 from queues.waiting.rollup import wait_attribution_sync as attribution_sync
 from queues.waiting.study_replay import wait_study_run
 
@@ -23,8 +25,10 @@ def policy_preview(preview_id: int) -> None:
 
 @shared_task(name="queues.policy_previews_sweep", ignore_result=True, **DB_RETRY)
 def policy_previews_sweep() -> None:
-    """Beat entry: delete old what-if previews and fail those whose worker died mid-replay."""
+    """Beat entry: delete old what-if previews (of policy changes and of reservations) and fail those whose worker
+    died mid-replay."""
     sweep()
+    reservation_previews_sweep()
 
 
 @shared_task(name="queues.idle_scan", ignore_result=True, **DB_RETRY)
@@ -52,3 +56,15 @@ def diagnosis_refresh(cluster_id: int) -> None:
     cluster = Cluster.objects.filter(pk=cluster_id).first()
     if cluster is not None:
         cluster_diagnosis_refresh(cluster)
+
+
+@shared_task(name="queues.reservation_edges", ignore_result=True, **DB_RETRY)
+def reservation_edges() -> None:
+    """Beat entry: apply the reservation windows' edges that are due (pushed ahead of a start); idempotent."""
+    reservation_edges_apply()
+
+
+@shared_task(name="queues.reservation_preview", ignore_result=True, acks_late=True, **DB_RETRY)
+def reservation_preview(preview_id: int) -> None:
+    """Replay a queued reservation preview (a redelivered message finds it no longer queued and does nothing)."""
+    reservation_preview_run(preview_id=preview_id)

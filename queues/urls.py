@@ -3,6 +3,7 @@
 from django.urls import path
 
 from queues import token_views, views
+from queues.reservations import views as reservation_views
 from queues.waiting import views as waiting_views
 
 app_name = "queues"
@@ -24,4 +25,16 @@ urlpatterns = [
     path("waiting/jobs/", waiting_views.waiting_jobs, name="waiting_jobs"),
     path("waiting/study/", waiting_views.waiting_study, name="waiting_study"),
     path("waiting/study/status/", waiting_views.waiting_study_status, name="waiting_study_status"),
+    path("reservations/", reservation_views.reservation_list, name="reservations"),
+    path("reservations/<int:pk>/", reservation_views.reservation_detail, name="reservation_detail"),
+    path("reservations/<int:pk>/approve/", reservation_views.reservation_approve_view, name="reservation_approve"),
+    path("reservations/<int:pk>/refuse/", reservation_views.reservation_refuse_view, name="reservation_refuse"),
+    path("reservations/<int:pk>/cancel/", reservation_views.reservation_cancel_view, name="reservation_cancel"),
+    path("reservations/<int:pk>/preview/", reservation_views.reservation_preview_view, name="reservation_preview"),
+    path(
+        "reservations/<int:pk>/preview/<int:preview_pk>/",
+        reservation_views.reservation_preview_part,
+        name="reservation_preview_part",
+    ),
+    path("reservations/calendar/<slug:slug>/", reservation_views.reservation_calendar, name="reservation_calendar"),
 ]

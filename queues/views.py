@@ -177,7 +177,12 @@ def job_submit(request: HttpRequest) -> HttpResponse:
         else:
             form.add_remaining_errors()
     else:
-        form = JobSubmitForm(initial=_form_initial(request), team=team, simulated=context["simulated"])
+        form = JobSubmitForm(
+            initial=_form_initial(request),
+            team=team,
+            simulated=context["simulated"],
+            class_changed=request.headers.get("HX-Trigger-Name") == "resource_class",
+        )
     context.update(
         form=form,
         feasibility=feasibility,

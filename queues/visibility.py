@@ -14,6 +14,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Q, QuerySet
 
+from pools.health.selectors import HEALTH_READ_PERMISSION
 from queues.models import Job, Membership, Team
 
 
@@ -38,6 +39,8 @@ def team_for(user: AbstractBaseUser | AnonymousUser, *, slug: str | None = None,
 OPERATOR_PERMISSION = "queues.view_job"
 #: The group of the read-only operator role, created by a migration with ``OPERATOR_PERMISSION``.
 OPERATOR_GROUP = "operator"
+#: Every permission the operator group holds: every team's jobs, and the pool's health pages (read-only).
+OPERATOR_PERMISSIONS = (OPERATOR_PERMISSION, HEALTH_READ_PERMISSION)
 
 
 def is_platform_admin(user: AbstractBaseUser | AnonymousUser) -> bool:

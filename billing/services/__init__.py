@@ -1,4 +1,5 @@
-"""Writes of billing: rates, metering, rollups, budgets and demotions — the only writers of billing's models."""
+"""Writes of billing: rates, metering, rollups, budgets, demotions, unused-reservation notices — the only writers of
+billing's models."""
 
 from billing.services.budgets import (
     budget_check,
@@ -12,6 +13,7 @@ from billing.services.budgets import (
 from billing.services.metering import MeteringReport, hard_stop, metering_sync
 from billing.services.quotas import QuotaHistoryReport, quota_history_sync
 from billing.services.rates import rate_errors, rate_set
+from billing.services.reservation_notices import reservation_unused_notices
 from billing.services.rollup import (
     is_hardware_reason,
     month_rollup,
@@ -38,6 +40,7 @@ __all__ = [
     "quota_history_sync",
     "rate_errors",
     "rate_set",
+    "reservation_unused_notices",
     "settlement_errors",
     "settlement_set",
     "team_demote",

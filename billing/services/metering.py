@@ -164,7 +164,7 @@ def metering_sync(*, now: datetime, full: bool = False) -> MeteringReport:
     cursor, _ = MeteringCursor.objects.get_or_create(name=METERING_LOCK)
     report = MeteringReport(full=full)
     tz = billing_tz()
-    books = _rate_books()
+    books = rate_books()
     if full:
         ids = list(dirty_allocations(now=now).order_by("pk").values_list("pk", flat=True))
     else:
@@ -184,7 +184,7 @@ def metering_sync(*, now: datetime, full: bool = False) -> MeteringReport:
     return report
 
 
-def _rate_books() -> dict[int | None, RateBook]:
+def rate_books() -> dict[int | None, RateBook]:
     """Every flavor's rates, loaded once per run."""
     currency = default_currency()
     periods: dict[int, list[RatePeriod]] = defaultdict(list)

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import Q
+from django.db.models import Min, Q
 
 from billing.models import QuotaPeriod
 from billing.services.common import require_aware
 from kernel.quantity import is_device_resource, parse_decimal
-from pools.models import Cluster
+from pools.models import Allocation, Cluster
 from queues.guarantees.selectors import applied_line_values, cluster_guarantees
 from queues.models import QuotaLine
 
@@ -71,13 +71,16 @@ def current_quotas() -> dict[tuple[int, int, int, str], tuple[Decimal, Decimal |
 def quota_history_sync(*, now: datetime) -> QuotaHistoryReport:
     """Record quota changes since the last run as ``QuotaPeriod`` rows (caller holds the metering lock).
 
-    The first run on an empty history opens every current quota with no start (it is assumed in force for
-    the past that billing backfills); later runs open new quotas and close changed or removed ones at ``now``.
+    The first run on an empty history opens every current quota where its cluster's recorded history begins (its
+    first allocation: the past billing backfills), or at ``now`` when the cluster has none yet: nothing is known
+    of the time before, so no idle reservation is charged for it. Later runs open new quotas and close changed or
+    removed ones at ``now``.
     """
     require_aware(now, "now")
     report = QuotaHistoryReport()
     current = current_quotas()
     empty = not QuotaPeriod.objects.exists()
+    starts = history_starts() if empty else {}
     open_periods = {
         (p.team_id, p.cluster_id, p.flavor_id, p.resource_name): p
         for p in QuotaPeriod.objects.filter(valid_to__isnull=True)
@@ -100,7 +103,7 @@ def quota_history_sync(*, now: datetime) -> QuotaHistoryReport:
             nominal=nominal,
             lending_limit=lending,
             backed=backed,
-            valid_from=None if empty else now,
+            valid_from=min(starts.get(key[1], now), now) if empty else now,
         )
         for key, (nominal, lending, backed) in current.items()
         if key not in open_periods or key in closed
@@ -108,6 +111,12 @@ def quota_history_sync(*, now: datetime) -> QuotaHistoryReport:
     QuotaPeriod.objects.bulk_create(to_open)
     report.opened, report.closed = len(to_open), len(to_close)
     return report
+
+
+def history_starts() -> dict[int, datetime]:
+    """Cluster id → when its recorded history begins (its first allocation of a device); one query."""
+    rows = Allocation.objects.values("device__node__cluster_id").annotate(first=Min("started_at")).order_by()
+    return {r["device__node__cluster_id"]: r["first"] for r in rows if r["first"] is not None}
 
 
 @dataclass(frozen=True)

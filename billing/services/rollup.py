@@ -32,7 +32,7 @@ from billing.models import (
 from billing.pricing import US_PER_HOUR, RateBook, Unit, cost_of, day_bounds, duration_us, local_day, unit_for
 from billing.services.common import METERING_LOCK, billing_tz, default_currency, require_aware, take_lock
 from billing.services.ledger import ledger_month_rollup, ledger_rows, reclaim_rows
-from billing.services.metering import _rate_books
+from billing.services.metering import rate_books
 from billing.services.quotas import quota_history_sync, quota_spans
 from pools.gpu_usage import GpuUtilSample
 from pools.models import Allocation, Device
@@ -455,7 +455,7 @@ def _capacity_rows(*, day: date, lo: datetime, until: datetime) -> tuple[list[Ca
     }
     groups, borrowers = _cohort_groups(lines=lines, borrowed=borrowed)
     lent = _lent(lines=lines, idle=idle, groups=groups, borrowers=borrowers, n_hours=len(hours))
-    books: dict[int | None, RateBook] = _rate_books()
+    books: dict[int | None, RateBook] = rate_books()
     units = _resource_units({(line.flavor_id, line.resource_name) for line in lines.values()})
     counted_us = duration_us(lo, until) if until > lo else 0
     rows = []

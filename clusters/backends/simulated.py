@@ -233,7 +233,7 @@ def _schedule(cluster: Cluster, *, now: datetime, report: TickReport) -> None:
     Victims keep their quota until the next tick evicts them (after their checkpoint, if they have a policy),
     so their preemptors wait as Kueue's do ("Pending the preemption of N workload(s)").
     """
-    inp = cluster_engine_input(cluster=cluster, jobs=health_hooks.engine_jobs(cluster=cluster))
+    inp = cluster_engine_input(cluster=cluster, jobs=health_hooks.engine_jobs(cluster=cluster), now=now)
     settled = settle(inp.state, ts(now), complete_evictions=False)
     _apply_queue_stops(inp, settled.evictions, now=now, report=report)
     for result in settled.cycles:

@@ -34,6 +34,7 @@ from kernel.errors import Conflict, DomainError
 from pools import state_version
 from pools.models import Cluster, ResourceFlavor, Topology
 from queues.models import Cohort, PriorityClass, QuotaLine, TeamQuota
+from queues.reservations.overrides import cluster_quota_overrides
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ def kube_config_push(
     """Apply what changed in the portal, record drift and orphans, check Kueue's configuration; idempotent."""
     now = now or timezone.now()
     report = PushReport(cluster=cluster.name)
-    desired = desired_config(cluster)
+    desired = desired_config(cluster, now=now)
     live = _live_objects(api)
     rows = {(r.kind, r.namespace, r.name): r for r in KubeConfigObject.objects.filter(cluster=cluster)}
     wanted = set()
@@ -298,6 +299,15 @@ def kube_config_adopt(*, row: KubeConfigObject, api: KubeApi, now: datetime | No
     adopt = _ADOPTERS.get(row.kind)
     if adopt is None:
         raise DomainError(f"a {row.kind} cannot be adopted: re-apply the portal's version instead")
+    held = cluster_quota_overrides(cluster=row.cluster, at=now)
+    if any(key[:2] == (row.kind, row.name) for key in held.lines) or (
+        row.kind == "ClusterQueue" and row.name in held.reclaim_any
+    ):
+        # Its live quota is the reservation's, not the admin's: adopting it would keep the reservation for ever.
+        raise Conflict(
+            f"{row.kind} {row.name}'s quota is changed by a reservation in force: adopt it once the window has ended, "
+            "or re-apply the portal's version"
+        )
     adopt(row, live, spec)
     obj = _desired_for(row)
     if obj is None:

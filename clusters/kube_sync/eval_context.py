@@ -30,6 +30,7 @@ class QuotaUse:
     borrowing: dict[tuple[str, str, str], int | None] = field(default_factory=dict)
     used: dict[tuple[str, str, str], int] = field(default_factory=dict)
     cohort_of: dict[str, str] = field(default_factory=dict)
+    reclaim_of: dict[str, str] = field(default_factory=dict)
 
 
 class EvalContext:
@@ -83,6 +84,7 @@ class EvalContext:
             q.pk: q for q in TeamQuota.objects.filter(cluster=self.cluster).select_related("team", "cohort")
         }
         for q in quotas.values():
+            use.reclaim_of[q.cluster_queue_name] = q.reclaim_within_cohort
             if q.cohort is not None:
                 use.cohort_of[q.cluster_queue_name] = self._root(q.cohort)
         team_lines = list(QuotaLine.objects.filter(team_quota__in=quotas).select_related("flavor"))
@@ -149,6 +151,8 @@ class EvalContext:
                 in_cohort=bool(root),
                 cohort_capacity=cohort_cap.get((root, flavor, res)) if root else None,
                 cohort_used=cohort_used.get((root, flavor, res)) if root else None,
+                cohort=root or "",
+                reclaim=use.reclaim_of.get(cq, ""),
             )
         return out
 

@@ -10,8 +10,11 @@ import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Iterable
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
+
+from django.utils import timezone
 
 from clusters.kube_sync.api import KUEUE, KUEUE_VERSION
 from clusters.kube_sync.labels import (
@@ -32,8 +35,11 @@ from clusters.kube_sync.labels import (
 from clusters.kube_sync.protection import protected_priority_class, protected_priority_value, protection_offered
 from kernel.quantity import format_quantity, parse_quantity
 from pools.models import Cluster, ResourceFlavor, Topology
+from queues.engine.reservations import CLUSTER_QUEUE, COHORT
 from queues.guarantees.selectors import applied_lines, cluster_guarantees
 from queues.models import Cohort, PriorityClass, QuotaLine, TeamQuota
+from queues.reservations.holds import QuotaOverrides
+from queues.reservations.overrides import cluster_quota_overrides
 
 __all__ = [
     "CLASS_LABEL",
@@ -82,13 +88,20 @@ def desired_hash(obj: dict) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
 
 
-def _resource_groups(lines: Iterable[QuotaLine], *, with_borrowing: bool) -> list[dict]:
+def _resource_groups(
+    lines: Iterable[QuotaLine],
+    *,
+    with_borrowing: bool,
+    owner: tuple[str, str] = ("", ""),
+    held: QuotaOverrides | None = None,
+) -> list[dict]:
     """Quota lines as Kueue resourceGroups, in flavor order.
 
     Kueue wants every resource in exactly one group, every flavor in one group, and each flavor of a group to
     list every resource the group covers. Flavors that share a resource therefore share a group (connected
     components), and a flavor without a line for one of its group's resources gets a nominal quota of 0 for it —
-    what "no quota line" means there (the flavor cannot give that resource).
+    what "no quota line" means there (the flavor cannot give that resource). ``held``: the reservations in force, whose
+    nominal quota and lending limit replace the lines' for ``owner`` (kind, name) where they change them.
     """
     by_flavor: dict[str, dict[str, QuotaLine]] = defaultdict(dict)
     order: dict[str, tuple[int, str]] = {}
@@ -126,11 +139,16 @@ def _resource_groups(lines: Iterable[QuotaLine], *, with_borrowing: bool) -> lis
                 if ln is None:
                     resources.append({"name": name, "nominalQuota": quantity(0, name)})
                     continue
-                entry: dict[str, Any] = {"name": name, "nominalQuota": quantity(ln.nominal, name)}
+                nominal: str | int = ln.nominal
+                lending: str | int | None = ln.lending_limit or None
+                override = held.lines.get((*owner, flavor, name)) if held else None
+                if override is not None:
+                    nominal, lending = override
+                entry: dict[str, Any] = {"name": name, "nominalQuota": quantity(nominal, name)}
                 if ln.borrowing_limit and with_borrowing:
                     entry["borrowingLimit"] = quantity(ln.borrowing_limit, name)
-                if ln.lending_limit and with_borrowing:
-                    entry["lendingLimit"] = quantity(ln.lending_limit, name)
+                if lending is not None and with_borrowing:
+                    entry["lendingLimit"] = quantity(lending, name)
                 resources.append(entry)
             entries.append({"name": flavor, "resources": resources})
         out.append({"coveredResources": covered, "flavors": entries})
@@ -154,14 +172,20 @@ def _remembers(cohort: Cohort | None, cohorts: dict[int, Cohort]) -> bool:
     return False
 
 
-def _cluster_queue(quota: TeamQuota, lines: list[QuotaLine], *, usage_based: bool = False) -> dict:
+def _cluster_queue(
+    quota: TeamQuota, lines: list[QuotaLine], held: QuotaOverrides | None = None, *, usage_based: bool = False
+) -> dict:
+    reclaim = quota.reclaim_within_cohort
+    if held and quota.cluster_queue_name in held.reclaim_any:
+        reclaim = "Any"  # a reservation's holder reclaims its reserved units whatever the borrowers' priority
+    owner = (CLUSTER_QUEUE, quota.cluster_queue_name)
     spec: dict[str, Any] = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": quota.team.namespace}},
         "queueingStrategy": quota.queueing_strategy,
-        "resourceGroups": _resource_groups(lines, with_borrowing=bool(quota.cohort_id)),
+        "resourceGroups": _resource_groups(lines, with_borrowing=bool(quota.cohort_id), owner=owner, held=held),
         "preemption": {
             "withinClusterQueue": quota.within_cluster_queue,
-            "reclaimWithinCohort": quota.reclaim_within_cohort,
+            "reclaimWithinCohort": reclaim,
         },
         "flavorFungibility": {"whenCanBorrow": quota.when_can_borrow, "whenCanPreempt": quota.when_can_preempt},
         "fairSharing": {"weight": _weight(quota.fair_weight)},
@@ -169,7 +193,7 @@ def _cluster_queue(quota: TeamQuota, lines: list[QuotaLine], *, usage_based: boo
     }
     if quota.cohort is not None:
         spec["cohortName"] = quota.cohort.name
-    if quota.borrow_within_cohort != "Never" and quota.reclaim_within_cohort != "Never":
+    if quota.borrow_within_cohort != "Never" and reclaim != "Never":
         bwc: dict[str, Any] = {"policy": quota.borrow_within_cohort}
         if quota.borrow_within_cohort_max_priority is not None:
             bwc["maxPriorityThreshold"] = quota.borrow_within_cohort_max_priority
@@ -205,9 +229,11 @@ def _flavor(flavor: ResourceFlavor) -> dict:
     }
 
 
-def desired_config(cluster: Cluster) -> list[dict]:
+def desired_config(cluster: Cluster, *, now: datetime | None = None) -> list[dict]:
     """Every object the portal owns in a cluster, in apply order (namespaces and flavors before queues); the quotas
-    as applied (queues.guarantees: a guarantee less its part of a shortfall of healthy capacity)."""
+    as applied (queues.guarantees: a guarantee less its part of a shortfall of healthy capacity), with what the
+    reservations in force at ``now`` (default: the wall clock) give and take (``queues.reservations``)."""
+    held = cluster_quota_overrides(cluster=cluster, at=now or timezone.now())
     quotas = list(
         TeamQuota.objects.filter(cluster=cluster).select_related("team", "cohort").order_by("cluster_queue_name")
     )
@@ -279,7 +305,9 @@ def desired_config(cluster: Cluster) -> list[dict]:
         spec: dict[str, Any] = {"fairSharing": {"weight": _weight(cohort.fair_weight)}}
         if cohort.parent_id:
             spec["parentName"] = cohorts[cohort.parent_id].name
-        groups = _resource_groups(cohort_lines.get(cohort.pk, []), with_borrowing=True)
+        groups = _resource_groups(
+            cohort_lines.get(cohort.pk, []), with_borrowing=True, owner=(COHORT, cohort.name), held=held
+        )
         if groups:
             spec["resourceGroups"] = groups
         out.append(
@@ -292,7 +320,10 @@ def desired_config(cluster: Cluster) -> list[dict]:
         )
     out += [
         _cluster_queue(
-            q, by_quota[q.pk], usage_based=_remembers(cohorts.get(q.cohort_id) if q.cohort_id else None, cohorts)
+            q,
+            by_quota[q.pk],
+            held,
+            usage_based=_remembers(cohorts.get(q.cohort_id) if q.cohort_id else None, cohorts),
         )
         for q in quotas
     ]

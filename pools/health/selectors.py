@@ -38,6 +38,17 @@ from pools.selectors import SHARING_KIND, flavor_capacity
 OPEN = RepairTicket.OPEN_STATES
 
 
+#: Reading the health pages (the fleet map, the repair queue, capacity, a ticket's evidence) without being staff.
+HEALTH_READ_PERMISSION = "pools.view_repairticket"
+
+
+def reads_health(user) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the user reads the pool's health pages: staff, or holds ``HEALTH_READ_PERMISSION`` (operators)."""
+    if not (user.is_authenticated and user.is_active):
+        return False
+    return bool(user.is_staff or user.is_superuser or user.has_perm(HEALTH_READ_PERMISSION))
+
+
 def duration_text(seconds: float | None) -> str:
     """A duration for people: "40 s", "45 min", "3.5 h", "2.1 d" ("" for none)."""
     if seconds is None:

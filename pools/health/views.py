@@ -1,7 +1,9 @@
 """Health and repair pages: thin views over pools.health.selectors.
 
-The fleet map, the ticket queue and the capacity page are for staff; a ticket's page is readable by every
-signed-in user (researchers reach it from a ``health_blocked`` wait), with the evidence shown to staff only.
+The fleet map, the ticket queue and the capacity page are for those who read the pool's health: staff and the
+operators (``HEALTH_READ_PERMISSION``, which the operator group holds); a ticket's page is readable by every
+signed-in user (researchers reach it from a ``health_blocked`` wait), with the evidence shown to those readers.
+Acting on health (tickets, cordons) stays in the admin, for staff.
 """
 
 from __future__ import annotations
@@ -18,19 +20,20 @@ from django.views.decorators.vary import vary_on_headers
 
 from kernel.htmx import htmx_login_required, wants_fragment
 from pools.health import selectors
+from pools.health.selectors import reads_health
 from pools.models import Cluster, HealthState, RepairTicket
 
 NODES_PER_PAGE = 100
 
 
-def staff_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Signed in (else to the sign-in page) and staff (else 403)."""
+def health_reader_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Signed in (else to the sign-in page) and a reader of the pool's health (else 403)."""
 
     @htmx_login_required
     @wraps(view)
     def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        if not request.user.is_staff:
-            raise PermissionDenied("staff only")
+        if not reads_health(request.user):
+            raise PermissionDenied("the health pages are for platform admins and operators")
         return view(request, *args, **kwargs)
 
     return wrapper
@@ -49,7 +52,7 @@ def _cluster(request: HttpRequest) -> Cluster | None:
 
 
 @require_GET
-@staff_required
+@health_reader_required
 @vary_on_headers("HX-Request")
 def health_map_page(request: HttpRequest) -> HttpResponse:
     """Nodes × devices coloured by health; the grid alone for an HTMX request."""
@@ -73,7 +76,7 @@ def health_map_page(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-@staff_required
+@health_reader_required
 def ticket_queue_page(request: HttpRequest) -> HttpResponse:
     """Open tickets oldest first (or all, newest first), devices out and MTTR per class."""
     show_all = request.GET.get("all") == "1"
@@ -88,11 +91,11 @@ def ticket_queue_page(request: HttpRequest) -> HttpResponse:
 @require_GET
 @htmx_login_required
 def ticket_page(request: HttpRequest, pk: int) -> HttpResponse:
-    """One ticket: state, age and steps for everyone; evidence, transitions and runs for staff."""
+    """One ticket: state, age and steps for everyone; evidence, transitions and runs for the health readers."""
     ticket = get_object_or_404(RepairTicket.objects.select_related("node", "device", "node__cluster"), pk=pk)
-    staff = request.user.is_staff
-    context = {"ticket": ticket, "staff": staff, "now": timezone.now(), "events": ticket.events.all()}
-    if staff:
+    reader = reads_health(request.user)
+    context = {"ticket": ticket, "reader": reader, "now": timezone.now(), "events": ticket.events.all()}
+    if reader:
         context |= {
             "transitions": ticket.transitions.select_related("device").order_by("at", "id"),
             "runs": ticket.validation_runs.select_related("job").order_by("attempt"),
@@ -102,7 +105,7 @@ def ticket_page(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_GET
-@staff_required
+@health_reader_required
 def capacity_page(request: HttpRequest) -> HttpResponse:
     """Effective capacity per class and the nominal quota no longer backed by healthy devices per flavor."""
     cluster = _cluster(request)

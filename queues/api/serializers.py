@@ -123,6 +123,10 @@ class JobListSerializer(serializers.ModelSerializer):
     owner = serializers.SlugRelatedField(slug_field="username", read_only=True)
     resource_class = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     wait_reason = serializers.SerializerMethodField()
+    wait_label = serializers.SerializerMethodField()
+    state_label = serializers.CharField(read_only=True, help_text='The state in words ("Stopped" for a session).')
+    total_devices = serializers.IntegerField(read_only=True, help_text="Devices of every pod set together.")
+    pod_set_count = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
@@ -141,11 +145,23 @@ class JobListSerializer(serializers.ModelSerializer):
             "started_at",
             "finished_at",
             "wait_reason",
+            "wait_label",
+            "state_label",
+            "total_devices",
+            "pod_set_count",
         ]
+
+    def get_pod_set_count(self, job: Job) -> int:
+        """Pod sets of the job: its kind's companions (a master, a head, a leader) and the primary one."""
+        return 1 + len(job.companion_pod_sets or ())
 
     def get_wait_reason(self, job: Job) -> str:
         """The current wait-reason code ("" unless pending)."""
         return job.wait_reason
+
+    def get_wait_label(self, job: Job) -> str:
+        """The current wait reason in words, e.g. "Team quota lent to other teams" ("" unless pending)."""
+        return job.get_wait_reason_display() if job.wait_reason else ""
 
 
 class JobSerializer(JobListSerializer):
@@ -228,6 +244,24 @@ class JobPageSerializer(serializers.Serializer):
     previous = serializers.CharField(allow_null=True)
 
 
+class PodLogSerializer(serializers.Serializer):
+    """The last lines one pod of a job wrote."""
+
+    pod = serializers.CharField()
+    node = serializers.CharField()
+    lines = serializers.ListField(child=serializers.CharField())
+    note = serializers.CharField(help_text="Why there are no lines, e.g. a container that never started.")
+
+
+class JobLogsSerializer(serializers.Serializer):
+    """A job's log tail per pod, read from its cluster when asked."""
+
+    job = serializers.IntegerField()
+    state = serializers.CharField()
+    tail_lines = serializers.IntegerField()
+    pods = PodLogSerializer(many=True)
+
+
 class EtaSerializer(serializers.Serializer):
     """Expected admission time."""
 
@@ -263,6 +297,10 @@ class DiagnosisSerializer(serializers.Serializer):
     position = serializers.SerializerMethodField()
     queue_length = serializers.SerializerMethodField()
     eta = EtaSerializer(allow_null=True)
+    eta_change = serializers.DictField(
+        allow_null=True,
+        help_text="When the estimate moved much: the earlier one (at, starts_now, p50) and what changed (causes).",
+    )
     suggestions = SuggestionSerializer(many=True)
 
     def get_position(self, d) -> int | None:
@@ -295,8 +333,11 @@ class TimelineEntrySerializer(serializers.Serializer):
 
     at = serializers.DateTimeField(source="event.at")
     kind = serializers.CharField(source="event.kind")
-    label = serializers.CharField(source="event.get_kind_display")
+    label = serializers.CharField()
     message = serializers.CharField()
+    first_message = serializers.CharField(
+        help_text="The ongoing wait reason's sentence when it began, when its figures moved since ('' otherwise)."
+    )
     code = serializers.CharField()
     details = serializers.DictField()
     duration_seconds = serializers.SerializerMethodField()

@@ -12,6 +12,7 @@ import dataclasses
 import logging
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.shortcuts import get_object_or_404
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
@@ -34,6 +35,7 @@ from queues.api.authentication import TeamTokenAuthentication
 from queues.api.tokens import api_token_create, api_token_revoke
 from queues.forms import JobFilterForm
 from queues.models import ApiToken, Job, Team
+from queues.ports import ClusterUnreachable, cluster_port
 from queues.privacy import redactor_for
 from queues.views import SESSION_TEAM
 
@@ -67,6 +69,10 @@ def api_exception_handler(exc, context):
         body = {"detail": exc.message, **({"field": exc.field} if exc.field else {})}
         return Response(body, status=status.HTTP_400_BAD_REQUEST)
     return drf_exception_handler(exc, context)
+
+
+#: The most log lines per pod one API call returns.
+MAX_LOG_TAIL = 1000
 
 
 class PortalAPIMixin:
@@ -258,6 +264,31 @@ class JobViewSet(PortalAPIMixin, viewsets.GenericViewSet):
     def wait_reason(self, request: Request, pk: str) -> Response:
         found = redactor_for(request.user).fields(diagnosis.job_diagnosis(self.get_object()))
         return Response(s.DiagnosisSerializer(found).data)
+
+    @extend_schema(
+        summary="The job's last log lines per pod, asked of its cluster now",
+        parameters=[
+            OpenApiParameter(
+                "tail", int, description=f"lines per pod, 1 to {MAX_LOG_TAIL} (default: JOB_LOG_TAIL_LINES)"
+            )
+        ],
+        responses={200: s.JobLogsSerializer, 400: OpenApiTypes.OBJECT, 503: OpenApiTypes.OBJECT},
+    )
+    @action(detail=True, methods=["get"])
+    def logs(self, request: Request, pk: str) -> Response:
+        job = self.get_object()
+        raw = request.query_params.get("tail") or str(settings.JOB_LOG_TAIL_LINES)
+        if not raw.isdigit() or not 1 <= int(raw) <= MAX_LOG_TAIL:
+            raise exceptions.ValidationError({"tail": [f"a whole number of lines from 1 to {MAX_LOG_TAIL}"]})
+        try:
+            pods = cluster_port().job_logs(job_id=job.pk, tail_lines=int(raw))
+        except ClusterUnreachable as exc:
+            return Response(
+                {"detail": f"the job's cluster does not answer, so its logs cannot be read now: {exc.message}"},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            )
+        data = {"job": job.pk, "state": job.state, "tail_lines": int(raw), "pods": pods}
+        return Response(s.JobLogsSerializer(data).data)
 
     @extend_schema(summary="The job's timeline", responses=s.TimelineEntrySerializer(many=True))
     @action(detail=True, methods=["get"])

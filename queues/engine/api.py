@@ -10,8 +10,9 @@ from .decisions import CycleResult, Explanation, QueueStopEviction, WaitReason
 from .gc_pacing import fewer_collections, paused_collections
 from .model import Admission, ClusterState, Eviction, PodSetAdmission, Workload
 from .quota import QuotaTree
-from .reasons import explain_all, explain_wl, shares_verdicts
+from .reasons import shares_verdicts
 from .records import ClusterQueueInfo, WorkloadInfo
+from .reservation_reasons import explain_all_held, explain_held
 from .scheduler import PENDING, RESERVED, CycleOutcome, Engine
 from .simulation import Replay
 from .wait_codes import never_fits
@@ -21,7 +22,7 @@ def _pending_reasons(engine: Engine) -> dict[str, WaitReason]:
     out: dict[str, WaitReason] = {}
     # One index for the whole pass (O(pending + running)); same-shape workloads of a queue share one explanation.
     waiting = [engine.live[key] for key in sorted(engine.live) if engine.live[key].state in (PENDING, RESERVED)]
-    for key, explanation in explain_all(engine, waiting).items():
+    for key, explanation in explain_all_held(engine, waiting).items():
         reason = explanation.reason
         if reason is None:
             reason = WaitReason(
@@ -147,7 +148,7 @@ def explain(state: ClusterState, workload: str | Workload, now: float) -> Explan
         if isinstance(workload, str):
             raise KeyError(f"workload {workload} is not in the state")
         engine.submit(replace(workload, admission=None, eviction=None))
-    return explain_wl(engine, engine.workloads[key])
+    return explain_held(engine, engine.workloads[key])
 
 
 class WhatIf:
@@ -171,7 +172,7 @@ class WhatIf:
             raise KeyError(f"workload {workload.key} is already in the state")
         wl = engine.submit(replace(workload, admission=None, eviction=None))
         try:
-            return explain_wl(engine, wl)
+            return explain_held(engine, wl)
         finally:
             _withdraw(engine, wl)
 
@@ -189,7 +190,7 @@ def _withdraw(engine: Engine, wl: WorkloadInfo) -> None:
 def explain_many(state: ClusterState, keys: Iterable[str], now: float) -> dict[str, Explanation]:
     """``explain`` of many workloads of ``state`` on one engine and one index: O(pending + running) in all."""
     engine, targets = _engine_for(state, keys, now)
-    return explain_all(engine, targets)
+    return explain_all_held(engine, targets)
 
 
 def _engine_for(state: ClusterState, keys: Iterable[str], now: float) -> tuple[Engine, list[WorkloadInfo]]:
@@ -292,7 +293,7 @@ def diagnose_many(
     ``explain_many`` and ``estimate_admissions`` made apart.
     """
     engine, targets = _engine_for(state, keys, now)
-    explanations = explain_all(engine, targets)
+    explanations = explain_all_held(engine, targets)
     waiting = [wl.key for wl in targets if needs_replay(explanations[wl.key])]
     replay = Replay(engine, start=now, end_times=end_times, default_runtime=default_runtime)
     found = replay.run_until_all_admitted(waiting, horizon)
@@ -348,7 +349,7 @@ def diagnose_window(
     where it stops are the unbounded replay's, so every time found equals ``diagnose_many``'s.
     """
     engine, targets = _engine_for(state, keys, now)
-    explanations = explain_all(engine, targets)
+    explanations = explain_all_held(engine, targets)
     waiting = [wl.key for wl in targets if needs_replay(explanations[wl.key])]
     for key, representative in (represented_by or {}).items():
         if key not in engine.workloads:

@@ -512,6 +512,30 @@ class Workload:
         return f"{self.namespace}/{self.name}"
 
 
+# --------------------------------------------------------------------------- reservations
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaHold:
+    """Capacity reserved for one ClusterQueue over a window (the portal's reservations; a scenario's ``Reservation``).
+
+    In force from ``start`` (inclusive) to ``end`` (exclusive): the queue's guaranteed quota of ``flavor`` /
+    ``resource`` rises by ``count`` and the nominal quota of the rest of its cohort tree falls by as much
+    (``queues.engine.reservations``): no capacity is invented. ``holder`` names who it is for and ``until`` its end,
+    as people read them ("Speech", "17:00 UTC"); empty, the queue's name and the end in engine seconds are used.
+    """
+
+    name: str
+    cluster_queue: str
+    flavor: str
+    resource: str
+    count: Quantity
+    start: float
+    end: float
+    holder: str = ""
+    until: str = ""
+
+
 # --------------------------------------------------------------------------- the whole state
 
 
@@ -521,6 +545,8 @@ class ClusterState:
 
     ``fair_sharing`` is Kueue's manager Configuration ``fairSharing``: None (the default) = fair sharing off.
     ``wait_for_pods_ready`` is its ``waitForPodsReady``: None (the default) = pods count as Ready once admitted.
+    ``reservations``: quota holds over windows; ``cluster_queues`` and ``cohorts`` are the quota without them, and
+    the engine applies those in force at its time (an engine built, or rebuilt, at ``now``; a replay at each edge).
     """
 
     flavors: tuple[ResourceFlavor, ...] = ()
@@ -535,3 +561,4 @@ class ClusterState:
     workloads: tuple[Workload, ...] = ()
     fair_sharing: FairSharing | None = None
     wait_for_pods_ready: WaitForPodsReady | None = None
+    reservations: tuple[QuotaHold, ...] = ()

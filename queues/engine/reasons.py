@@ -1,7 +1,7 @@
 """Wait-reason diagnosis: one primary code per pending workload, a plain sentence, and Kueue's own text.
 
 Decision order (first match wins): misconfigured → exceeds_maximum → no_matching_flavor →
-preemption_in_progress → awaiting_provisioning → quota (borrow_limit | quota_exhausted |
+preemption_in_progress → awaiting_provisioning → quota (borrow_limit | quota_lent_out | quota_exhausted |
 higher_priority_ahead) → placement (health_blocked | topology_fragmented | class_exhausted).
 """
 
@@ -738,6 +738,16 @@ def _quota(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: F
             kueue_reason=WAITING_FOR_QUOTA,
             details=details,
         )
+    lent = _lent_out(cq, fr, used=used, nominal=nominal)
+    if lent is not None:
+        details.update(lent)
+        return WaitReason(
+            code="quota_lent_out",
+            message=head + _lent_sentence(cq, res, label, lent, missing=request - available),
+            kueue_message=kueue_message,
+            kueue_reason=WAITING_FOR_QUOTA,
+            details=details,
+        )
     split = (
         f" ({msg.qty(res, local_free)} of its own quota, {msg.qty(res, borrowable)} borrowed)"
         if local_free and borrowable
@@ -754,6 +764,65 @@ def _quota(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo, assignment: F
         kueue_message=kueue_message,
         kueue_reason=WAITING_FOR_QUOTA,
         details=details,
+    )
+
+
+def _lent_out(cq: ClusterQueueInfo, fr: tuple[str, str], *, used: int, nominal: int) -> dict | None:
+    """Who holds the team's unused quota while the job waits for quota: the queues of its cohort tree using more
+    than their own nominal quota (borrowers), most first. None when the team uses its whole quota or nobody
+    borrows (then the team's quota is not what is lent out)."""
+    if used >= nominal:
+        return None
+    held_by: list[tuple[int, str]] = []
+    for other in cq.cohort_cqs:
+        if other is cq:
+            continue
+        held = other.node.usage.get(fr, 0) - other.node.nominal.get(fr, 0)
+        if held > 0:
+            held_by.append((held, other.name))
+    if not held_by:
+        return None
+    lent = min(nominal - used, sum(units for units, _ in held_by))
+    held_by.sort(key=lambda h: (-h[0], h[1]))
+    holders = [{"clusterQueue": name, "units": units} for units, name in held_by]
+    return {"lent": lent, "lentTo": holders, "reclaim": cq.spec.preemption.reclaim_within_cohort}
+
+
+def _lent_sentence(cq: ClusterQueueInfo, res: str, label: str, lent: dict, *, missing: int) -> str:
+    """The rest of the lent-out reason: who holds how much, and whether the team's queue takes it back."""
+    holders = lent["lentTo"]
+    named = ", ".join(f"{h['clusterQueue']} {msg.qty(res, h['units'])}" for h in holders[:5])
+    if len(holders) > 5:
+        named += f" and {len(holders) - 5} more"
+    policy = lent["reclaim"]
+    if policy == "Never":
+        back = (
+            f"The queue {cq.name} does not reclaim lent quota (reclaimWithinCohort: Never): it comes back only as "
+            "their jobs end."
+        )
+    elif policy == "LowerPriority":
+        back = (
+            f"The queue {cq.name} reclaims lent quota only from lower-priority jobs (reclaimWithinCohort: "
+            "LowerPriority) and none of the borrowers' jobs is lower priority: it comes back as their jobs end."
+        )
+    else:
+        back = (
+            f"The queue {cq.name} reclaims lent quota (reclaimWithinCohort: {policy}), but no borrowed job can be "
+            "preempted for this one now: it comes back as their jobs end."
+        )
+    return (
+        f" {msg.noun(res, lent['lent'], label)} of its unused quota are lent out, in use by queues that borrowed them "
+        f"({named} above their own quota); {_coming_back(res, lent['lent'], missing)} {back}"
+    )
+
+
+def _coming_back(res: str, lent: int, missing: int) -> str:
+    """What must come back (and free up besides) for the job to start."""
+    if missing <= lent:
+        return f"{msg.qty(res, missing)} must come back for this job to start."
+    return (
+        f"all {msg.qty(res, lent)} must come back and {msg.qty(res, missing - lent)} more must free up in the "
+        "cohort for this job to start."
     )
 
 

@@ -33,6 +33,7 @@ from .model import (
     LocalQueue,
     Node,
     PodSetAdmission,
+    QuotaHold,
     ResourceFlavor,
     Topology,
     WaitForPodsReady,
@@ -55,6 +56,7 @@ from .records import (
     PodSetInfo,
     WorkloadInfo,
 )
+from .reservations import HoldOutcome, hold_quota, in_force
 from .usage_decay import UsageMemory
 
 __all__ = [
@@ -100,7 +102,17 @@ class Engine:
         self.has_stopped_queues = any(q.stop_policy != "None" for q in state.local_queues) or any(
             c.stop_policy != "None" for c in state.cluster_queues
         )
-        self.quota = QuotaTree(state.cluster_queues, state.cohorts)
+        #: The reservations' holds in force at ``now`` and what each moved (``reservations``); none: the policy as is.
+        self.holds: tuple[QuotaHold, ...] = in_force(state.reservations, now) if state.reservations else ()
+        self.hold_outcomes: tuple[HoldOutcome, ...] = ()
+        cluster_queues = state.cluster_queues
+        if self.holds:
+            held = hold_quota(state.cluster_queues, state.cohorts, self.holds)
+            cluster_queues = held.cluster_queues
+            self.hold_outcomes = held.outcomes
+            self.quota = QuotaTree(held.cluster_queues, held.cohorts)
+        else:
+            self.quota = QuotaTree(state.cluster_queues, state.cohorts)
         self.fair = state.fair_sharing
         #: Kueue's waitForPodsReady (None: pods count as Ready once admitted; ``pods_ready`` is not consulted).
         self.pods_ready_config: WaitForPodsReady | None = state.wait_for_pods_ready
@@ -117,7 +129,7 @@ class Engine:
         self.ignore_protection = False
         self.pool = NodePool(state.nodes)
         self.cqs: dict[str, ClusterQueueInfo] = {}
-        for spec in sorted(state.cluster_queues, key=lambda c: c.name):
+        for spec in sorted(cluster_queues, key=lambda c: c.name):
             self.cqs[spec.name] = self._compile_cq(spec)
         for cq in self.cqs.values():
             cq.cohort_cqs = [self.cqs[name] for name in sorted(self.quota.cohort_cqs(cq.name))]

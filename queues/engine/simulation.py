@@ -7,7 +7,9 @@ the beginning (``WorkloadRecord.node_losses``). Anything else may change at an i
 timeline, a recorded policy change): the action runs after that instant's finishes and admission checks and before
 its submissions; evictions it issues complete at once, and ``last_event`` names it for the decisions that follow.
 With Kueue's ``waitForPodsReady`` (the engine's ``pods_ready_config``) the replay also marks pods Ready, evicts
-workloads whose pods are not Ready in time and requeues them when their backoff ends.
+workloads whose pods are not Ready in time and requeues them when their backoff ends. At each edge of a reservation's
+window (the state's ``reservations``) the engine is rebuilt on its policy with the holds then in force
+(``reservation_log`` keeps each edge and the holds' outcome).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import count
 
 from mypy_extensions import mypyc_attr
@@ -24,8 +27,9 @@ from kernel.quantity import is_device_resource
 from . import pods_ready
 from .decisions import QueueStopEviction
 from .gc_pacing import fewer_collections
-from .model import Eviction, Node, Workload
+from .model import ClusterState, Eviction, Node, QuotaHold, Workload
 from .protection import next_release
+from .reservations import HoldOutcome, edges_after
 from .scheduler import ADMITTED, EVICTING, FINISHED, PENDING, RESERVED, CycleOutcome, Engine
 
 # Event kinds, in the order they are applied at one instant.
@@ -194,6 +198,19 @@ class Replay:
                 self._protection_timer(key, start)
         if engine.pods_ready_config is not None:
             self._pods_ready_timers(start)
+        #: Each reservation edge crossed: (instant, label, the policy then, the holds in force after it, their outcome).
+        self.reservation_log: list[tuple[float, str, ClusterState, tuple[QuotaHold, ...], tuple[HoldOutcome, ...]]]
+        self.reservation_log = []
+        for when, label in edges_after(engine.spec_state.reservations, start):
+            self.at(when, partial(self._reservation_edge, label), label)
+
+    def _reservation_edge(self, label: str, now: float) -> None:
+        """A reservation's window opens or closes: the engine is rebuilt on its policy with the holds then in force."""
+        engine = self.engine
+        tracked = engine.pods_ready_config is not None
+        engine.reconfigure(engine.spec_state, now)
+        self.policy_changed(now, tracked_before=tracked)
+        self.reservation_log.append((now, label, engine.spec_state, engine.holds, engine.hold_outcomes))
 
     def _add_queue(self, name: str, now: float) -> None:
         """Start integrating a ClusterQueue's usage (at the start, or when a policy change creates it)."""

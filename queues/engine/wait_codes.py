@@ -11,11 +11,13 @@ from typing import Literal, get_args
 #: Why a pending job waits; the only spelling of each code.
 WaitCode = Literal[
     "quota_exhausted",
+    "quota_lent_out",
     "borrow_limit",
     "no_matching_flavor",
     "class_exhausted",
     "topology_fragmented",
     "health_blocked",
+    "capacity_reserved",
     "higher_priority_ahead",
     "awaiting_provisioning",
     "preemption_in_progress",
@@ -29,11 +31,13 @@ WAIT_CODES: tuple[WaitCode, ...] = get_args(WaitCode)
 
 (
     QUOTA_EXHAUSTED,
+    QUOTA_LENT_OUT,
     BORROW_LIMIT,
     NO_MATCHING_FLAVOR,
     CLASS_EXHAUSTED,
     TOPOLOGY_FRAGMENTED,
     HEALTH_BLOCKED,
+    CAPACITY_RESERVED,
     HIGHER_PRIORITY_AHEAD,
     AWAITING_PROVISIONING,
     PREEMPTION_IN_PROGRESS,
@@ -45,11 +49,13 @@ WAIT_CODES: tuple[WaitCode, ...] = get_args(WaitCode)
 #: Each code in the user's words (the label of the models' choices).
 WAIT_CODE_LABELS: dict[str, str] = {
     QUOTA_EXHAUSTED: "Team quota used up",
+    QUOTA_LENT_OUT: "Team quota lent to other teams",
     BORROW_LIMIT: "Borrowing limit reached",
     NO_MATCHING_FLAVOR: "No matching hardware",
     CLASS_EXHAUSTED: "Every device of this class is in use",
     TOPOLOGY_FRAGMENTED: "Enough devices, but fragmented",
     HEALTH_BLOCKED: "Capacity blocked by unhealthy devices",
+    CAPACITY_RESERVED: "Capacity reserved for another team",
     HIGHER_PRIORITY_AHEAD: "A higher-priority job is ahead",
     AWAITING_PROVISIONING: "Waiting for provisioning",
     PREEMPTION_IN_PROGRESS: "Preemption under way",

@@ -9,8 +9,9 @@ cohort, free and health-excluded devices) where the message alone cannot decide:
 
 * ``insufficient unused quota`` → ``quota_exhausted`` (the team is over its nominal quota and cannot borrow),
   ``borrow_limit`` (the cohort has idle quota but the team's borrowing limit is reached), ``class_exhausted``
-  (the whole cohort's quota of that flavor is in use) or ``higher_priority_ahead`` (the team is within its own
-  quota: capacity it is owed is held by others ahead of it);
+  (the whole cohort's quota of that flavor is in use), ``quota_lent_out`` (the team is within its own quota and
+  queues of its cohort that borrowed hold the rest: who holds how much, and the queue's reclaim policy) or
+  ``higher_priority_ahead`` (the team is within its own quota: capacity it is owed is held by others ahead of it);
 * TAS placement failures → ``health_blocked`` (health-excluded nodes hold the missing room),
   ``topology_fragmented`` (enough free devices in total, not together) or ``class_exhausted`` (not enough free);
 * an admitted workload whose pods the kube-scheduler cannot place → the same three, from the scheduler's message.
@@ -43,6 +44,7 @@ from queues.engine.wait_codes import (
     NO_MATCHING_FLAVOR,
     PREEMPTION_IN_PROGRESS,
     QUOTA_EXHAUSTED,
+    QUOTA_LENT_OUT,
     TOPOLOGY_FRAGMENTED,
     WAIT_CODES,
 )
@@ -68,6 +70,7 @@ __all__ = [
     "NO_MATCHING_FLAVOR",
     "PREEMPTION_IN_PROGRESS",
     "QUOTA_EXHAUSTED",
+    "QUOTA_LENT_OUT",
     "REASON_HINTS",
     "TOPOLOGY_FRAGMENTED",
     "UNRECOGNISED",

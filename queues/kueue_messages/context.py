@@ -22,6 +22,9 @@ class QuotaFigures:
     in_cohort: bool = False
     cohort_capacity: int | None = None
     cohort_used: int | None = None
+    #: The root of its cohort tree ("" without one) and its ``reclaimWithinCohort`` ("" when unknown).
+    cohort: str = ""
+    reclaim: str = ""
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,22 @@ class MessageContext:
     def quota(self, flavor: str, resource: str) -> QuotaFigures | None:
         """Figures of the workload's ClusterQueue for a flavor/resource."""
         return self.quotas.get((self.cluster_queue, flavor, resource))
+
+    def borrowers(self, flavor: str, resource: str) -> list[dict[str, Any]]:
+        """The other queues of the workload's cohort tree using more of (flavor, resource) than their own nominal
+        quota, with how much above it, most first (what holds the quota the workload's queue lent)."""
+        own = self.quota(flavor, resource)
+        if own is None or not own.cohort:
+            return []
+        holders = [
+            {"clusterQueue": cq, "units": f.used - f.nominal}
+            for (cq, fl, res), f in self.quotas.items()
+            if (fl, res) == (flavor, resource)
+            and cq != self.cluster_queue
+            and f.cohort == own.cohort
+            and f.used > f.nominal
+        ]
+        return sorted(holders, key=lambda h: (-h["units"], h["clusterQueue"]))
 
     def label(self, flavor: str) -> str:
         """A flavor's display name."""

@@ -18,6 +18,7 @@ from queues.engine.wait_codes import (
     NEVER_FITS,
     NEVER_FITS_ORDER,
     QUOTA_EXHAUSTED,
+    QUOTA_LENT_OUT,
     TOPOLOGY_FRAGMENTED,
 )
 
@@ -26,6 +27,47 @@ from .patterns import SKIP_REASON_IDS, exclusion_counts
 
 #: TAS reasons that say "the pods do not fit the nodes" (decided by :func:`placement_code`).
 TAS_PLACEMENT_IDS = ("tas_fits_only_some", "tas_fits_none", "tas_exclusion_stats", "tas_multilayer_no_fit")
+
+
+def lent_out(reason: FlavorReason, ctx: MessageContext | None) -> tuple[str, dict[str, Any]] | None:
+    """The sentence and figures of ``quota_lent_out``, when the team uses less than its quota and queues of its
+    cohort that borrowed hold the rest; None otherwise."""
+    resource, flavor = reason.resource, reason.flavor
+    figures = ctx.quota(flavor, resource) if ctx else None
+    request = ctx.request.get(resource) if ctx else None
+    missing = parse_amount(str(reason.numbers.get("missing", "")), resource)
+    if ctx is None or figures is None or request is None or missing is None or figures.used >= figures.nominal:
+        return None
+    holders = ctx.borrowers(flavor, resource)
+    if not holders:
+        return None
+    lent = min(figures.nominal - figures.used, sum(h["units"] for h in holders))
+    label, units = ctx.label(flavor), resource_label(resource)
+    coming = (
+        f"{format_amount(missing, resource)} must come back for this job to start."
+        if missing <= lent
+        else f"all {format_amount(lent, resource)} must come back and {format_amount(missing - lent, resource)} "
+        "more must free up in the cohort for this job to start."
+    )
+    named = ", ".join(f"{h['clusterQueue']} {format_amount(h['units'], resource)}" for h in holders[:5])
+    if len(holders) > 5:
+        named += f" and {len(holders) - 5} more"
+    if figures.reclaim == "Never":
+        back = "Its queue does not reclaim lent quota (reclaimWithinCohort: Never): it comes back as their jobs end."
+    elif figures.reclaim:
+        back = (
+            f"Its queue reclaims lent quota (reclaimWithinCohort: {figures.reclaim}), but Kueue found no borrowed "
+            "job to preempt for this one: it comes back as their jobs end."
+        )
+    else:
+        back = "It comes back as their jobs end, or when Kueue reclaims it."
+    plain = (
+        f"Your team uses {format_amount(figures.used, resource)} of its {format_amount(figures.nominal, resource)} "
+        f"{units} on {label} and this job needs {format_amount(request, resource)}. {format_amount(lent, resource)} "
+        f"{units} of its unused quota are lent out, in use by queues that borrowed them ({named} above their own "
+        f"quota); {coming} {back}"
+    )
+    return plain, {"lent": lent, "lentTo": holders, "reclaim": figures.reclaim}
 
 
 def quota_code(reason: FlavorReason, ctx: MessageContext | None) -> tuple[str, str]:
@@ -131,6 +173,10 @@ def decide(reason: FlavorReason, ctx: MessageContext | None) -> FlavorReason:
     label = ctx.label(reason.flavor) if ctx and reason.flavor else reason.flavor
     res = resource_label(reason.resource) if reason.resource else ""
     if reason.id == "insufficient_unused_quota":
+        lent = lent_out(reason, ctx)
+        if lent is not None:
+            plain, figures = lent
+            return replace(reason, code=QUOTA_LENT_OUT, plain=plain, numbers={**reason.numbers, **figures})
         code, plain = quota_code(reason, ctx)
         return replace(reason, code=code, plain=plain)
     if reason.id == "max_capacity_exceeded":

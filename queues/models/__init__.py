@@ -1,8 +1,8 @@
 """Models of job scheduling: teams and their quotas (Kueue ClusterQueues), cohorts, priorities, jobs.
 
 ``teams`` holds the teams, quotas, cohorts, priority classes, API tokens, policy pushes and quota shortfalls;
-``jobs`` the jobs, their timeline, stored diagnoses and idle negotiation; ``waiting`` the wait attribution's
-rollups. Everything is importable from ``queues.models``.
+``jobs`` the jobs, their timeline, stored diagnoses and idle negotiation; ``reservations`` the teams' reservations
+of capacity; ``waiting`` the wait attribution's rollups. Everything is importable from ``queues.models``.
 """
 
 from queues.models.jobs import (
@@ -15,6 +15,7 @@ from queues.models.jobs import (
     JobSuggestions,
     WaitReason,
 )
+from queues.models.reservations import Reservation, ReservationPolicy, ReservationPreview
 from queues.models.teams import (
     ApiToken,
     Cohort,
@@ -49,6 +50,9 @@ __all__ = [
     "QuotaLine",
     "QuotaShortfall",
     "ReclaimWithinCohort",
+    "Reservation",
+    "ReservationPolicy",
+    "ReservationPreview",
     "Team",
     "TeamQuota",
     "WaitActionStudy",

@@ -174,6 +174,13 @@ class Job(models.Model):
         return "Stop" if self.kind_spec.runs_until_stopped else "Cancel"
 
     @property
+    def state_label(self) -> str:
+        """The state in words; a session or service that was stopped reads "Stopped", not "Cancelled"."""
+        if self.state == self.State.CANCELLED and self.kind_spec.runs_until_stopped:
+            return "Stopped"
+        return self.get_state_display()
+
+    @property
     def total_devices(self) -> int:
         """Devices the whole gang asks for: every pod set's (the primary and its kind's companions)."""
         companions = sum(int(c["count"]) * int(c["devices_per_pod"]) for c in self.companion_pod_sets or ())
@@ -254,10 +261,11 @@ class DiagnosisPage(models.Model):
     """The stored diagnoses of the pending jobs of a cluster whose ids fall in one page (``queues.diagnosis_pages``).
 
     ``data`` is JSON: the verdicts and ETA kinds the page's jobs use, and per job its verdict, ETA kind, p50 and place
-    in its queue. Read by the job page, its poll and the API (one indexed read per job), valid while the cluster's
-    ``ClusterDiagnosis`` is at the cluster's state version; a refresh rewrites only the pages whose content changed
-    (``digest``) and deletes those left without a pending job. ``state_version`` and ``computed_at`` say when this
-    page last changed.
+    in its queue, and (``b``) the last estimate that differed much from it, when there was one. Read by the job
+    page, its poll and the API (one indexed read per job), valid while the cluster's ``ClusterDiagnosis`` is at the
+    cluster's state version; a refresh rewrites only the pages whose content changed (``digest``, over the entries)
+    and deletes those left without a pending job. ``state_version`` and ``computed_at`` say when this page last
+    changed.
     """
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="diagnosis_pages")
@@ -265,7 +273,10 @@ class DiagnosisPage(models.Model):
     state_version = models.PositiveBigIntegerField(help_text="State version at which this page last changed.")
     computed_at = models.DateTimeField()
     digest = models.CharField(max_length=32, help_text="Hash of ``data``: a refresh rewrites only pages that changed.")
-    data = models.TextField(help_text="JSON: verdicts, ETA kinds, and per job id its diagnosis.")
+    data = models.TextField(
+        help_text="JSON: verdicts, ETA kinds, and per job id its diagnosis; per job whose estimate moved much, the "
+        "estimate before and when it was held (the job page says what changed since)."
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["cluster", "page"], name="diagnosispage_once")]

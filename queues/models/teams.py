@@ -307,6 +307,7 @@ class PolicyPush(models.Model):
 
     class Meta:
         ordering = ["-requested_at", "-id"]
+        verbose_name_plural = "policy pushes"
         indexes = [models.Index(fields=["state", "next_attempt_at"], name="policypush_due")]
 
     def __str__(self) -> str:

@@ -32,6 +32,7 @@ from queues.policy.previews import (
     policy_preview_request,
 )
 from queues.policy.pushes import policy_push_clusters, policy_push_request
+from queues.policy.selectors import previews_visible_to
 from queues.policy.whatif import config_changes, policy_configuration
 
 PREVIEW_FLAG = "_whatif"
@@ -104,8 +105,24 @@ class WhatIfAdminMixin:
     preview (a script) is saved as posted.
     """
 
+    change_form_template = "admin/policy/whatif_change_form.html"
+
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
-        """Swap in a stored proposal; capture the current policies before a preview save; record the preview after."""
+        """Swap in a stored proposal; capture the current policies before a preview save; record the preview after.
+
+        The form says that Save opens a preview, and lists the object's recent previews, each linked.
+        """
+        if request.method == "GET":
+            opts = self.model._meta
+            extra_context = {
+                **(extra_context or {}),
+                "whatif_days": settings.WHATIF_DEFAULT_DAYS,
+                "recent_previews": previews_visible_to(
+                    request.user, model_label=f"{opts.app_label}.{opts.model_name}", object_id=object_id or ""
+                )
+                if object_id
+                else [],
+            }
         if request.method == "POST" and PREVIEW_ID in request.POST:
             preview = self._stored_preview(request, object_id)
             if "_whatif_apply" in request.POST:

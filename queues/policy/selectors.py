@@ -13,7 +13,7 @@ from django.utils import timezone
 from kernel.quantity import is_device_resource, parse_quantity
 from pools.models import Allocation, Device, ResourceClass
 from queues.engine_input import HOLDING_STATES
-from queues.models import Cohort, Job, QuotaLine, Team, TeamQuota
+from queues.models import Cohort, Job, PolicyPreview, QuotaLine, Team, TeamQuota
 from queues.policy.whatif import percentile
 
 FR = tuple[int, str]  # (flavor id, resource name)
@@ -330,3 +330,23 @@ def team_queues(*, now: datetime | None = None, days: int = 7) -> list[TeamQueue
             )
         )
     return out
+
+
+def previews_visible_to(user, *, model_label: str = "", object_id: str | None = None) -> list[PolicyPreview]:
+    """Recent what-if previews of the models ``user`` may change (newest first, at most 50), optionally of one object.
+
+    A preview page needs the change permission on the model it changes, so a preview of another model is left out.
+    """
+    present = PolicyPreview.objects.order_by().values_list("model_label", flat=True).distinct()
+    labels = [label for label in present if user.has_perm(_change_perm(label))]
+    if model_label:
+        labels = [label for label in labels if label == model_label]
+    rows = PolicyPreview.objects.filter(model_label__in=labels).select_related("requested_by")
+    if object_id is not None:
+        rows = rows.filter(object_id=object_id)
+    return list(rows.order_by("-requested_at", "-id")[:50])
+
+
+def _change_perm(model_label: str) -> str:
+    app_label, model_name = model_label.split(".", 1)
+    return f"{app_label}.change_{model_name}"

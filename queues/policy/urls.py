@@ -9,6 +9,7 @@ app_name = "policy"
 urlpatterns = [
     path("dashboard/", admin.site.admin_view(views.dashboard), name="dashboard"),
     path("audit/", admin.site.admin_view(views.audit), name="audit"),
+    path("previews/", admin.site.admin_view(views.previews), name="previews"),
     path("guarantees/", admin.site.admin_view(views.guarantees), name="guarantees"),
     path("previews/<int:pk>/", admin.site.admin_view(views.preview), name="preview"),
     path("previews/<int:pk>/discard/", admin.site.admin_view(views.preview_discard), name="preview_discard"),

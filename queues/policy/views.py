@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime, time, timedelta
 
 from django.apps import apps
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
@@ -29,7 +30,14 @@ from queues.models import PolicyPreview, QuotaShortfall
 from queues.policy import charts
 from queues.policy.audit import POLICY_MODELS, audit_csv, audit_entries
 from queues.policy.previews import policy_preview_discard, policy_preview_stale, preview_display
-from queues.policy.selectors import class_utilisation, cohort_tree, flatten, queue_figures, team_queues
+from queues.policy.selectors import (
+    class_utilisation,
+    cohort_tree,
+    flatten,
+    previews_visible_to,
+    queue_figures,
+    team_queues,
+)
 
 #: HTTP status that tells htmx to stop polling.
 #: A preview queued longer than this without a worker taking it gets a hint on the page.
@@ -124,6 +132,20 @@ def audit(request):
         "query": request.GET.urlencode(),
     }
     return TemplateResponse(request, "admin/policy/audit.html", context)
+
+
+@require_GET
+def previews(request):
+    """The recent what-if previews the user may open: what each proposed, its status, whether it was applied."""
+    _require(request, "queues.view_teamquota")
+    rows = previews_visible_to(request.user)
+    context = {
+        **admin.site.each_context(request),
+        "title": "What-if previews",
+        "previews": rows,
+        "keep_days": settings.WHATIF_PREVIEW_KEEP_DAYS,
+    }
+    return TemplateResponse(request, "admin/policy/previews.html", context)
 
 
 def _preview_for(request, pk: int) -> tuple[PolicyPreview, object]:

@@ -1,7 +1,8 @@
 """What-if: replay the portal's recorded jobs through the engine under the policy as it was and a proposed one.
 
 The current side is the history as it happened: the policy at the window's start, then every recorded policy
-change inside the window (the audit log, ``queues.policy.recorded``) at its time. The proposed side is the same
+change inside the window (the audit log, ``queues.policy.recorded``) at its time, and the reservations that held
+capacity in the window, each over its own (both sides). The proposed side is the same
 history with the admin's change applied from the time they chose (by default the window's start): the
 differences between the policy now and the proposal are laid over each recorded version from then on
 (``overlay.lay_over``), so a recorded change the proposal does not touch still happens when it happened.
@@ -54,6 +55,7 @@ from queues.models import Job, TeamQuota
 from queues.policy.overlay import lay_over
 from queues.policy.recorded import PolicyStep, recorded_policy
 from queues.recent_usage import with_recent_usage
+from queues.reservations.holds import cluster_holds
 
 DEFAULT_DAYS = 14
 #: Scheduling cycles allowed at one instant of a replay before it moves on (a settled instant needs a few).
@@ -363,7 +365,9 @@ def policy_configuration(*, cluster: Cluster, nodes: bool = True) -> m.ClusterSt
     Fairness that remembers is part of the policy on every cluster (a preview shows what it would do); the teams'
     recent usage is read by the replay, as of its window's start.
     """
-    return cluster_engine_input(cluster=cluster, jobs=[], with_nodes=nodes, usage_policy=True, recent=False).state
+    return cluster_engine_input(
+        cluster=cluster, jobs=[], with_nodes=nodes, usage_policy=True, recent=False, with_reservations=False
+    ).state
 
 
 def _declared(config: m.ClusterState) -> dict[str, set[str]]:
@@ -383,6 +387,7 @@ def replay_policy(
     nodes: Sequence[WindowNode] | None = None,
     relax_topology: bool = False,
     changes: Sequence[tuple[float, m.ClusterState]] = (),
+    job_waits: dict[str, float | None] | None = None,
 ) -> ReplayOutcome:
     """Replay recorded jobs through the engine under ``config`` from ``start`` to ``end`` (engine seconds).
 
@@ -390,7 +395,8 @@ def replay_policy(
     its ``leaves_at`` (or the end). ``changes``: the policy (no nodes) from each given time on; the engine is
     rebuilt on it there (``Engine.reconfigure``), keeping the nodes, every workload and the teams' recent usage.
     ``relax_topology``: the jobs' topology rules are dropped (a what-if of perfectly defragmented placements: every
-    job finds its devices together).
+    job finds its devices together). ``job_waits``, when given, is filled with each replayed (not carried-in)
+    workload's wait: submission to first admission (None: not admitted).
     """
     declared = _declared(config)
     if nodes is not None:
@@ -448,6 +454,9 @@ def replay_policy(
         if key in carried or wl.cq is None:
             continue
         rec = result.records[key]
+        if job_waits is not None:
+            admitted = rec.first_admitted_at
+            job_waits[key] = None if admitted is None else admitted - rec.submitted_at
         c = counts[wl.cq]
         c[0] += 1
         if rec.first_admitted_at is not None:
@@ -525,9 +534,10 @@ def whatif_compare(
     nodes = window_engine_nodes(cluster=cluster, start=start, end=end)
     recorded = recorded_policy(cluster=cluster, start=start, end=end, now=_policy_only(current))
     history = [(step.at, step.policy) for step in recorded.steps]
+    held = cluster_holds(cluster=cluster, start=start, end=end)
     sides = {
-        "current": (recorded.initial, [(ts(at), policy) for at, policy in history]),
-        "proposed": _proposed_side(recorded.initial, history, current, proposed, effective, start),
+        "current": with_holds(recorded.initial, [(ts(at), policy) for at, policy in history], held),
+        "proposed": with_holds(*_proposed_side(recorded.initial, history, current, proposed, effective, start), held),
     }
     args = {"jobs": jobs, "start": ts(start), "end": ts(end), "teams": teams, "nodes": nodes}
     outcomes = {}
@@ -548,6 +558,14 @@ def whatif_compare(
         apply_at=effective,
         created_during=tuple(f"{e.model.split('.')[-1]} {e.object_repr}" for e in recorded.present_from_start),
     )
+
+
+def with_holds(
+    config: m.ClusterState, changes: list[tuple[float, m.ClusterState]], holds: tuple[m.QuotaHold, ...]
+) -> tuple[m.ClusterState, list[tuple[float, m.ClusterState]]]:
+    """A side of a replay with the reservations' holds: each version of the policy carries them, and the engine
+    applies those in force at its time (the replay rebuilds it at each edge of a window)."""
+    return replace(config, reservations=holds), [(at, replace(policy, reservations=holds)) for at, policy in changes]
 
 
 def _policy_only(config: m.ClusterState) -> m.ClusterState:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django import template
 from django.utils import timezone
 
-from kernel.labels import duration_words
+from kernel.labels import duration_short, duration_words
 from pools.workload_kinds import KINDS, kind_spec
 from queues import selectors as sel
 from queues.engine import wait_codes
@@ -49,17 +50,7 @@ def never_fits(code: str) -> bool:
 
 
 def _human(seconds: float) -> str:
-    seconds = round(max(seconds, 0))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, _ = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    days, hours = divmod(hours, 24)
-    return f"{days} d {hours} h" if hours else f"{days} d"
+    return duration_short(seconds)
 
 
 @register.filter
@@ -139,6 +130,12 @@ def counts_label(rc) -> str:
 
 
 @register.filter
+def device_hours(seconds: float | None) -> str:
+    """Device-seconds as device-hours with one decimal: 45000 → "12.5"."""
+    return f"{(seconds or 0) / 3600:,.1f}"
+
+
+@register.filter
 def hours1(value: Decimal | float | None) -> str:
     """Device-hours with two decimals for a job's small numbers: Decimal("0.0833") → "0.08 h"."""
     return f"{Decimal(value or 0):,.2f} h"
@@ -161,3 +158,24 @@ def kind_help(kind: str) -> str:
 def form_field(form, name: str):  # type: ignore[no-untyped-def]
     """The bound field ``name`` of ``form`` (fields added per kind have names templates cannot spell)."""
     return form[name]
+
+
+#: How a reason written to the job's team reads to someone outside it (an operator, an admin): "your team" is
+#: the job's team, named; "your queue", "your borrowing limit", "your own quota" are its.
+_SECOND_PERSON = (
+    (re.compile(r"\bYour team's\b"), "Team {team}'s"),
+    (re.compile(r"\byour team's\b"), "team {team}'s"),
+    (re.compile(r"\bYour team\b"), "Team {team}"),
+    (re.compile(r"\byour team\b"), "team {team}"),
+    (re.compile(r"\bYour\b"), "Its"),
+    (re.compile(r"\byour\b"), "its"),
+)
+
+
+@register.filter
+def for_outsider(message: str, team_name: str) -> str:
+    """A wait reason or timeline line, as read by someone outside the job's team ("Team Vision uses 2 of its 16…")."""
+    text = str(message or "")
+    for pattern, words in _SECOND_PERSON:
+        text = pattern.sub(words.format(team=team_name).replace("\\", "\\\\"), text)
+    return text

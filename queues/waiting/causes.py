@@ -2,7 +2,7 @@
 
 A cause is what an operator can act on: several wait codes can share one (``higher_priority_ahead`` and
 ``preemption_in_progress`` both mean "someone of higher priority had it"), and a cause may have no code yet
-(``reservation``: the reservations issue adds one). Pure Python, so the pages, the charts and the tests read it
+(``reservation``: capacity reserved for another team). Pure Python, so the pages, the charts and the tests read it
 without the database.
 """
 
@@ -62,14 +62,11 @@ CAUSE_COLOURS: dict[str, str] = {
     "unknown": "#d4d4d4",
 }
 
-#: The wait code of h32's "lent out" reason (``queues.engine.wait_codes.QUOTA_LENT_OUT`` once it is merged).
-QUOTA_LENT_OUT = "quota_lent_out"
-
 #: Every wait code's cause. A code missing here is a test failure (``tests/queues/test_wait_causes.py``), so a
 #: new code cannot be added without saying where its waiting goes.
 CAUSE_OF_CODE: dict[str, Cause] = {
     wc.QUOTA_EXHAUSTED: "quota",
-    QUOTA_LENT_OUT: "lent_out",
+    wc.QUOTA_LENT_OUT: "lent_out",
     wc.BORROW_LIMIT: "borrow_limit",
     wc.NO_MATCHING_FLAVOR: "no_hardware",
     wc.EXCEEDS_MAXIMUM: "no_hardware",
@@ -78,6 +75,7 @@ CAUSE_OF_CODE: dict[str, Cause] = {
     wc.HEALTH_BLOCKED: "health",
     wc.HIGHER_PRIORITY_AHEAD: "priority",
     wc.PREEMPTION_IN_PROGRESS: "priority",
+    wc.CAPACITY_RESERVED: "reservation",
     wc.AWAITING_PROVISIONING: "provisioning",
     wc.MISCONFIGURED: "configuration",
     wc.CLUSTER_UNREACHABLE: "unknown",

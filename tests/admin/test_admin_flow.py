@@ -261,6 +261,8 @@ def test_cohort_change_previews_then_pushes_every_cluster(admin_client, pool, dj
         "name": "research",
         "parent": "",
         "fair_weight": "2",
+        "shortfall_policy": "warn",  # issue 38's field: the form posts it
+        "spare_team": "",
         "lines-TOTAL_FORMS": "1",
         "lines-INITIAL_FORMS": "0",
         "lines-MIN_NUM_FORMS": "0",
@@ -309,5 +311,5 @@ def test_dashboard_query_count_does_not_grow_with_teams_and_classes(admin_client
         team = TeamFactory(slug=f"extra-{n}")
         TeamQuotaFactory(team=team, cluster=pool.cluster, cohort=pool.cohort)
         ResourceClassFactory(slug=f"extra-class-{n}", flavors=[pool.flavor])
-    with django_assert_max_num_queries(18):
+    with django_assert_max_num_queries(19):  # constant: the page's reads and the live-data note's heartbeat read
         assert admin_client.get(reverse("policy:dashboard")).status_code == 200

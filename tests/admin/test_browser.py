@@ -34,6 +34,7 @@ def test_change_quota_preview_apply_audit(page, shots, monkeypatch):
     quota = TeamQuota.objects.get(cluster_queue_name="vision")
     line = QuotaLine.objects.get(team_quota=quota, resource_name="nvidia.com/gpu")
     assert line.nominal == "16"
+    seeded_pushes = set(PolicyPush.objects.values_list("pk", flat=True))  # the set-up's (the validation queue)
 
     page.goto("/admin/login/")
     page.fill("input[name=username]", "admin")
@@ -74,7 +75,9 @@ def test_change_quota_preview_apply_audit(page, shots, monkeypatch):
     # The page, polling, shows the result: a chart per cluster and a table.
     expect(page.locator("[data-status=done]")).to_contain_text("Replayed in")
     expect(page.locator("[data-plotly-figure][data-drawn]")).to_have_count(1)
-    expect(page.locator("#whatif-table-1 tbody tr")).to_have_count(3)
+    # the three teams' queues and the platform's validation queue (part of the set-up: repair burn-ins run there)
+    expect(page.locator("#whatif-table-1 tbody tr")).to_have_count(4)
+    expect(page.locator("#whatif-table-1")).to_contain_text("Platform validation (platform-validation)")
     expect(page.locator("#whatif-table-1")).to_contain_text("Computer Vision (vision)")
     # Panels that are zero for every team under both policies are not drawn; a line names them.
     zero = previews.preview_display(PolicyPreview.objects.get(pk=preview_id))["results"][0]["zero_metrics"]
@@ -115,7 +118,7 @@ def test_change_quota_preview_apply_audit(page, shots, monkeypatch):
     page.screenshot(path=str(shots / "admin-whatif-preview.png"), full_page=True)
     line.refresh_from_db()
     assert line.nominal == "16"
-    assert not PolicyPush.objects.exists()
+    assert not PolicyPush.objects.exclude(pk__in=seeded_pushes).exists()
 
     page.click("input[name=_whatif_apply]")
     page.wait_for_url(re.compile(r"/admin/queues/teamquota/$"))
@@ -124,7 +127,7 @@ def test_change_quota_preview_apply_audit(page, shots, monkeypatch):
     assert line.nominal == "8"
 
     # The cluster followed: the simulated cluster was rescheduled under the new policy.
-    push = PolicyPush.objects.get()
+    push = PolicyPush.objects.exclude(pk__in=seeded_pushes).get()
     assert push.state == PolicyPush.State.SUCCEEDED, push.error
     page.goto(f"/admin/queues/teamquota/{quota.pk}/change/")
     # The team-quota form fits a 1,400 px window: no horizontal scroll, every input inside the viewport.

@@ -12,8 +12,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from queues.models import PolicyPreview, QuotaLine
-from queues.policy import previews
-from queues.policy.previews import policy_previews_sweep
+from queues.policy import preview_replay
+from queues.policy.preview_replay import policy_previews_sweep
 from queues.tasks import policy_preview
 from tests.admin.test_admin_flow import _line, _quota_post
 from tests.factories import UserFactory
@@ -55,14 +55,14 @@ def test_preview_queued_running_done(root, pool, monkeypatch):
     assert "<html" not in html  # the fragment only
 
     seen = {}
-    real = previews.whatif_compare
+    real = preview_replay.whatif_compare
 
     def observed(**kwargs):
         kwargs["on_progress"]("current", 0.5)
         seen["running"] = root.get(page, **HX)
         return real(**kwargs)
 
-    monkeypatch.setattr(previews, "whatif_compare", observed)
+    monkeypatch.setattr(preview_replay, "whatif_compare", observed)
     policy_preview(preview.pk)  # what the worker runs
 
     running = seen["running"]
@@ -90,9 +90,9 @@ def test_preview_queued_running_done(root, pool, monkeypatch):
 
 def test_redelivered_preview_task_does_nothing(root, pool):
     preview = _ask(root, pool)
-    assert previews.policy_preview_run(preview_id=preview.pk) is not None
+    assert preview_replay.policy_preview_run(preview_id=preview.pk) is not None
     finished = PolicyPreview.objects.get(pk=preview.pk).finished_at
-    assert previews.policy_preview_run(preview_id=preview.pk) is None
+    assert preview_replay.policy_preview_run(preview_id=preview.pk) is None
     assert PolicyPreview.objects.get(pk=preview.pk).finished_at == finished
 
 
@@ -100,7 +100,7 @@ def test_failed_replay_shows_its_error(root, pool, monkeypatch):
     def broken(**kwargs):
         raise RuntimeError("the engine fell over")
 
-    monkeypatch.setattr(previews, "whatif_compare", broken)
+    monkeypatch.setattr(preview_replay, "whatif_compare", broken)
     preview = _ask(root, pool)
     policy_preview(preview.pk)
     preview.refresh_from_db()
@@ -190,14 +190,14 @@ def test_preview_pages_need_staff_with_change_permission(client, pool):
 
 def test_discarded_while_running_stores_nothing(root, pool, monkeypatch):
     preview = _ask(root, pool)
-    real = previews.whatif_compare
+    real = preview_replay.whatif_compare
 
     def discarded_meanwhile(**kwargs):
         PolicyPreview.objects.filter(pk=preview.pk).delete()
         return real(**kwargs)
 
-    monkeypatch.setattr(previews, "whatif_compare", discarded_meanwhile)
-    assert previews.policy_preview_run(preview_id=preview.pk) is None
+    monkeypatch.setattr(preview_replay, "whatif_compare", discarded_meanwhile)
+    assert preview_replay.policy_preview_run(preview_id=preview.pk) is None
     assert not PolicyPreview.objects.exists()
 
 
@@ -218,9 +218,13 @@ def test_starting_a_preview_reads_no_job_and_no_node(root, pool):
     with CaptureQueriesContext(connection) as queries:
         assert root.post(url, data).status_code == 302
     sql = [q["sql"] for q in queries.captured_queries]
-    assert not [q for q in sql if "queues_job" in q or "pools_device" in q]
+    assert not [q for q in sql if "queues_job" in q]
+    # Devices: only the healthy capacity per flavor that the effective quota is computed from (one grouped count,
+    # issue 38), never the devices themselves.
+    assert all("GROUP BY" in q for q in sql if "pools_device" in q)
     # Nodes: only the validation's "does the flavor have a node here" (an EXISTS), never the inventory.
-    assert all(q.startswith("SELECT 1 AS") for q in sql if "pools_node" in q)
+    # (and that grouped count's join).
+    assert all(q.startswith("SELECT 1 AS") or "GROUP BY" in q for q in sql if "pools_node" in q)
 
 
 def test_sweep_prunes_old_previews_and_fails_stuck_ones(root, pool, settings):
@@ -243,3 +247,30 @@ def test_sweep_is_declared_in_the_beat_schedule(settings):
     entry = settings.CELERY_BEAT_SCHEDULE["policy-previews-sweep"]
     assert entry["task"] == "queues.policy_previews_sweep"
     assert entry["options"]["expires"]
+
+
+def test_the_form_says_save_opens_a_preview_and_links_the_previews(root, pool, client):
+    url = reverse("admin:queues_teamquota_change", args=[pool.vq.pk])
+    before = root.get(url).content.decode()
+    assert "Save opens a what-if preview first; nothing is changed yet." in before
+    assert 'id="whatif-recent"' not in before
+    assert "Save opens a what-if preview first" in root.get(reverse("admin:queues_cohort_add")).content.decode()
+
+    preview = _ask(root, pool)
+    link = f'href="{reverse("policy:preview", args=[preview.pk])}"'
+    on_form = root.get(url).content.decode()
+    assert 'id="whatif-recent"' in on_form
+    assert link in on_form
+    assert "Queued" in on_form
+    assert link not in root.get(reverse("admin:queues_teamquota_change", args=[pool.nq.pk])).content.decode()
+
+    listed = root.get(reverse("policy:previews")).content.decode()
+    assert link in listed
+    assert "queue vision" in listed or "vision" in listed
+    assert 'href="/admin/policy/previews/"' in root.get(reverse("policy:dashboard")).content.decode()
+
+    # Staff who may not change team quotas cannot open those previews, so the list leaves them out.
+    viewer = UserFactory(username="carol", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_teamquota"))
+    client.force_login(viewer)
+    assert link not in client.get(reverse("policy:previews")).content.decode()

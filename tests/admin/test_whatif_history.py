@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from queues.models import Cohort, PolicyPreview, QuotaLine, TeamQuota
-from queues.policy import previews
+from queues.policy import preview_replay
 from queues.policy.overlay import lay_over
 from queues.policy.recorded import MODELS, recorded_policy
 from queues.policy.whatif import WhatIfRequest, policy_configuration, whatif_compare, whatif_from_data, whatif_to_data
@@ -190,7 +190,7 @@ def test_preview_page_lists_the_recorded_changes_and_the_chosen_time(client, poo
     assert client.post(url, post).status_code == 302
     preview = PolicyPreview.objects.order_by("-pk").first()
     assert preview.apply_at.strftime("%Y-%m-%dT%H:%M") == chosen
-    previews.policy_preview_run(preview_id=preview.pk)
+    preview_replay.policy_preview_run(preview_id=preview.pk)
     html = client.get(reverse("policy:preview", args=[preview.pk])).content.decode()
     assert 'id="whatif-replayed-1"' in html
     assert "QuotaLine h100/nvidia.com/gpu: 3 changed: nominal 2 → 3" in html

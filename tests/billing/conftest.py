@@ -65,7 +65,7 @@ def billing_settings(settings):
 
 def make_world() -> World:
     """One 8 × H100 node; teams *vision* (lead + alice + bob) and *nlp* (carol), 4 GPUs of nominal quota each,
-    in one cohort; an H100 rate of 2.00 EUR per device-hour since 2026-01-01."""
+    in one cohort, recorded by billing since 2026-01-01; an H100 rate of 2.00 EUR per device-hour since then."""
     cluster = ClusterFactory(name="sim")
     flavor = ResourceFlavorFactory(name="h100", display_name="H100")
     node = NodeFactory(cluster=cluster, flavor=flavor, name="gpu-a")
@@ -86,6 +86,9 @@ def make_world() -> World:
     carol = UserFactory(username="carol", email="carol@example.org")
     MembershipFactory(team=other, user=carol, role=Membership.Role.LEAD)
     services.rate_set(flavor=flavor, price_per_hour="2.00", effective_from=datetime(2026, 1, 1, tzinfo=UTC))
+    # Billing has watched the quotas since the rate began (its first run opens them then): the days tested below
+    # have a full day of reservation whether a job ran before them or not.
+    services.quota_history_sync(now=datetime(2026, 1, 1, tzinfo=UTC))
     return World(cluster, flavor, devices, rc, cohort, team, other, lead, alice, bob, carol)
 
 

@@ -133,9 +133,29 @@ def test_budget_set_validates(world):
 def test_budget_statuses_for_the_page(spent_60):
     world = spent_60
     services.budget_set(team=world.team, amount="80")
-    [status] = selectors.budget_statuses(teams=[world.team], now=T0 + timedelta(hours=12))
+    today = date(2026, 3, 10)
+    [status] = selectors.budget_statuses(teams=[world.team], start=today, end=today, today=today)
     assert status.percent == Decimal("75.0")
     assert status.level == "warning"
+    assert (status.label, status.closed) == ("March 2026", False)
+
+
+def test_budgets_follow_the_viewed_months_and_compare_each_with_the_one_before(spent_60):
+    """Issue 32: the page showed this month's budget whatever month it viewed ("were we over budget last month?")."""
+    world = spent_60  # 60 EUR in March 2026
+    run_job(world, devices=2, start=T0 + timedelta(days=30), end=T0 + timedelta(days=30, hours=25))  # April: 100
+    services.metering_sync(now=T0 + timedelta(days=32))
+    services.budget_set(team=world.team, amount="80")
+    today = date(2026, 5, 20)
+    march, april = selectors.budget_statuses(
+        teams=[world.team], start=date(2026, 3, 1), end=date(2026, 4, 30), today=today
+    )
+    assert (march.label, march.spent, march.closed, march.previous) == ("March 2026", Decimal("60"), True, 0)
+    assert (april.label, april.spent, april.level) == ("April 2026", Decimal("100"), "over")
+    assert april.change == Decimal("40")
+    # Viewing May (still running) shows May so far; a range ending in the future stops at today.
+    [may] = selectors.budget_statuses(teams=[world.team], start=date(2026, 5, 1), end=date(2026, 6, 30), today=today)
+    assert (may.label, may.spent, may.closed, may.previous) == ("May 2026", 0, False, Decimal("100"))
 
 
 def test_a_demoted_team_submits_at_the_demotion_class(spent_60):

@@ -78,6 +78,27 @@ def test_idle_reserved_is_hourly_nominal_minus_owned_never_negative(world):
     assert cap.idle_cost == Decimal("2.00") * (4 * 24 - 4 - Decimal("0.5"))
 
 
+def test_no_idle_reservation_is_charged_before_the_cluster_has_any_history(db):
+    """Issue 32: the demo's cost CSV charged idle reservation on days before any job ran (billing's first run
+    took the quotas as in force for all the past), and 864 idle hours came to 48.00 EUR on a day priced for only
+    part of it. The first run now opens each quota where its cluster's history begins."""
+    from billing.models import QuotaPeriod
+    from tests.billing.conftest import make_world
+
+    QuotaPeriod.objects.all().delete()
+    world = make_world()
+    QuotaPeriod.objects.all().delete()  # as on a deployment whose billing starts now, with history to backfill
+    run_job(world, devices=1, start=T0 + 4 * H, end=T0 + 5 * H)  # the cluster's first job: 12:00
+    services.metering_sync(now=END_OF_DAY)
+    services.usage_rollup(day=DAY - timedelta(days=1), now=END_OF_DAY)
+    services.usage_rollup(day=DAY, now=END_OF_DAY)
+    assert not CapacityDaily.objects.filter(day=DAY - timedelta(days=1), reserved_us__gt=0).exists()
+    cap = capacity(world.team)
+    assert cap.reserved_us == 4 * 12 * US_PER_HOUR  # from 12:00, when the history begins
+    assert cap.idle_us == (4 * 12 - 1) * US_PER_HOUR
+    assert cap.idle_cost == Decimal("2.00") * (4 * 12 - 1)  # every idle hour priced: hours and cost agree
+
+
 def test_idle_of_today_counts_only_hours_until_now(world):
     services.usage_rollup(day=DAY, now=T0)  # 08:00
     cap = capacity(world.team)
@@ -165,7 +186,7 @@ def test_idle_uses_the_nominal_in_force_at_the_time(world):
     assert capacity(world.other).reserved_us == 4 * 24 * US_PER_HOUR
     periods = QuotaPeriod.objects.filter(team=world.team).order_by("pk")
     assert [(p.nominal, p.valid_from, p.valid_to) for p in periods] == [
-        (Decimal(4), None, MIDNIGHT + 12 * H),
+        (Decimal(4), datetime(2026, 1, 1, tzinfo=UTC), MIDNIGHT + 12 * H),  # billing's first run (conftest)
         (Decimal(8), MIDNIGHT + 12 * H, None),
     ]
     services.metering_sync(now=MIDNIGHT + 13 * H)
@@ -186,6 +207,7 @@ def test_lending_limit_caps_the_lent_hours(world):
     from queues.models import QuotaLine
 
     QuotaLine.objects.filter(team_quota__team=world.team).update(lending_limit="1")
+    services.metering_sync(now=MIDNIGHT)  # billing sees the limit from the start of the day
     run_job(world, team=world.other, owner=world.carol, devices=6, start=T0, end=T0 + H, borrowing=True)
     services.metering_sync(now=END_OF_DAY)
     services.usage_rollup(day=DAY, now=END_OF_DAY)

@@ -180,3 +180,29 @@ def test_status_names_the_kind_and_each_pod_set():
     assert "  kind rayjob" in text
     assert "  pod set head: 1 pod(s) × 0 devices, 4 CPU, 16Gi memory" in text
     assert "  pod set workers: 2 pod(s) × 2 devices, 16 CPU, 128Gi memory on h100" in text
+
+
+def test_a_pytorchjob_is_listed_with_every_pod_set_counted():
+    """Issue 32: a PyTorchJob of 2 workers × 8 plus a master of 8 was listed as "8×2" while the page said 24."""
+    from gpupool.show import job_table
+
+    job = {
+        "id": 9,
+        "name": "ddp",
+        "state": "pending",
+        "resource_class": "h100",
+        "devices_per_pod": 8,
+        "pod_count": 2,
+        "total_devices": 24,
+        "pod_set_count": 2,
+        "owner": "alice",
+        "submitted_at": "2026-12-04T19:40:00Z",
+        "wait_reason": "quota_exhausted",
+        "wait_label": "Team quota used up",
+    }
+    row = job_table([job]).splitlines()[1]
+    assert "24 in 2 pod sets" in row
+    assert "8×2" not in row
+    assert row.endswith("Team quota used up")
+    plain = {**job, "total_devices": 16, "pod_set_count": 1}
+    assert "8×2" in job_table([plain]).splitlines()[1]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
@@ -180,3 +181,47 @@ def test_ticket_pages_and_admin_show_no_internal_state_names(ops, pool):
     change = ops.get(reverse("admin:pools_repairticket_change", args=[ticket.pk])).content.decode()
     assert "in_repair" not in re.sub(r"<[^>]+>", " ", change)
     assert "in repair" in change
+
+
+def test_ticket_page_has_a_button_for_each_step_its_state_allows(ops, pool):
+    ticket = tickets.ticket_open(node=pool.nodes[1], reason="cabling", actor=Actor.of(pool.admin))
+    page = reverse("admin:pools_repairticket_change", args=[ticket.pk])
+    html = ops.get(page).content.decode()
+    start = reverse("admin:pools_repairticket_step", args=[ticket.pk, "start_validation"])
+    rma = reverse("admin:pools_repairticket_step", args=[ticket.pk, "mark_rma"])
+    drain = reverse("admin:pools_repairticket_step", args=[ticket.pk, "drain_now"])
+    assert f'action="{start}"' in html
+    assert 'value="Repair done: start validation"' in html
+    assert f'action="{rma}"' in html
+    assert f'action="{drain}"' not in html  # in repair: nothing left to drain
+
+    assert ops.get(start).status_code == 405
+    response = ops.post(start, follow=True)
+    assert response.redirect_chain[-1][0] == page
+    run = ticket.validation_runs.get()
+    said = [str(m) for m in get_messages(response.wsgi_request)]
+    assert said == [f"Ticket #{ticket.pk}: validation started: burn-in job #{run.job_id} submitted."]
+    ticket.refresh_from_db()
+    assert ticket.state == RepairTicket.State.VALIDATING
+    html = response.content.decode()
+    assert f'action="{start}"' not in html
+    assert f'action="{rma}"' in html
+
+    again = ops.post(start, follow=True)  # a second click (an old page): refused in words, nothing moves
+    said = [str(m) for m in get_messages(again.wsgi_request)]
+    assert said == [
+        f"Ticket #{ticket.pk}: not done: ticket #{ticket.pk} is validating: validation starts from in repair"
+    ]
+
+
+def test_ticket_steps_need_the_change_permission(client, pool):
+    ticket = tickets.ticket_open(node=pool.nodes[1], reason="cabling", actor=Actor.of(pool.admin))
+    viewer = type(pool.admin).objects.create(username="viewer", is_staff=True)
+    viewer.user_permissions.add(*Permission.objects.filter(codename="view_repairticket"))
+    client.force_login(viewer)
+    html = client.get(reverse("admin:pools_repairticket_change", args=[ticket.pk])).content.decode()
+    assert 'id="ticket-steps"' not in html
+    step = reverse("admin:pools_repairticket_step", args=[ticket.pk, "mark_rma"])
+    assert client.post(step).status_code == 403
+    ticket.refresh_from_db()
+    assert ticket.state == RepairTicket.State.IN_REPAIR

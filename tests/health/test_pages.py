@@ -142,3 +142,23 @@ def test_admin_add_refused_by_the_service_writes_nothing(client, pool):
     assert response.status_code == 302
     assert response["Location"] == reverse("admin:pools_repairticket_changelist")
     assert RepairTicket.objects.count() == 1
+
+
+@pytest.mark.parametrize("name", ["health:map", "health:tickets", "health:capacity"])
+def test_operators_read_the_health_pages_without_the_admins_links(client, pool, broken, name):
+    """Issue 32: Health and Capacity answered 403 to an operator, whose role is to read the pool."""
+    from django.contrib.auth.models import Group
+
+    from tests.factories import UserFactory
+
+    operator = UserFactory(username="oscar")
+    operator.groups.add(Group.objects.get(name="operator"))  # made after migrate, with its permissions
+    client.force_login(operator)
+    response = client.get(reverse(name))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "/admin/" not in body  # acting stays with the admins: no link that would refuse an operator
+    assert 'href="/health/capacity/"' in body  # the navigation offers the health pages
+    ticket = client.get(reverse("health:ticket", args=[broken.pk])).content.decode()
+    assert "Evidence" in ticket
+    assert "/admin/" not in ticket

@@ -258,6 +258,29 @@ def test_higher_priority_ahead_when_within_own_quota():
     assert t.code == km.HIGHER_PRIORITY_AHEAD
 
 
+def test_quota_lent_out_when_within_own_quota_and_borrowers_hold_the_rest():
+    # Issue 32: vision uses 4 of its 16 and asks 8; nlp holds 10 above its own 16, speech 2 above its 8.
+    lab = {"in_cohort": True, "cohort_capacity": 40, "cohort_used": 40, "cohort": "lab"}
+    ctx = _ctx(nominal=16, used=4, reclaim="Never", **lab)
+    ctx.quotas[("nlp", "h100", "nvidia.com/gpu")] = km.QuotaFigures(nominal=16, used=26, **lab)
+    ctx.quotas[("speech", "h100", "nvidia.com/gpu")] = km.QuotaFigures(nominal=8, used=10, **lab)
+    ctx.quotas[("other", "h100", "nvidia.com/gpu")] = km.QuotaFigures(nominal=0, used=5, in_cohort=True, cohort="x")
+    t = km.translate(QUOTA_TEXT, context=ctx)
+    assert t.code == km.QUOTA_LENT_OUT
+    assert t.details["lent"] == 12
+    assert t.details["lentTo"] == [{"clusterQueue": "nlp", "units": 10}, {"clusterQueue": "speech", "units": 2}]
+    assert t.details["reclaim"] == "Never"
+    assert t.message.startswith("Your team uses 4 of its 16 GPUs on H100 and this job needs 8.")
+    assert (
+        "12 GPUs of its unused quota are lent out, in use by queues that borrowed them (nlp 10, speech 2 above their "
+        "own quota); 4 must come back for this job to start." in t.message
+    )
+    assert "does not reclaim lent quota (reclaimWithinCohort: Never)" in t.message
+    # Nobody in its cohort borrows: capacity it is owed is held by other work ahead of it, as before.
+    alone = _ctx(nominal=16, used=4, reclaim="Never", **lab)
+    assert km.translate(QUOTA_TEXT, context=alone).code == km.HIGHER_PRIORITY_AHEAD
+
+
 def test_class_flavor_preference_ignores_other_flavors():
     text = (
         "couldn't assign flavors to pod set main: flavor a100 doesn't match node affinity, insufficient unused quota "

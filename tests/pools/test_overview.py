@@ -294,8 +294,9 @@ def _populate(*, nodes: int, devices_per_node: int) -> None:
 #: five for class capacity (a baseline: lower it when the selectors share their aggregation), and on the full page
 #: two for the navigation (whether the user leads a team: Cost, else My usage; whether they are in a team: Submit);
 #: and up to four for tenant privacy (whether the user sees every team: their permissions and their groups'; their
-#: teams), whose job names they read.
-MAX_QUERIES = 23
+#: teams), whose job names they read; three for the account of the utilisation (the flavors, units and cards per
+#: flavor in one aggregate, the jobs waiting for each flavor in another).
+MAX_QUERIES = 26
 
 
 @pytest.mark.parametrize("nodes", [20, 60])

@@ -15,7 +15,7 @@ from pools.models import RepairTicket
 from queues import selectors as sel
 from queues import services
 from queues.api.tokens import api_token_create
-from queues.models import ApiToken, Job, Membership, PolicyPreview
+from queues.models import ApiToken, Job, Membership, PolicyPreview, Reservation, ReservationPreview
 from tests.browser.scenarios import Pool, occupy, research_pool
 from tests.factories import JobFactory, MembershipFactory, UserFactory
 
@@ -40,10 +40,14 @@ class World:
     token: ApiToken
     ticket: RepairTicket
     preview: PolicyPreview
+    #: Vision's reservation (carol asked; waiting for an admin) and a queued what-if of it.
+    reservation: Reservation | None = None
+    reservation_preview: ReservationPreview | None = None
 
 
 def build_world() -> World:
-    """Two teams on one small simulated pool, a pending job and a token of alice (vision), a ticket, a preview."""
+    """Two teams on one small simulated pool, a pending job and a token of alice (vision), a ticket, a preview, a
+    reservation of vision waiting for an admin and its queued preview."""
     pool = research_pool(racks={"rack-a": [2]})
     carol = UserFactory(username="carol")
     MembershipFactory(team=pool.team, user=carol, role=Membership.Role.LEAD)
@@ -64,6 +68,24 @@ def build_world() -> World:
         object_repr=str(pool.quota),
         days=7,
     )
+    start = (now + timedelta(days=2)).replace(minute=0, second=0, microsecond=0)
+    reservation = Reservation.objects.create(
+        team=pool.team,
+        cluster=pool.cluster,
+        resource_class=pool.rc,
+        flavor=pool.flavor,
+        resource_name=pool.rc.resource_name,
+        count=1,
+        starts_at=start,
+        ends_at=start + timedelta(hours=3),
+        purpose="secret-eval",
+        requested_by=carol,
+        requested_at=now,
+        reasons=["An admin decides reservations."],
+    )
+    reservation_preview = ReservationPreview.objects.create(
+        reservation=reservation, requested_by=root, requested_at=now
+    )
     users = {
         "anonymous": None,
         "outsider": pool.other_user,
@@ -73,7 +95,16 @@ def build_world() -> World:
         "operator": operator,
         "admin": root,
     }
-    return World(pool=pool, users=users, job=job, token=token, ticket=ticket, preview=preview)
+    return World(
+        pool=pool,
+        users=users,
+        job=job,
+        token=token,
+        ticket=ticket,
+        preview=preview,
+        reservation=reservation,
+        reservation_preview=reservation_preview,
+    )
 
 
 def notify_across_teams(w: World, *, webhook_url: str = "") -> Job:
@@ -96,8 +127,9 @@ def notify_across_teams(w: World, *, webhook_url: str = "") -> Job:
 def fresh(w: World) -> World:
     """``w`` with its job, token, ticket and preview read again: a shared world's objects as its database has them
     now (an earlier test's changes were rolled back, not its Python objects)."""
-    for obj in (w.job, w.token, w.ticket, w.preview):
-        obj.refresh_from_db()
+    for obj in (w.job, w.token, w.ticket, w.preview, w.reservation, w.reservation_preview):
+        if obj is not None:
+            obj.refresh_from_db()
     return w
 
 

@@ -52,6 +52,10 @@ def test_a_new_key_is_shown_once_and_works_on_the_api(client, member):
     client.logout()
     api = client.get("/api/jobs/", HTTP_AUTHORIZATION=f"Token {key}")
     assert api.status_code == 200
+    # The page's own example works as written (issue 32: it pointed at /api/, which answers 404).
+    example = re.search(r'<code>curl -H "Authorization: Token (\S+)" http://testserver(\S+)</code>', html)
+    assert example.group(1) == key
+    assert client.get(example.group(2), HTTP_AUTHORIZATION=f"Token {key}").status_code == 200
 
 
 def test_revoking_stops_the_key(client, member):

@@ -16,12 +16,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 import pytest
 from django.contrib import admin
 from django.core import mail
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils import timezone
 
 from notify.models import Digest
 from tests.notify.receiver import Receiver
@@ -71,6 +73,29 @@ JOB_BODY = {"name": "resnet", "image": "registry.example.org/vision/train:1.2", 
 JOB_FORM = {**JOB_BODY, "devices_per_pod": 1, "pod_count": 1}
 
 
+def reservation_body(w: World) -> dict:
+    """A valid request of 1 H100 for vision, the day after its waiting one (the page's form: local times)."""
+    start = timezone.localtime(w.reservation.starts_at + timedelta(days=1))
+    return {
+        "team": "vision",
+        "resource_class": "h100",
+        "count": 1,
+        "starts_at": f"{start:%Y-%m-%dT%H:%M}",
+        "ends_at": f"{start + timedelta(hours=2):%Y-%m-%dT%H:%M}",
+        "purpose": "matrix",
+    }
+
+
+def api_reservation_body(w: World) -> dict:
+    """The same request through the API (aware ISO times)."""
+    start = w.reservation.starts_at + timedelta(days=1)
+    return {
+        **reservation_body(w),
+        "starts_at": start.isoformat(),
+        "ends_at": (start + timedelta(hours=2)).isoformat(),
+    }
+
+
 def api_job_body(w: World) -> dict:
     """A valid submission in team vision."""
     return {**JOB_BODY, "team": "vision"}
@@ -84,8 +109,12 @@ NO_POST = who(405)
 SIGNED_IN = who(200, anonymous=LOGIN)
 SIGNED_IN_HX = who(200, anonymous=HX_LOGIN)
 GET_ONLY_PAGE = {"get": SIGNED_IN, "post": NO_POST, "hx": SIGNED_IN_HX}
-STAFF_PAGE = {"get": who(403, anonymous=LOGIN, staff=200, admin=200), "post": NO_POST}
-STAFF_PAGE["hx"] = who(403, anonymous=HX_LOGIN, staff=200, admin=200)
+#: The pool's health pages: staff and the operators (who read the pool), 403 to the others.
+HEALTH_PAGE = {
+    "get": who(403, anonymous=LOGIN, staff=200, operator=200, admin=200),
+    "post": NO_POST,
+    "hx": who(403, anonymous=HX_LOGIN, staff=200, operator=200, admin=200),
+}
 #: The admin site's guard: not staff → its sign-in page; staff without the permission → 403.
 ADMIN_PERM = who(ADMIN_LOGIN, staff=403, admin=200)
 #: A job of vision: another team's researcher does not find it; staff, operators and admins see every team's.
@@ -102,6 +131,15 @@ API_LEADS = who(403, anonymous=401, lead=200, staff=200, admin=200)
 #: Costs: a team's leads and staff (staff see every team); another team's, or a plain member, get 404.
 COST = who(404, anonymous=LOGIN, lead=200, staff=200, admin=200)
 COST_HX = who(404, anonymous=HX_LOGIN, lead=200, staff=200, admin=200)
+#: A reservation of vision: like its job; deciding (and previews) is for platform admins (staff and superusers).
+RESERVATION_SEEN = JOB_SEEN
+RESERVATION_SEEN_HX = JOB_SEEN_HX
+DECIDE = who(403, anonymous=LOGIN, outsider=404, staff=302, admin=302)
+DECIDE_READ = who(403, anonymous=LOGIN, outsider=404, staff=200, admin=200)
+DECIDE_READ_HX = who(403, anonymous=HX_LOGIN, outsider=404, staff=200, admin=200)
+#: Through the API an allowed request or approval gets the rules' answer: 409 here, as vision's queue is in no cohort
+#: (no quota can move to it); the others are refused before the rules (403, or 404 for another team's).
+API_DECIDE = who(403, anonymous=401, outsider=404, staff=409, admin=409)
 #: The submit pages need a team: staff, operators and admins outside any team get 403 ("no team").
 SUBMIT = who(200, anonymous=LOGIN, staff=403, operator=403, admin=403)
 
@@ -128,6 +166,10 @@ MATRIX: dict[str, Row] = {
     "oidc/callback/": Row(fixed("/oidc/callback/"), who(404), who(404), who(404)),
     "admin/policy/dashboard/": Row(fixed("/admin/policy/dashboard/"), ADMIN_PERM, ADMIN_PERM, ADMIN_PERM),
     "admin/policy/audit/": Row(fixed("/admin/policy/audit/"), ADMIN_PERM, ADMIN_PERM, ADMIN_PERM),
+    "admin/policy/guarantees/": Row(fixed("/admin/policy/guarantees/"), ADMIN_PERM, ADMIN_PERM, ADMIN_PERM),
+    "admin/policy/previews/": Row(
+        fixed("/admin/policy/previews/"), ADMIN_PERM, who(ADMIN_LOGIN, staff=405, admin=405), ADMIN_PERM
+    ),
     "admin/policy/previews/<int:pk>/": Row(
         lambda w: f"/admin/policy/previews/{w.preview.pk}/",
         ADMIN_PERM,
@@ -142,11 +184,11 @@ MATRIX: dict[str, Row] = {
     ),
     # The pool: every signed-in user; other teams' jobs appear as their team only (checked below: no job name).
     "pool/": Row(fixed("/pool/"), **GET_ONLY_PAGE),
-    "health/": Row(fixed("/health/"), **STAFF_PAGE),
-    "health/tickets/": Row(fixed("/health/tickets/"), **STAFF_PAGE),
+    "health/": Row(fixed("/health/"), **HEALTH_PAGE),
+    "health/tickets/": Row(fixed("/health/tickets/"), **HEALTH_PAGE),
     # A ticket's summary is for everyone signed in (a health_blocked wait links it); its evidence for staff.
     "health/tickets/<int:pk>/": Row(lambda w: f"/health/tickets/{w.ticket.pk}/", **GET_ONLY_PAGE),
-    "health/capacity/": Row(fixed("/health/capacity/"), **STAFF_PAGE),
+    "health/capacity/": Row(fixed("/health/capacity/"), **HEALTH_PAGE),
     "cost/": Row(fixed("/cost/?team=vision"), COST, NO_POST, COST_HX),
     "cost/export.csv": Row(fixed("/cost/export.csv?team=vision"), COST, NO_POST, COST_HX),
     "cost/mine/": Row(fixed("/cost/mine/"), **GET_ONLY_PAGE),
@@ -189,6 +231,7 @@ MATRIX: dict[str, Row] = {
         who(400, anonymous=401, outsider=404, operator=403, member=409),
         API_NO_POST,
     ),
+    "api/jobs/<int:pk>/logs/": Row(lambda w: f"/api/jobs/{w.job.pk}/logs/", API_JOB, API_NO_POST, API_JOB),
     "api/jobs/<int:pk>/timeline/": Row(lambda w: f"/api/jobs/{w.job.pk}/timeline/", API_JOB, API_NO_POST, API_JOB),
     "api/jobs/<int:pk>/wait-reason/": Row(
         lambda w: f"/api/jobs/{w.job.pk}/wait-reason/", API_JOB, API_NO_POST, API_JOB
@@ -284,6 +327,73 @@ MATRIX: dict[str, Row] = {
         NO_POST,
         who(404, anonymous=HX_LOGIN, staff=286, admin=286),
     ),
+    # Reservations: everyone signed in sees the list (their teams') and the calendars (every team's windows, the
+    # purpose only to the team and who sees every team); team leads and platform admins request, on to the new one.
+    "reservations/": Row(
+        fixed("/reservations/"),
+        SIGNED_IN,
+        who(403, anonymous=LOGIN, lead=302, staff=302, admin=302),
+        SIGNED_IN_HX,
+        body=reservation_body,
+    ),
+    "reservations/<int:pk>/": Row(
+        lambda w: f"/reservations/{w.reservation.pk}/", RESERVATION_SEEN, NO_POST, RESERVATION_SEEN_HX
+    ),
+    "reservations/<int:pk>/approve/": Row(
+        lambda w: f"/reservations/{w.reservation.pk}/approve/", NO_POST, DECIDE, NO_POST
+    ),
+    "reservations/<int:pk>/refuse/": Row(
+        lambda w: f"/reservations/{w.reservation.pk}/refuse/", NO_POST, DECIDE, NO_POST, body=lambda w: {"note": "no"}
+    ),
+    # Who asked (carol, vision's lead), the team's leads and platform admins cancel.
+    "reservations/<int:pk>/cancel/": Row(
+        lambda w: f"/reservations/{w.reservation.pk}/cancel/",
+        NO_POST,
+        who(403, anonymous=LOGIN, outsider=404, lead=302, staff=302, admin=302),
+        NO_POST,
+    ),
+    "reservations/<int:pk>/preview/": Row(
+        lambda w: f"/reservations/{w.reservation.pk}/preview/", NO_POST, DECIDE, NO_POST
+    ),
+    "reservations/<int:pk>/preview/<int:preview_pk>/": Row(
+        lambda w: f"/reservations/{w.reservation.pk}/preview/{w.reservation_preview.pk}/",
+        DECIDE_READ,
+        NO_POST,
+        DECIDE_READ_HX,
+    ),
+    "reservations/calendar/<slug:slug>/": Row(
+        lambda w: f"/reservations/calendar/h100/?week={timezone.localtime(w.reservation.starts_at):%Y-%m-%d}",
+        **GET_ONLY_PAGE,
+    ),
+    # The API: a token (or a session) acts in its own team only, so platform admins request through the pages.
+    "api/reservations/": Row(
+        fixed("/api/reservations/"),
+        API_SIGNED_IN,
+        who(403, anonymous=401, lead=409),  # allowed, then refused by the rules (see API_DECIDE)
+        API_SIGNED_IN,
+        body=api_reservation_body,
+        json=True,
+    ),
+    "api/reservations/<int:pk>/": Row(
+        lambda w: f"/api/reservations/{w.reservation.pk}/", API_JOB, API_NO_POST, API_JOB
+    ),
+    "api/reservations/<int:pk>/approve/": Row(
+        lambda w: f"/api/reservations/{w.reservation.pk}/approve/", API_NO_POST, API_DECIDE, API_NO_POST, json=True
+    ),
+    "api/reservations/<int:pk>/cancel/": Row(
+        lambda w: f"/api/reservations/{w.reservation.pk}/cancel/",
+        API_NO_POST,
+        who(403, anonymous=401, outsider=404, lead=200, staff=200, admin=200),
+        API_NO_POST,
+    ),
+    "api/reservations/<int:pk>/refuse/": Row(
+        lambda w: f"/api/reservations/{w.reservation.pk}/refuse/",
+        API_NO_POST,
+        who(403, anonymous=401, outsider=404, staff=200, admin=200),
+        API_NO_POST,
+        body=lambda w: {"note": "no"},
+        json=True,
+    ),
 }
 
 
@@ -351,6 +461,8 @@ def _text_leaks(w: World, role: str, body: str) -> list[str]:
     found = []
     if role not in SEES_VISION_JOBS and w.job.name in body:
         found.append(f"the name of vision's job {w.job.name!r}")
+    if role not in SEES_VISION_JOBS and w.reservation is not None and w.reservation.purpose in body:
+        found.append(f"the purpose of vision's reservation {w.reservation.purpose!r}")
     if role != "member" and w.token.prefix in body:
         found.append(f"alice's token {w.token.prefix!r}")
     return found

@@ -186,3 +186,37 @@ def test_utilisation_samples_are_pruned_past_the_retention(failed, settings):
     health_ingest_scrape(text=exposition([gpu(card, DCGM_FI_DEV_GPU_UTIL=50)]), now=old)
     health_ingest_scrape(text=exposition([gpu(card, DCGM_FI_DEV_GPU_UTIL=70)]), now=timezone.now())
     assert list(GpuUtilSample.objects.values_list("gpu_util", flat=True)) == [70]
+
+
+def test_the_api_serves_the_log_tail_to_a_team_token(failed):
+    """Issue 32: ``gpupool logs`` printed only browser links; the API now serves the same log tail as the page."""
+    from rest_framework.test import APIClient
+
+    from queues.api.tokens import api_token_create
+
+    key = api_token_create(user=failed.owner, team=failed.team, name="cli").key
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    data = api.get(f"/api/jobs/{failed.pk}/logs/", {"tail": "3"}).json()
+    page = ports.cluster_port().job_logs(job_id=failed.pk, tail_lines=3)
+    assert (data["job"], data["state"], data["tail_lines"]) == (failed.pk, "failed", 3)
+    assert [p["pod"] for p in data["pods"]] == [p.pod for p in page]
+    assert [p["lines"] for p in data["pods"]] == [p.lines for p in page]
+    assert all(len(p["lines"]) <= 3 for p in data["pods"])
+    bad = api.get(f"/api/jobs/{failed.pk}/logs/", {"tail": "0"})
+    assert bad.status_code == 400
+    assert bad.json() == {"tail": ["a whole number of lines from 1 to 1000"]}
+
+
+def test_the_api_answers_503_when_the_cluster_cannot_be_reached(failed, monkeypatch):
+    from rest_framework.test import APIClient
+
+    def refuse(self, **kwargs):
+        raise ports.ClusterUnreachable("cluster sim: GET log: ConnectTimeoutError")
+
+    monkeypatch.setattr(type(ports.cluster_port()), "job_logs", refuse)
+    api = APIClient()
+    api.force_authenticate(failed.owner)
+    response = api.get(f"/api/jobs/{failed.pk}/logs/")
+    assert response.status_code == 503
+    assert "ConnectTimeoutError" in response.json()["detail"]

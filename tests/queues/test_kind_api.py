@@ -43,6 +43,8 @@ def test_api_submits_a_rayjob_and_shows_every_pod_set(api, pool):
     assert data["pod_sets"][0]["flavors"] == []
     listed = api.get("/api/jobs/").json()["results"][0]
     assert listed["kind"] == "rayjob"
+    # every pod set counted in the list too (issue 32: the CLI listed a gang by its primary pod set only)
+    assert (listed["total_devices"], listed["pod_set_count"], listed["state_label"]) == (4, 2, "Pending")
     assert Job.objects.get().companion_pod_sets[0]["cpu"] == "8"
 
 
@@ -89,3 +91,15 @@ def test_schema_documents_kind_and_pod_sets(api):
         "flavors",
         "nodes",
     }
+
+
+def test_a_stopped_session_reads_stopped_not_cancelled(api, pool, client):
+    """Issue 32: a development session that was stopped showed as "Cancelled"."""
+    made = api.post("/api/jobs/", {"name": "nb", "resource_class": "h100", "kind": "session"}, format="json").json()
+    assert api.post(f"/api/jobs/{made['id']}/cancel/").status_code == 200
+    listed = api.get("/api/jobs/").json()["results"][0]
+    assert (listed["state"], listed["state_label"]) == ("cancelled", "Stopped")
+    client.force_login(pool.user)
+    html = client.get(f"/jobs/{made['id']}/").content.decode()
+    assert 'data-state="cancelled">Stopped</span>' in html
+    assert "Cancelled" not in html

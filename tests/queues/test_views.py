@@ -74,13 +74,14 @@ def test_catalogue_page_and_fragment(alice, pool):
 
 def test_catalogue_query_count_is_bounded(alice, pool, django_assert_max_num_queries):
     # The first view after a change computes and stores the estimates; one more query: the navigation asks
-    # whether the Cost link has content; one for the cluster's pending count (a large queue's typical jobs are
-    # explained on the quota holders alone: diagnosis_store.explain_context). The guarantees behind the cards
-    # (queues.guarantees: the cluster's quotas, cohorts, quota lines, healthy devices, open repair tickets) are read
-    # once per cluster, not per class.
-    with django_assert_max_num_queries(48):
+    # whether the Cost link has content; two more: whether the health pages are the user's to read (her
+    # permissions and her groups', as operators read them); one more: the live-data note reads the heartbeats; one
+    # for the cluster's pending count (a large queue's typical jobs are explained on the quota holders alone:
+    # diagnosis_store.explain_context). The guarantees behind the cards (queues.guarantees: the cluster's quotas,
+    # cohorts, quota lines, healthy devices, open repair tickets) are read once per cluster, not per class.
+    with django_assert_max_num_queries(51):
         alice.get(reverse("queues:classes"))
-    with django_assert_max_num_queries(31):  # no change since: the stored estimates, no engine input
+    with django_assert_max_num_queries(35):  # no change since: the stored estimates, no engine input; reservations
         alice.get(reverse("queues:classes"))
 
 
@@ -200,11 +201,15 @@ def test_feasibility_fragment_when_fragmented(alice, pool):
     assert Job.objects.count() == 2  # nothing recorded: only the two blockers
 
 
-def test_feasibility_fragment_with_errors_updates_the_fields_out_of_band(alice, pool):
+def test_feasibility_fragment_with_errors_names_them_and_swaps_nothing_else(alice, pool):
+    # Issue 32: the fields came back out of band as well, and htmx lost their target when the answer it replied
+    # to had been replaced meanwhile (htmx:oobErrorNoTarget); the answer names each field and its error instead.
     response = alice.post(reverse("queues:job_feasibility"), {**FORM, "name": "", "pod_count": "1"}, **HTMX)
     html = response.content.decode()
     assert "Fix the form first" in html
-    assert 'id="queues-job-form-fields" hx-swap-oob="true"' in html
+    assert "<li>Name: This field is required.</li>" in html
+    assert "hx-swap-oob" not in html
+    assert html.rstrip().endswith("</section>")  # one element: the answer
 
 
 def test_resubmit_prefills_the_form(alice, pool):
@@ -247,12 +252,12 @@ def test_job_detail_query_count_is_bounded(alice, pool, django_assert_max_num_qu
     # leads a team (the Cost link), the job page whether they may see every team (the operator permission), and
     # tenant privacy which teams' job names they may read. A wait for quota reads the cluster's guarantees (whether
     # repairs reduced the team's quota: its quotas, cohorts, quota lines, healthy devices, the class's flavors) and
-    # the page the job's protection and preemptions (its events). Here Celery runs eagerly, so that first view also
-    # runs the refresh it asks for (queues.diagnosis_refresh: the cluster's engine input read in full, the pages
-    # stored), which a deployment runs in the worker.
-    with django_assert_max_num_queries(84):  # 83 on PostgreSQL
+    # the page the job's protection and preemptions (its events). One more: the live-data note reads the heartbeats.
+    # Here Celery runs eagerly, so that first view also runs the refresh it asks for (queues.diagnosis_refresh: the
+    # cluster's engine input read in full, the pages stored), which a deployment runs in the worker.
+    with django_assert_max_num_queries(87):  # + the reservations: the engine input's holds and the page's
         alice.get(reverse("queues:job_detail", args=[job.pk]))
-    with django_assert_max_num_queries(23):  # no change since: the stored diagnosis, no engine input
+    with django_assert_max_num_queries(24):  # no change since: the stored diagnosis, no engine input; the heartbeats
         alice.get(reverse("queues:job_detail", args=[job.pk]))
 
 
@@ -328,15 +333,16 @@ def _bulk_jobs(pool, n: int) -> None:
 def test_job_list_query_count_does_not_grow_with_jobs(alice, pool, n, django_assert_max_num_queries):
     _bulk_jobs(pool, n)
     first = alice.get(reverse("queues:jobs"))
-    with django_assert_max_num_queries(12):
+    # 13: the navigation's health-pages check (her permissions and her groups') and the live-data note's heartbeats
+    with django_assert_max_num_queries(13):
         alice.get(reverse("queues:jobs"))
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(13):
         alice.get(reverse("queues:jobs") + "?state=succeeded&scope=mine&resource_class=h100")
     if n > 50:
         page = first.context["page"]
         assert len(page.jobs) == 50
         assert page.next_cursor
-        with django_assert_max_num_queries(12):
+        with django_assert_max_num_queries(13):
             second = alice.get(reverse("queues:jobs") + f"?cursor={page.next_cursor}")
         assert second.context["page"].jobs[0].name == "bulk-50"
 
@@ -430,6 +436,42 @@ def test_job_detail_says_why_a_stopped_queue_evicted_the_job(alice, pool):
     html = alice.get(reverse("queues:job_detail", args=[job.pk])).content.decode()
     assert "waits until an admin restarts the queue" in html
     assert "ClusterQueue vision cannot admit jobs: it is stopped" in html
+
+
+def test_switching_class_takes_the_new_class_topology_and_keeps_typed_fields(alice, pool):
+    """Issue 32: switching class left Topology = Required (from the class before), so Check failed on fields the
+    user never touched."""
+    from tests.factories import ResourceClassFactory
+
+    ResourceClassFactory(
+        slug="h100-rack", name="H100 rack", flavors=[pool.flavor], topology_mode="required", topology_level=RACK
+    )
+    carried = {**FORM, "resource_class": "h100", "topology_mode": "required", "topology_level": RACK}
+    url = reverse("queues:job_submit")
+    html = alice.get(url, carried, HTTP_HX_TRIGGER_NAME="resource_class", **HTMX).content.decode()
+    assert '<option value="" selected>Any placement</option>' in html
+    assert 'value="resnet"' in html  # what was typed stays
+    # A resubmission (no class change) keeps the job's own topology.
+    kept = alice.get(url, carried, **HTMX).content.decode()
+    assert '<option value="required" selected>Required</option>' in kept
+    # A level the chosen class does not have is never shown as chosen: the class's own rule instead.
+    stale = alice.get(url, {**carried, "topology_level": "no-such-level"}, **HTMX).content.decode()
+    assert '<option value="" selected>Any placement</option>' in stale
+
+
+def test_the_form_shows_the_running_total_of_every_pod_set(alice, pool):
+    """Issue 32: a PyTorchJob's master (8 GPUs by default) came on top of its workers with no total shown."""
+    pool.rc.allowed_kinds = ["batch", "pytorchjob"]
+    pool.rc.save(update_fields=["allowed_kinds"])
+    url = reverse("queues:job_submit")
+    query = {**FORM, "kind": "pytorchjob", "devices_per_pod": "8", "pod_count": "2"}
+    html = alice.get(url, query, **HTMX).content.decode()
+    assert "24 GPUs in all: master 1 pod × 8 + worker 2 pods × 8" in html
+    assert 'id="queues-job-total-plan"' in html
+    html = alice.get(url, {**query, "pod_set_master_devices": "0"}, **HTMX).content.decode()
+    assert "16 GPUs in all: master 1 pod × 0 + worker 2 pods × 8" in html
+    batch = alice.get(url, {**FORM, "devices_per_pod": "4", "pod_count": "2"}, **HTMX).content.decode()
+    assert "8 GPUs in all: main 2 pods × 4" in batch
 
 
 def test_a_poll_with_nothing_changed_is_answered_not_modified_in_a_few_queries(

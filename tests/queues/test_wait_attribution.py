@@ -111,6 +111,7 @@ def test_every_wait_code_has_a_cause():
     for code in wc.WAIT_CODES:
         assert cause_of(code) != "unknown" or code == wc.CLUSTER_UNREACHABLE, code
     assert cause_of("quota_lent_out") == "lent_out"  # issue 32's lent-out code
+    assert cause_of(wc.CAPACITY_RESERVED) == "reservation"  # issue 37's reservations
     assert cause_of("") == "unknown"
     assert {"quota", "borrow_limit", "lent_out", "no_hardware", "class_full", "fragmentation", "health"} <= set(CAUSES)
     assert {"priority", "reservation", "provisioning"} <= set(CAUSES)

@@ -141,6 +141,10 @@ class Client:
         """Why the job waits: reason, since, position, ETA, suggestions."""
         return self.request("GET", f"jobs/{job_id}/wait-reason/")
 
+    def logs(self, job_id: int, *, tail: int | None = None) -> dict:
+        """The job's last log lines per pod, read from its cluster now."""
+        return self.request("GET", f"jobs/{job_id}/logs/", params={"tail": tail} if tail else None)
+
     def timeline(self, job_id: int) -> list[dict]:
         """The job's timeline, oldest first."""
         return self.request("GET", f"jobs/{job_id}/timeline/")
@@ -164,3 +168,19 @@ class Client:
     def teams(self) -> list[dict]:
         """The token's team (a list of one)."""
         return self.request("GET", "teams/")
+
+    def reservations(self, *, params: dict) -> list[dict]:
+        """The team's reservations (recent and upcoming), earliest first."""
+        return self.request("GET", "reservations/", params=params)
+
+    def reservation(self, reservation_id: int) -> dict:
+        """One reservation."""
+        return self.request("GET", f"reservations/{reservation_id}/")
+
+    def reserve(self, body: dict) -> dict:
+        """Request a reservation; the reservation as the rules answered (a refusal is an ``ApiError`` of 409)."""
+        return self.request("POST", "reservations/", body=body)
+
+    def reservation_cancel(self, reservation_id: int) -> dict:
+        """Cancel a reservation; the reservation as it is now."""
+        return self.request("POST", f"reservations/{reservation_id}/cancel/")

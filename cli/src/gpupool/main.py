@@ -1,4 +1,4 @@
-"""The ``gpupool`` command: submit, list, status, why, cancel, logs, timeline, classes.
+"""The ``gpupool`` command: submit, list, status, why, cancel, logs, timeline, classes, reservations.
 
 The portal's address and a team token come from ``GPUPOOL_URL`` and ``GPUPOOL_TOKEN`` (or ``--url`` and
 ``--token``). Every command prints text for people, or the API's JSON with ``--json``. A refused request
@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
 import click
 
 from gpupool import __version__, show
 from gpupool.api import ApiError, Client
-from gpupool.spec import SpecError, pod_set, submission, with_flags
+from gpupool.spec import SpecError, parse_duration, pod_set, submission, with_flags
 
 TOPOLOGY = ["required", "preferred"]
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
@@ -250,19 +250,19 @@ def cancel(state: State, job_id: int, as_json: bool) -> None:
 
 @cli.command(context_settings=CONTEXT)
 @job_id
+@click.option("--tail", type=click.IntRange(1, 1000), default=None, help="Lines per pod (default: the portal's).")
+@json_option
 @pass_state
-def logs(state: State, job_id: int) -> None:
-    """Where to read a job's log: its page's run panel (log tail, events, GPU use), in the browser."""
+def logs(state: State, job_id: int, tail: int | None, as_json: bool) -> None:
+    """A job's last log lines, per pod, read from its cluster now."""
     try:
-        job = state.client.job(job_id)  # checks the job exists and is the team's before giving a link
+        found = state.client.logs(job_id, tail=tail)
     except ApiError as exc:
         fail(exc)
-    client = state.client
-    click.echo(f"job {job['id']} {job['name']}: {job['state']}")
-    click.echo(f"  page (log, events, GPU use): {client.page_url(f'jobs/{job_id}/')}#queues-job-run-{job_id}")
-    click.echo(f"  the run panel alone:         {client.page_url(f'jobs/{job_id}/run/')}")
-    click.echo("  Sign in to the portal in a browser to open them: the API does not serve logs to tokens.")
-    click.echo(f"  gpupool timeline {job_id}   (what happened to the job, from the API)")
+    if as_json:
+        emit(found)
+        return
+    click.echo(show.logs_text(found))
 
 
 @cli.command(context_settings=CONTEXT)
@@ -312,3 +312,125 @@ def classes(state: State, as_json: bool) -> None:
         if rows
         else "no classes"
     )
+
+
+# --------------------------------------------------------------------------- reservations
+
+
+def moment(text: str, *, key: str) -> datetime:
+    """``2026-12-10T09:00`` (your local time), ``2026-12-10 09:00+01:00`` or ``…Z`` → an aware datetime."""
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is not a time such as 2026-12-10T09:00 or 2026-12-10T09:00Z", param_hint=key
+        ) from None
+    return value if value.tzinfo else value.astimezone()  # a bare time is the terminal's local time
+
+
+@cli.group(context_settings=CONTEXT)
+def reservations() -> None:
+    """Reservations: a team's devices of a class for a time window (team leads request them)."""
+
+
+@reservations.command("list", context_settings=CONTEXT)
+@click.option("--state", "reservation_state", type=click.Choice(show.RESERVATION_STATES), help="Only this state.")
+@click.option(
+    "--days", type=click.IntRange(0, 366), default=30, show_default=True, help="Also windows ended so long ago."
+)
+@json_option
+@pass_state
+def reservations_list(state: State, reservation_state: str | None, days: int, as_json: bool) -> None:
+    """The team's reservations, upcoming and recent, earliest first."""
+    params = {"days": days, **({"state": reservation_state} if reservation_state else {})}
+    try:
+        rows = state.client.reservations(params=params)
+    except ApiError as exc:
+        fail(exc)
+    if as_json:
+        emit(rows)
+    else:
+        click.echo(show.reservation_table(rows))
+
+
+@reservations.command("show", context_settings=CONTEXT)
+@click.argument("reservation_id", type=click.IntRange(min=1), metavar="RESERVATION_ID")
+@json_option
+@pass_state
+def reservations_show(state: State, reservation_id: int, as_json: bool) -> None:
+    """One reservation: what, when, its state and why."""
+    try:
+        row = state.client.reservation(reservation_id)
+    except ApiError as exc:
+        fail(exc)
+    if as_json:
+        emit(row)
+    else:
+        click.echo(show.reservation_text(row, now=now()))
+
+
+@reservations.command("request", context_settings=CONTEXT)
+@click.option("--team", help="Team slug (default: the token's team).")
+@click.option("--class", "resource_class", required=True, help="Resource class slug, e.g. h100.")
+@click.option("--flavor", help="One flavor of the class (default: the rules pick one the team has quota on).")
+@click.option("--gpus", "count", type=click.IntRange(1, 4096), required=True, help="Devices to reserve.")
+@click.option("--from", "starts", required=True, help="Start, e.g. 2026-12-10T09:00 (local time) or …Z.")
+@click.option("--to", "ends", help="End, e.g. 2026-12-10T17:00.")
+@click.option("--for", "length", help="Or the length, e.g. 8h, 90m, 1d.")
+@click.option("--purpose", required=True, help='What it is for, e.g. "evaluation run before the release".')
+@json_option
+@pass_state
+def reservations_request(
+    state: State,
+    team: str | None,
+    resource_class: str,
+    flavor: str | None,
+    count: int,
+    starts: str,
+    ends: str | None,
+    length: str | None,
+    purpose: str,
+    as_json: bool,
+) -> None:
+    """Request a reservation: approved at once within the rules, else it waits for an admin; refused with the reasons
+    (exit 1) when it cannot be honoured."""
+    if (ends is None) == (length is None):
+        raise click.UsageError("say when it ends: --to TIME or --for LENGTH (one of them)")
+    start = moment(starts, key="--from")
+    try:
+        end = moment(ends, key="--to") if ends else start + timedelta(seconds=parse_duration(length, key="--for"))
+    except SpecError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--for: "), param_hint="--for") from None
+    body = {
+        "resource_class": resource_class,
+        "count": count,
+        "starts_at": start.isoformat(),
+        "ends_at": end.isoformat(),
+        "purpose": purpose,
+        **({"team": team} if team else {}),
+        **({"flavor": flavor} if flavor else {}),
+    }
+    try:
+        row = state.client.reserve(body)
+    except ApiError as exc:
+        fail(exc)
+    if as_json:
+        emit(row)
+    else:
+        click.echo(show.reservation_text(row, now=now()))
+
+
+@reservations.command("cancel", context_settings=CONTEXT)
+@click.argument("reservation_id", type=click.IntRange(min=1), metavar="RESERVATION_ID")
+@json_option
+@pass_state
+def reservations_cancel(state: State, reservation_id: int, as_json: bool) -> None:
+    """Cancel a reservation (an open window closes now; the hours until now are charged)."""
+    try:
+        row = state.client.reservation_cancel(reservation_id)
+    except ApiError as exc:
+        fail(exc)
+    if as_json:
+        emit(row)
+    else:
+        click.echo(f"reservation {row['id']}: {row['state']}")

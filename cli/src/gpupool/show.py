@@ -47,8 +47,12 @@ def short_time(value: str | None) -> str:
 
 
 def devices(job: dict) -> str:
-    """``4×2`` (devices per pod × pods) or ``4``."""
+    """``4×2`` (devices per pod × pods), ``4``, or with a kind's other pod sets ``24 in 2 pod sets`` (their total,
+    as the job page says)."""
     per_pod, pods = job.get("devices_per_pod", 1), job.get("pod_count", 1)
+    sets = job.get("pod_set_count") or 1
+    if sets > 1 and job.get("total_devices") is not None:
+        return f"{job['total_devices']} in {sets} pod sets"
     return f"{per_pod}×{pods}" if pods != 1 else str(per_pod)
 
 
@@ -75,7 +79,7 @@ def job_table(jobs: list[dict]) -> str:
             devices(j),
             j.get("owner") or "-",
             short_time(j.get("submitted_at")),
-            j.get("wait_reason") or "",
+            j.get("wait_label") or j.get("wait_reason") or "",
         ]
         for j in jobs
     ]
@@ -110,6 +114,7 @@ def diagnosis(d: dict, *, now: datetime) -> str:
     lines = [f"{head}: {d.get('label') or d.get('code') or 'waiting'}" + (f" ({d['code']})" if d.get("code") else "")]
     if d.get("message"):
         lines.append(f"  {d['message']}")
+    lines.extend(lent_lines(d.get("details") or {}, now=now))
     lines.append(f"  since:    {stamp(d.get('since'), now=now)}")
     if d.get("position"):
         lines.append(f"  in queue: {d['position']} of {d.get('queue_length') or '?'} (1 = next)")
@@ -128,6 +133,18 @@ def diagnosis(d: dict, *, now: datetime) -> str:
             if s.get("changes"):
                 lines.append(f"     (resubmit with {changes_text(s['changes'])})")
     return "\n".join(lines)
+
+
+def lent_lines(details: dict, *, now: datetime) -> list[str]:
+    """A lent-out reason's figures: who holds the team's quota, whether reclaim is on, when it comes back."""
+    holders = details.get("lentTo")
+    if not holders:
+        return []
+    held = "; ".join(f"{h.get('team') or h.get('clusterQueue')} {h.get('units')}" for h in holders)
+    policy = details.get("reclaim") or "Never"
+    reclaim = f"on ({policy})" if details.get("reclaimOn") else f"off ({policy}): back as their jobs end"
+    back = stamp(details["returnsP50"], now=now) if details.get("returnsP50") else "no estimate"
+    return [f"  lent:     {details.get('lent')} held by {held}", f"  reclaim:  {reclaim}", f"  back:     {back} (p50)"]
 
 
 def job_text(job: dict, *, now: datetime) -> str:
@@ -163,6 +180,20 @@ def job_text(job: dict, *, now: datetime) -> str:
     return "\n".join(lines)
 
 
+def logs_text(found: dict) -> str:
+    """Each pod's last lines under a header naming the pod and its node (or why it wrote none)."""
+    pods = found.get("pods") or []
+    if not pods:
+        return f"job {found.get('job')} ({found.get('state')}): no pod has written a log yet"
+    blocks = []
+    for pod in pods:
+        where = f" on {pod['node']}" if pod.get("node") else ""
+        head = f"==> {pod['pod']}{where} (last {found.get('tail_lines')} lines) <=="
+        body = pod.get("lines") or [f"({pod.get('note') or 'no lines yet'})"]
+        blocks.append("\n".join([head, *body]))
+    return "\n\n".join(blocks)
+
+
 def timeline_text(entries: list[dict], *, now: datetime) -> str:
     """The timeline, one event a line, with how long what it started lasted."""
     if not entries:
@@ -189,4 +220,45 @@ def feasibility_text(f: dict, *, now: datetime) -> str:
         if index == 1:
             lines.append("It would start now if:")
         lines.append(f"  {index}. {s['title']}: {s['message']}")
+    return "\n".join(lines)
+
+
+#: A reservation's states (queues.models.Reservation.State).
+RESERVATION_STATES = ("requested", "approved", "refused", "cancelled")
+
+
+def reservation_table(rows: list[dict]) -> str:
+    """One line per reservation: id, team, devices, window (UTC), state, purpose."""
+    if not rows:
+        return "no reservations"
+    lines = [
+        [
+            str(r["id"]),
+            r["team"],
+            f"{r['count']}× {r['flavor']}",
+            f"{short_time(r['starts_at'])} – {short_time(r['window_end'])}",
+            r["state"],
+            r["purpose"],
+        ]
+        for r in rows
+    ]
+    return table(lines, ["ID", "TEAM", "DEVICES", "WINDOW (UTC)", "STATE", "PURPOSE"])
+
+
+def reservation_text(r: dict, *, now: datetime) -> str:
+    """A reservation: what, when, its state and why (the rules' reasons, the admin's note)."""
+    lines = [
+        f"reservation {r['id']}: {r['count']}× {r['flavor']} ({r['resource_class'] or '-'}) for {r['team']} "
+        f"on {r['cluster']}: {r['state']}",
+        f"  from:    {stamp(r['starts_at'], now=now)}",
+        f"  to:      {stamp(r['window_end'], now=now)}" + (" (cancelled)" if r.get("cancelled_at") else ""),
+        f"  purpose: {r['purpose']}",
+        f"  asked:   {r.get('requested_by') or '-'} at {stamp(r['requested_at'], now=now)}",
+    ]
+    if r.get("decided_at"):
+        who = r.get("decided_by") or ("the rules" if r.get("decision") in ("auto", "rules") else "-")
+        lines.append(f"  decided: {who} at {stamp(r['decided_at'], now=now)}")
+    lines += [f"  - {reason}" for reason in r.get("reasons") or []]
+    if r.get("decision_note"):
+        lines.append(f"  note:    {r['decision_note']}")
     return "\n".join(lines)

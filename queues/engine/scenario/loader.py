@@ -31,13 +31,15 @@ from .manifest import (
     check_object,
     documents,
 )
+from .reservations import RESERVATION_KIND, parse_reservations
 from .timeline import Known, TimelineEvent, compile_timeline
 from .workloads import parse_workload, schedule_workloads
 
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
-    """A loaded scenario: the initial state, later submissions, simulation facts and the timeline's events."""
+    """A loaded scenario: the initial state (its ``reservations`` too), later submissions, simulation facts and the
+    timeline's events."""
 
     state: ClusterState
     start: float
@@ -57,14 +59,20 @@ def load_scenario(path: str | Path) -> Scenario:
     return loads_scenario(text, source=str(file))
 
 
-def _by_kind(objs: list[Manifest]) -> tuple[dict[str, list[Manifest]], KueueConfig | None, list[Manifest]]:
+def _by_kind(
+    objs: list[Manifest],
+) -> tuple[dict[str, list[Manifest]], KueueConfig | None, list[Manifest], list[Manifest]]:
     """The objects by kind (each checked: known kind and apiVersion, a name, no duplicate), the Kueue
-    Configuration, and the Timeline documents."""
+    Configuration, the Timeline documents and the Reservation documents (checked when parsed)."""
     by_kind: dict[str, list[Manifest]] = {}
     config: KueueConfig | None = None
     timelines: list[Manifest] = []
+    reservations: list[Manifest] = []
     for i, obj in enumerate(objs):
         api = str(obj.raw.get("apiVersion", ""))
+        if obj.kind == RESERVATION_KIND:
+            reservations.append(obj)
+            continue
         if obj.kind == TIMELINE_KIND:
             if api != TIMELINE_VERSION:
                 raise obj.fail("apiVersion", f"expected {TIMELINE_VERSION}, got {api!r}")
@@ -85,7 +93,7 @@ def _by_kind(objs: list[Manifest]) -> tuple[dict[str, list[Manifest]], KueueConf
             if ident in seen:
                 raise obj.fail("metadata.name", "duplicate object")
             seen.add(ident)
-    return by_kind, config, timelines
+    return by_kind, config, timelines, reservations
 
 
 def policy_state(
@@ -130,7 +138,7 @@ def _names(*groups) -> Container[str]:
 def loads_scenario(text: str, *, source: str = "<text>") -> Scenario:
     """Load a scenario from YAML/JSON text; raises ScenarioError on bad input."""
     objs = [Manifest(doc, i) for i, doc in enumerate(documents(text, source))]
-    by_kind, config, timelines = _by_kind(objs)
+    by_kind, config, timelines, reservation_docs = _by_kind(objs)
     known = Known.of(by_kind, timelines)
     policy, check_delay = policy_state(by_kind, config, known)
     priorities = {p.name: p.value for p in policy.priority_classes}
@@ -139,8 +147,11 @@ def loads_scenario(text: str, *, source: str = "<text>") -> Scenario:
         parsed, list(policy.local_queues), list(policy.cluster_queues), check_delay
     )
     events = compile_timeline(timelines, by_kind, config, start=start, known=known, build=policy_state)
+    holds = parse_reservations(
+        reservation_docs, start=start, cluster_queues=policy.cluster_queues, flavors=known.flavors
+    )
     return Scenario(
-        state=replace(policy, workloads=tuple(initial)),
+        state=replace(policy, workloads=tuple(initial), reservations=holds),
         start=start,
         submissions=tuple(later),
         checks_delay=delays,

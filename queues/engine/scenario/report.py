@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from queues.engine.decisions import QUEUE_STOP_REASONS
-from queues.engine.reasons import explain_wl
+from queues.engine.decisions import QUEUE_STOP_REASONS, Explanation
 from queues.engine.records import ADMITTED, DELETED, EVICTING, FINISHED, PENDING, RESERVED, WorkloadInfo
+from queues.engine.reservation_reasons import explain_all_held
+from queues.engine.reservations import hold_quota, in_force, quota_view, touched
+from queues.engine.scenario.reservations import describe
 from queues.engine.scheduler import Engine
 from queues.engine.simulation import ReplayResult, WorkloadRecord, primary_resource
 
@@ -43,10 +45,9 @@ def _state(wl: WorkloadInfo) -> str:
     return "pending"
 
 
-def _reason(engine: Engine, wl: WorkloadInfo) -> tuple[dict[str, str] | None, str | None]:
-    """The wait reason of a pending workload (None otherwise), and Kueue's message for the workload."""
-    if wl.state in (PENDING, RESERVED):
-        explanation = explain_wl(engine, wl)
+def _reason(wl: WorkloadInfo, explanation: Explanation | None) -> tuple[dict[str, str] | None, str | None]:
+    """The wait reason of a pending workload (None otherwise; ``explanation`` is its own), and Kueue's message."""
+    if wl.state in (PENDING, RESERVED) and explanation is not None:
         if explanation.reason is not None:
             reason = {"code": explanation.reason.code, "message": explanation.reason.message}
             return reason, explanation.reason.kueue_message
@@ -58,9 +59,9 @@ def _reason(engine: Engine, wl: WorkloadInfo) -> tuple[dict[str, str] | None, st
     return None, None
 
 
-def _row(engine: Engine, wl: WorkloadInfo, rec: WorkloadRecord | None, start: float) -> dict[str, Any]:
-    """One workload's row of the document."""
-    reason, kueue_message = _reason(engine, wl)
+def _row(wl: WorkloadInfo, rec: WorkloadRecord | None, start: float, explanation: Explanation | None) -> dict[str, Any]:
+    """One workload's row of the document (``explanation``: the pending workload's)."""
+    reason, kueue_message = _reason(wl, explanation)
     if wl.state in (ADMITTED, RESERVED, EVICTING):
         pod_sets = [
             {"name": a.name, "count": a.count, "flavors": dict(sorted(a.flavors.items())), "nodes": list(a.nodes)}
@@ -171,12 +172,14 @@ def document(engine: Engine, start: float, result: ReplayResult, window: float) 
     counts: dict[str, dict[str, int]] = {
         name: {"admitted": 0, "pending": 0, "preempted": 0, "finished": 0, "borrowing": 0} for name in engine.cqs
     }
+    pending = [engine.workloads[key] for key in sorted(engine.workloads)]
+    explanations = explain_all_held(engine, [wl for wl in pending if wl.state in (PENDING, RESERVED)])
     for key in sorted(engine.workloads):
         wl = engine.workloads[key]
         rec = result.records.get(key)
         if rec is not None and rec.first_admitted_at is not None:
             waits.append(rec.first_admitted_at - wl.spec.created_at)
-        rows.append(_row(engine, wl, rec, start))
+        rows.append(_row(wl, rec, start, explanations.get(key)))
         _count(counts, wl)
     queues = _queues(engine, result, counts, window)
     summary: dict[str, Any] = {
@@ -209,6 +212,44 @@ def timeline_section(doc: dict[str, Any], scenario: Any, replay: Any, end: float
     }
     for row in doc["workloads"]:
         row["decidedAfter"] = last.get(row["name"])
+
+
+def reservations_section(doc: dict[str, Any], scenario: Any, replay: Any, *, with_decisions: bool) -> None:
+    """Add the reservations to a document: the holds, and at the start and at each edge the run crossed, the holds in
+    force, what each moved and the quota of every queue and cohort in the reserved flavors; ``with_decisions`` (no
+    timeline section lists them) adds every decision in order, each naming the edge it followed (``after``)."""
+    start = scenario.start
+    state = scenario.state
+    pairs = touched(state.reservations)
+
+    def edge(at: float, label: str, policy: Any, holds: Any, outcomes: Any) -> dict[str, Any]:
+        held = hold_quota(policy.cluster_queues, policy.cohorts, holds)
+        return {
+            "at": _rel(at, start),
+            "edge": label,
+            "inForce": [h.name for h in holds],
+            "moved": [
+                {
+                    "reservation": o.hold.name,
+                    "moved": o.moved,
+                    "shifts": {f"{s.kind}/{s.name}": s.delta for s in o.shifts},
+                    **({"problem": o.problem} if o.problem else {}),
+                }
+                for o in outcomes
+            ],
+            "quota": quota_view(held.cluster_queues, held.cohorts, pairs),
+        }
+
+    first = in_force(state.reservations, start)
+    edges = [edge(start, "start", state, first, hold_quota(state.cluster_queues, state.cohorts, first).outcomes)]
+    edges += [edge(*entry) for entry in replay.reservation_log]
+    section: dict[str, Any] = {"holds": [describe(h, start) for h in state.reservations], "edges": edges}
+    if with_decisions:
+        section["decisions"] = [
+            {"at": _rel(at, start), "workload": key, "decision": what, "detail": detail, "after": after}
+            for at, key, what, detail, after in replay.decisions or ()
+        ]
+    doc["reservations"] = section
 
 
 def render_table(document: Mapping[str, Any]) -> str:
@@ -254,6 +295,23 @@ def render_table(document: Mapping[str, Any]) -> str:
         lines.append("")
         lines.append("AT  WORKLOAD  DECISION  AFTER")
         for d in timeline["decisions"]:
+            detail = f" ({d['detail']})" if d["detail"] else ""
+            lines.append(f"{d['at']}s  {d['workload']}  {d['decision']}{detail}  {d['after'] or '-'}")
+    reservations = document.get("reservations")
+    if reservations:
+        lines.append("")
+        lines.append("RESERVATION  QUEUE  RESERVED  FROM  TO")
+        for h in reservations["holds"]:
+            reserved = f"{h['count']} {h['flavor']}/{h['resource']}"
+            lines.append(f"{h['name']}  {h['clusterQueue']}  {reserved}  {h['start']}s  {h['end']}s")
+        for e in reservations["edges"]:
+            lines.append("")
+            lines.append(f"{e['at']}s  {e['edge']}: in force {', '.join(e['inForce']) or 'none'}")
+            for owner, entries in e["quota"].items():
+                for line, q in entries.items():
+                    limits = "".join(f" {k}={v}" for k, v in q.items() if k != "nominal")
+                    lines.append(f"  {owner} {line} nominal={q['nominal']}{limits}")
+        for d in reservations.get("decisions", ()):
             detail = f" ({d['detail']})" if d["detail"] else ""
             lines.append(f"{d['at']}s  {d['workload']}  {d['decision']}{detail}  {d['after'] or '-'}")
     return "\n".join(lines)

@@ -9,7 +9,7 @@ from queues.engine.scheduler import Engine
 from queues.engine.simulation import Replay, ReplayResult
 
 from .loader import Scenario
-from .report import document, timeline_section
+from .report import document, reservations_section, timeline_section
 from .timeline import apply_event
 
 
@@ -49,7 +49,8 @@ def _schedule_timeline(scenario: Scenario, replay: Replay, mode: str) -> None:
 def run_scenario(scenario: Scenario, *, mode: str = "settle", until: float | None = None) -> dict[str, Any]:
     """Run a scenario (``settle``, ``once`` or ``replay``) and return the ``simulate --json`` document.
 
-    With a timeline, events at the start apply in every mode; later ones in a replay only (``--until``).
+    With a timeline, events at the start apply in every mode; later ones in a replay only (``--until``); so do the
+    edges of reservations' windows.
     """
     if mode not in ("settle", "once", "replay"):
         raise ValueError(f"unknown mode {mode!r}")
@@ -57,6 +58,8 @@ def run_scenario(scenario: Scenario, *, mode: str = "settle", until: float | Non
     replay = Replay(engine, start=scenario.start, checks_delay=scenario.checks_delay)
     if scenario.timeline:
         _schedule_timeline(scenario, replay, mode)
+    elif scenario.state.reservations:
+        replay.decisions = []  # the reservations section lists them
     if mode == "once":
         result = _run_once(engine, replay, scenario.start)
         window = 0.0
@@ -72,4 +75,7 @@ def run_scenario(scenario: Scenario, *, mode: str = "settle", until: float | Non
     if scenario.timeline:
         # Only with a timeline, so documents of scenarios without one keep their shape.
         timeline_section(out, scenario, replay, result.end)
+    if scenario.state.reservations:
+        # Only with reservations, likewise.
+        reservations_section(out, scenario, replay, with_decisions=not scenario.timeline)
     return out

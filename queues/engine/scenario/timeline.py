@@ -632,6 +632,8 @@ def _change_policy(change: PolicyChange, replay: Replay, now: float) -> None:
     if kept:
         # A ClusterQueue deleted earlier still runs workloads it admitted: it stays, terminating, until they end.
         policy = replace(policy, cluster_queues=(*policy.cluster_queues, *kept))
+    # The scenario's reservations hold whatever the timeline changes (the engine applies those then in force).
+    policy = replace(policy, reservations=engine.spec_state.reservations)
     tracked = engine.pods_ready_config is not None
     engine.reconfigure(policy, now)
     replay.policy_changed(now, tracked_before=tracked)

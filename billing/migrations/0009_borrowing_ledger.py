@@ -7,9 +7,9 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('billing', '0007_unbacked_capacity'),
+        ('billing', '0008_reservation_unused_notices'),
         ('pools', '0012_resource_class_kinds'),
-        ('queues', '0023_wait_attribution_and_usage_decay'),
+        ('queues', '0028_wait_attribution_and_usage_decay'),
     ]
 
     operations = [

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('pools', '0012_resource_class_kinds'),
-        ('queues', '0022_diagnosis_pages'),
+        ('queues', '0027_wait_reason_lent_out_and_reserved'),
     ]
 
     operations = [
