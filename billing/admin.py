@@ -11,14 +11,18 @@ from billing.models import (
     Budget,
     CapacityDaily,
     CapacityTeamMonthly,
+    CohortSettlement,
+    LedgerMonthly,
     Notification,
     Rate,
+    ReclaimRecord,
     TeamDemotion,
     UsageDaily,
     UsageRecord,
     UsageTeamDaily,
     UsageTeamMonthly,
 )
+from billing.services.settlement import settlement_errors, settlement_set
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -196,3 +200,56 @@ class TeamDemotionAdmin(ReadOnlyAdmin):
             )
             lifted += 1
         self.message_user(request, f"{lifted} demotion(s) lifted.")
+
+
+class CohortSettlementForm(forms.ModelForm):
+    """A settlement from a month's first day, for a root cohort (where the ledger's borrowing is attributed)."""
+
+    class Meta:
+        model = CohortSettlement
+        fields = ("cohort", "effective_from", "share_percent", "note")
+
+    def clean(self):
+        data = super().clean()
+        if data.get("cohort") is not None and data.get("effective_from") is not None:
+            errors = settlement_errors(
+                cohort=data["cohort"], effective_from=data["effective_from"], share_percent=data.get("share_percent")
+            )
+            for field, messages in errors.items():
+                for message in messages:
+                    self.add_error(field, message[0].upper() + message[1:] + ".")
+        return data
+
+
+@admin.register(CohortSettlement)
+class CohortSettlementAdmin(admin.ModelAdmin):
+    """Internal settlement of a cohort's borrowing, month by month (docs/billing.md, Borrowing ledger)."""
+
+    form = CohortSettlementForm
+    list_display = ("cohort", "effective_from", "share_percent", "note", "created_at")
+    list_select_related = ("cohort",)
+    ordering = ("cohort__name", "-effective_from")
+
+    def save_model(self, request, obj, form, change) -> None:
+        """Through the service (the one writer)."""
+        saved = settlement_set(
+            cohort=obj.cohort, effective_from=obj.effective_from, share_percent=obj.share_percent, note=obj.note
+        )
+        obj.pk = saved.pk
+
+
+@admin.register(LedgerMonthly)
+class LedgerMonthlyAdmin(ReadOnlyAdmin):
+    """The borrowing ledger per month (read-only: the rollups write it)."""
+
+    list_display = ("month", "lender", "borrower", "flavor", "resource_name", "lent_us", "value", "currency")
+    list_filter = ("month",)
+    list_select_related = ("lender", "borrower", "flavor")
+
+
+@admin.register(ReclaimRecord)
+class ReclaimRecordAdmin(ReadOnlyAdmin):
+    """Reclaims of borrowed capacity (read-only: the rollups write them)."""
+
+    list_display = ("at", "victim_team", "reclaimer_team", "victim_job", "devices", "lost_device_hours", "reason")
+    list_select_related = ("victim_team", "reclaimer_team", "victim_job")

@@ -11,7 +11,7 @@ from django.db import models
 from django.db.models import Q
 
 from pools.models import Allocation, Cluster, Device, ResourceClass, ResourceFlavor
-from queues.models import Job, PriorityClass, Team
+from queues.models import Cohort, Job, PriorityClass, Team
 
 #: Microseconds in an hour: device-hours = ``*_us`` / US_PER_HOUR.
 US_PER_HOUR = 3_600_000_000
@@ -519,3 +519,137 @@ class TeamDemotion(models.Model):
     def __str__(self) -> str:
         state = "lifted" if self.lifted_at else "active"
         return f"{self.team} → {self.priority_class.name} ({state})"
+
+
+class LedgerDaily(models.Model):
+    """The borrowing ledger: device time one team used of another's guaranteed quota in one billing day.
+
+    Written by ``usage_rollup`` with the day's capacity rows, from the same hour-by-hour attribution: the lender's
+    lent time of each hour (``CapacityDaily.lent_us``) split over the teams that borrowed in that hour in
+    proportion to what each borrowed; ``value`` is the lender's lent credit of those hours split the same way, so a
+    lender's rows add up to its ``lent_us`` and ``lent_credit`` exactly. ``cohort`` is the root cohort both teams
+    share (its settlement, if any, applies).
+    """
+
+    day = models.DateField()
+    cohort = models.ForeignKey(Cohort, on_delete=models.CASCADE, related_name="+")
+    lender = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="ledger_lent_daily")
+    borrower = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="ledger_borrowed_daily")
+    flavor = models.ForeignKey(ResourceFlavor, on_delete=models.CASCADE, related_name="+")
+    resource_name = models.CharField(max_length=253)
+    currency = models.CharField(max_length=3)
+    lent_us = models.BigIntegerField(default=0)
+    value = models.DecimalField(max_digits=20, decimal_places=8, default=0)
+
+    class Meta:
+        ordering = ["day", "lender", "borrower"]
+        verbose_name_plural = "ledger daily rows"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "lender", "borrower", "flavor", "resource_name", "currency"], name="ledger_daily_once"
+            ),
+            models.CheckConstraint(condition=~Q(lender=models.F("borrower")), name="ledger_daily_two_teams"),
+        ]
+        indexes = [
+            models.Index(fields=["lender", "day"], name="ledger_daily_lender"),
+            models.Index(fields=["borrower", "day"], name="ledger_daily_borrower"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.lender_id} → {self.borrower_id}: {self.lent_us} µs"
+
+
+class LedgerMonthly(models.Model):
+    """The borrowing ledger per month: the exact sums of ``LedgerDaily`` (rewritten with the month's rollup)."""
+
+    month = models.DateField(help_text="First day of the month.")
+    cohort = models.ForeignKey(Cohort, on_delete=models.CASCADE, related_name="+")
+    lender = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="ledger_lent_monthly")
+    borrower = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="ledger_borrowed_monthly")
+    flavor = models.ForeignKey(ResourceFlavor, on_delete=models.CASCADE, related_name="+")
+    resource_name = models.CharField(max_length=253)
+    currency = models.CharField(max_length=3)
+    lent_us = models.BigIntegerField(default=0)
+    value = models.DecimalField(max_digits=20, decimal_places=8, default=0)
+
+    class Meta:
+        ordering = ["month", "lender", "borrower"]
+        verbose_name_plural = "ledger monthly rows"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["month", "lender", "borrower", "flavor", "resource_name", "currency"],
+                name="ledger_monthly_once",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["lender", "month"], name="ledger_monthly_lender"),
+            models.Index(fields=["borrower", "month"], name="ledger_monthly_borrower"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.month:%Y-%m} {self.lender_id} → {self.borrower_id}: {self.lent_us} µs"
+
+
+class ReclaimRecord(models.Model):
+    """A reclaim: a running job of one team preempted so that another team of the cohort gets its quota back
+    (Kueue's ``InCohortReclamation``, ``InCohortReclaimWhileBorrowing`` or ``InCohortFairSharing``), with the
+    device-hours of work it lost (its requeue's ``lostDeviceHours``; 0 when it had checkpointed)."""
+
+    day = models.DateField()
+    at = models.DateTimeField()
+    victim_job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+")
+    victim_team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="reclaims_suffered")
+    preemptor_job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    reclaimer_team = models.ForeignKey(
+        Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="reclaims_made"
+    )
+    reason = models.CharField(max_length=40)
+    devices = models.PositiveIntegerField(default=0)
+    lost_device_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+
+    class Meta:
+        ordering = ["at", "victim_job"]
+        constraints = [models.UniqueConstraint(fields=["victim_job", "at"], name="reclaim_once")]
+        indexes = [
+            models.Index(fields=["victim_team", "day"], name="reclaim_victim_day"),
+            models.Index(fields=["reclaimer_team", "day"], name="reclaim_reclaimer_day"),
+            models.Index(fields=["day"], name="reclaim_day"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M} job {self.victim_job_id} reclaimed ({self.reason})"
+
+
+class CohortSettlement(models.Model):
+    """Internal settlement of a root cohort's borrowing, from a month on: the borrower pays the lender
+    ``share_percent`` of the rate for what it used of the lender's guaranteed quota, instead of the platform
+    charging the borrower and crediting the lender the full rate. Empty ``share_percent``: off from that month.
+
+    The row with the latest ``effective_from`` on or before a month's first day applies to the whole month.
+    """
+
+    cohort = models.ForeignKey(Cohort, on_delete=models.CASCADE, related_name="settlements")
+    effective_from = models.DateField(help_text="First day of the first month it applies to.")
+    share_percent = models.DecimalField(
+        max_digits=5,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        help_text="Share of the rate the lender is credited and the borrower charged (0–100); empty: off.",
+    )
+    note = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["cohort", "effective_from"]
+        constraints = [
+            models.UniqueConstraint(fields=["cohort", "effective_from"], name="settlement_once_per_month"),
+            models.CheckConstraint(
+                condition=Q(share_percent__isnull=True) | (Q(share_percent__gte=0) & Q(share_percent__lte=100)),
+                name="settlement_share_in_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        state = "off" if self.share_percent is None else f"{self.share_percent} %"
+        return f"{self.cohort} settles {state} from {self.effective_from:%Y-%m}"

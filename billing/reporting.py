@@ -23,8 +23,18 @@ MAX_BARS = 25
 HOUR_PLACES = Decimal("0.001")
 
 
+def cents(amount: Decimal | None) -> Decimal:
+    """An amount rounded to the cent (half-even)."""
+    return Decimal(amount or 0).quantize(CENT)
+
+
 def _cents(amount: Decimal | None) -> Decimal:
     return Decimal(amount or 0).quantize(CENT)
+
+
+def hours_3(value: Decimal) -> Decimal:
+    """Device-hours to 0.001, as the CSV writes them."""
+    return Decimal(value).quantize(HOUR_PLACES)
 
 
 def _hours(value: Decimal) -> Decimal:
@@ -82,6 +92,7 @@ def report_columns(report: CostReport) -> list[str]:
         "label",
         *_usage_columns(Usage(), currencies),
         *_capacity_columns(None, currencies),
+        *(f"settlement_{c}" for c in currencies),
         *_reservation_columns(None, currencies),
         *(f"charge_{c}" for c in currencies),
     ]
@@ -97,9 +108,7 @@ def report_rows(report: CostReport) -> list[dict]:
     rows = []
     for p in report.periods:
         booked = report.reservations.period(p.period)
-        charge = money_sum(
-            p.usage.cost, p.capacity.idle_cost, p.capacity.lent_credit, booked.unused_cost, sign=[1, 1, -1, 1]
-        )
+        charge = money_sum(p.charge, booked.unused_cost)
         rows.append(
             {
                 "section": report.bucket,
@@ -107,6 +116,7 @@ def report_rows(report: CostReport) -> list[dict]:
                 "label": p.period.isoformat(),
                 **_usage_columns(p.usage, currencies),
                 **_capacity_columns(p.capacity, currencies),
+                **_money_columns("settlement", p.settlement, currencies),
                 **_reservation_columns(booked, currencies),
                 **{f"charge_{c}": _cents(charge.get(c)) for c in currencies},
             }
@@ -126,6 +136,7 @@ def report_rows(report: CostReport) -> list[dict]:
                     "label": g.label,
                     **_usage_columns(g.usage, currencies),
                     **empty_capacity,
+                    **{f"settlement_{c}": "" for c in currencies},
                     **empty_reservation,
                     **{f"charge_{c}": "" for c in currencies},
                 }
@@ -149,6 +160,7 @@ def report_rows(report: CostReport) -> list[dict]:
             "label": "Total",
             **_usage_columns(report.totals, currencies),
             **_capacity_columns(report.capacity, currencies),
+            **_money_columns("settlement", report.settlement, currencies),
             **_reservation_columns(report.reservations.total, currencies),
             **{f"charge_{c}": _cents(report.charge.get(c)) for c in currencies},
         }
@@ -224,6 +236,7 @@ class ChargePart:
 
 def charge_parts(report: CostReport, currency: str) -> list[ChargePart]:
     """What the charge is made of, in ``currency``: owned usage + borrowed usage + idle reservation − lent credit
+    (+ the internal settlement's adjustment where the team's cohort settles borrowing between teams)
     (+ unused reservations when the report has booked windows).
 
     ``percent`` is each part's share of the charge (None when the charge is zero); the parts add up to it.
@@ -235,6 +248,14 @@ def charge_parts(report: CostReport, currency: str) -> list[ChargePart]:
         ("idle", "Idle reservation (quota nobody used)", report.capacity.idle_cost.get(currency, Decimal(0))),
         ("lent", "Credit for idle quota lent to other teams", -report.capacity.lent_credit.get(currency, Decimal(0))),
     ]
+    if report.settlement.get(currency):
+        parts.append(
+            (
+                "settlement",
+                "Internal settlement (the cohort settles borrowing between teams)",
+                report.settlement[currency],
+            )
+        )
     if report.reservations.lines:  # a part of its own only for teams that booked windows
         unused = report.reservations.total.unused_cost.get(currency, Decimal(0))
         parts.append(("reservation", "Unused reservations (booked windows not used)", unused))
@@ -281,6 +302,7 @@ def report_json(report: CostReport) -> dict:
             "idleCost": _money_json(cap.idle_cost),
             "lentCredit": _money_json(cap.lent_credit),
             "netIdleCost": _money_json(report.net_idle_cost),
+            "settlement": _money_json(report.settlement),
             "reservationHours": str(_hours(report.reservations.total.reserved_hours)),
             "reservationUsedHours": str(_hours(report.reservations.total.used_hours)),
             "reservationUnusedHours": str(_hours(report.reservations.total.unused_hours)),
@@ -361,3 +383,101 @@ def chart_rows(report: CostReport, *, currency: str) -> dict[str, list[dict]]:
 
     people = report.by_team if report.all_teams else report.by_user
     return {"periods": periods, "users": groups(people), "classes": groups(report.by_class)}
+
+
+def ledger_rows(lines, *, month) -> list[dict]:
+    """The month's ledger as flat rows: one per lender → borrower pair, hours and value per currency."""
+    currencies = sorted({c for ln in lines for c in ln.value})
+    return [
+        {
+            "month": f"{month:%Y-%m}",
+            "lender": ln.lender.slug,
+            "borrower": ln.borrower.slug,
+            "hours": _hours(ln.hours),
+            **_money_columns("value", ln.value, currencies),
+            "reclaims": ln.reclaims,
+        }
+        for ln in lines
+    ]
+
+
+def ledger_csv(lines, *, month) -> str:
+    """The month's ledger as CSV (``ledger_rows``)."""
+    currencies = sorted({c for ln in lines for c in ln.value})
+    buffer = io.StringIO()
+    fields = ["month", "lender", "borrower", "hours", *(f"value_{c}" for c in currencies), "reclaims"]
+    writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    for row in ledger_rows(lines, month=month):
+        writer.writerow({k: str(v) for k, v in row.items()})
+    return buffer.getvalue()
+
+
+def statement_rows(statement) -> list[dict]:
+    """A team's monthly statement as flat rows: each line lent and borrowed (the cohort's pool as ``pool``), each
+    reclaim, and the totals that match the cost report (lent credit, borrowed cost, settlement, charge)."""
+    currencies = sorted(
+        {c for ln in (*statement.lent, *statement.borrowed) for c in ln.value} | set(statement.report.charge)
+    )
+    empty = dict.fromkeys((*(f"value_{c}" for c in currencies), *(f"settled_{c}" for c in currencies)), "")
+
+    def line(section: str, counterpart, value, settled=None, hours="") -> dict:
+        return {
+            "section": section,
+            "counterpart": counterpart,
+            "hours": hours,
+            **empty,
+            **(_money_columns("value", value, currencies) if value is not None else {}),
+            **(_money_columns("settled", settled, currencies) if settled is not None else {}),
+            "reclaim_at": "",
+            "job": "",
+            "lost_device_hours": "",
+        }
+
+    rows = []
+    for ln in statement.lent:
+        rows.append(line("lent", ln.team.slug if ln.team else "pool", ln.value, ln.settled, _hours(ln.hours)))
+    for ln in statement.borrowed:
+        rows.append(line("borrowed", ln.team.slug if ln.team else "pool", ln.value, ln.settled, _hours(ln.hours)))
+    for section, records in (
+        ("reclaim_suffered", statement.reclaims_suffered),
+        ("reclaim_made", statement.reclaims_made),
+    ):
+        for r in records:
+            other = r.reclaimer_team if section == "reclaim_suffered" else r.victim_team
+            row = line(section, other.slug if other else "", None)
+            row.update(reclaim_at=r.at.isoformat(), job=r.victim_job_id, lost_device_hours=r.lost_device_hours)
+            rows.append(row)
+    report = statement.report
+    rows.append(
+        line(
+            "total_lent",
+            "",
+            report.capacity.lent_credit,
+            statement.settlement_credit,
+            _hours(report.capacity.lent_hours),
+        )
+    )
+    rows.append(
+        line(
+            "total_borrowed",
+            "",
+            report.totals.borrowed_cost,
+            statement.settlement_charge,
+            _hours(report.totals.borrowed_hours),
+        )
+    )
+    rows.append(line("settlement_adjustment", "", report.settlement))
+    rows.append(line("charge", "", report.charge))
+    return rows
+
+
+def statement_csv(statement) -> str:
+    """A team's monthly statement as CSV (``statement_rows``)."""
+    rows = statement_rows(statement)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: str(v) for k, v in row.items()})
+    return buffer.getvalue()

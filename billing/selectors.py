@@ -21,6 +21,9 @@ from billing.models import (
     Budget,
     CapacityDaily,
     CapacityTeamMonthly,
+    CohortSettlement,
+    LedgerDaily,
+    LedgerMonthly,
     Notification,
     TeamDemotion,
     UsageDaily,
@@ -32,7 +35,8 @@ from billing.pricing import hours
 from billing.reservation_cost import ReservationCharges, reservation_charges
 from billing.services.budgets import period_bounds
 from pools.models import ResourceClass, ResourceFlavor
-from queues.models import Job, Membership, Team
+from queues.models import Job, Team
+from queues.waiting.selectors import lead_teams_visible_to
 
 BUCKETS = ("day", "week", "month")
 Money = dict[str, Decimal]
@@ -57,12 +61,9 @@ def money_sum(*parts: Money, sign: Iterable[int] | None = None) -> Money:
 
 
 def teams_visible_to(user: AbstractBaseUser) -> QuerySet[Team]:
-    """Teams whose costs the user may see: every team for staff, else the teams the user leads."""
-    if not user.is_authenticated:
-        return Team.objects.none()
-    if user.is_staff or user.is_superuser:
-        return Team.objects.all()
-    return Team.objects.filter(memberships__user=user, memberships__role=Membership.Role.LEAD).distinct()
+    """Teams whose costs the user may see: every team for staff, else the teams the user leads (the same rule as
+    their waiting: ``queues.waiting.selectors.lead_teams_visible_to``)."""
+    return lead_teams_visible_to(user)
 
 
 @dataclass
@@ -176,6 +177,15 @@ class PeriodRow:
     period: date
     usage: Usage = field(default_factory=Usage)
     capacity: Capacity = field(default_factory=Capacity)
+    #: Internal settlement's change to the charge in the period (``settlement_adjustments``).
+    settlement: Money = field(default_factory=dict)
+
+    @property
+    def charge(self) -> Money:
+        """What the team pays for the period: usage + idle reservation − lent credit + settlement adjustment."""
+        return money_sum(
+            self.usage.cost, self.capacity.idle_cost, self.capacity.lent_credit, self.settlement, sign=[1, 1, -1, 1]
+        )
 
 
 @dataclass
@@ -198,6 +208,9 @@ class CostReport:
     by_team: list[GroupRow] = field(default_factory=list)
     #: Every team (then ``teams`` is empty: the report is not limited to a list).
     all_teams: bool = False
+    #: Internal settlement's change to the charge (cohorts that settle borrowing between teams; zero-sum over a
+    #: cohort, so it is empty for every team together). Per team, like the reserved capacity.
+    settlement: Money = field(default_factory=dict)
     #: The teams' reservations (booked windows): reserved, used and the unused part's price, per period and in all.
     reservations: ReservationCharges = field(default_factory=ReservationCharges)
 
@@ -210,7 +223,7 @@ class CostReport:
     def currencies(self) -> list[str]:
         """Every currency the report's amounts use."""
         found = set(self.totals.cost) | set(self.capacity.idle_cost) | set(self.capacity.lent_credit)
-        return sorted(found | set(self.reservations.total.unused_cost))
+        return sorted(found | set(self.settlement) | set(self.reservations.total.unused_cost))
 
     @property
     def net_idle_cost(self) -> Money:
@@ -219,9 +232,10 @@ class CostReport:
 
     @property
     def charge(self) -> Money:
-        """What the team pays: usage cost (owned + borrowed), the net idle quota cost and the unused part of its
-        reservations (booked windows are charged whether used or not)."""
-        return money_sum(self.totals.cost, self.net_idle_cost, self.reservations.total.unused_cost)
+        """What the team pays: usage cost (owned + borrowed), the net idle quota cost, the unused part of its
+        reservations (booked windows are charged whether used or not) and the internal settlement's adjustment where
+        its cohort settles borrowing between teams."""
+        return money_sum(self.totals.cost, self.net_idle_cost, self.reservations.total.unused_cost, self.settlement)
 
 
 def bucket_start(day: date, bucket: str) -> date:
@@ -416,6 +430,12 @@ def _cost_report(
         periods.setdefault(p, PeriodRow(period=p)).capacity.add(row)
         capacity.add(row)
 
+    settlement: Money = {}
+    if not all_teams:  # zero-sum over a cohort: every team together has none
+        per_period, settlement = settlement_adjustments(teams=teams, start=start, end=end, bucket=bucket)
+        for p, money in per_period.items():
+            periods.setdefault(p, PeriodRow(period=p)).settlement = money
+
     def ranked(groups: dict[str, GroupRow]) -> list[GroupRow]:
         return sorted(groups.values(), key=lambda g: (-(g.usage.owned_us + g.usage.borrowed_us), g.label, g.key))
 
@@ -434,11 +454,92 @@ def _cost_report(
         by_flavor=ranked(by["flavor"]),
         by_team=ranked(by["team"]),
         all_teams=all_teams,
+        settlement=settlement,
         # Like reserved quota, a reservation is the team's: the user and class filters do not apply to it.
         reservations=reservation_charges(
             teams=None if all_teams else teams, start=start, end=end, periods=sorted(periods), now=timezone.now()
         ),
     )
+
+
+def settlement_shares(cohort_ids: Iterable[int], months: Iterable[date]) -> dict[tuple[int, date], Decimal]:
+    """The settlement share (0–1) in force per (root cohort, month first day); absent where settlement is off."""
+    periods: dict[int, list[tuple[date, Decimal | None]]] = {}
+    for cohort_id, since, percent in CohortSettlement.objects.filter(cohort_id__in=set(cohort_ids)).values_list(
+        "cohort_id", "effective_from", "share_percent"
+    ):
+        periods.setdefault(cohort_id, []).append((since, percent))
+    out: dict[tuple[int, date], Decimal] = {}
+    for cohort_id, rows in periods.items():
+        rows.sort()
+        for month in months:
+            in_force = [percent for since, percent in rows if since <= month]
+            if in_force and in_force[-1] is not None:
+                out[(cohort_id, month)] = in_force[-1] / 100
+    return out
+
+
+def ledger_rows_in(*, teams: Iterable[Team] | None, start: date, end: date, use_months: bool) -> list[dict]:
+    """Ledger rows (lender or borrower among ``teams``; None: every team) over [start, end]: whole months from the
+    monthly rows when ``use_months`` (``day`` is then the month's first day), the other days from the daily rows;
+    summed per (cohort, day, lender, borrower, flavor, resource, currency)."""
+    involved = Q()
+    if teams is not None:
+        team_ids = [t.pk for t in teams]
+        involved = Q(lender_id__in=team_ids) | Q(borrower_id__in=team_ids)
+    fields = ("cohort_id", "lender_id", "borrower_id", "flavor_id", "resource_name", "currency")
+    months = whole_months(start, end) if use_months else None
+    split = _Split(months=months, start=start, end=end)
+    out: list[dict] = []
+    if months is not None:
+        rows = LedgerMonthly.objects.filter(involved, month__gte=months[0], month__lte=months[1])
+        for row in rows.values("month", *fields).annotate(us=Sum("lent_us"), amount=Sum("value")).order_by():
+            row["day"] = row.pop("month")
+            out.append(row)
+    if split.has_days:
+        rows = LedgerDaily.objects.filter(involved).filter(split.days())
+        out += list(rows.values("day", *fields).annotate(us=Sum("lent_us"), amount=Sum("value")).order_by())
+    for row in out:
+        row["amount"] = Decimal(row["amount"] or 0).quantize(_MONEY_PLACES)
+    return out
+
+
+def settlement_adjustments(
+    *, teams: Iterable[Team], start: date, end: date, bucket: str = "day"
+) -> tuple[dict[date, Money], Money]:
+    """What internal settlement changes in the teams' charge over [start, end]: per period of ``bucket`` and in all.
+
+    Each ledger row of a settling cohort is worth ``value`` at the rate; the borrower pays the lender ``share`` of
+    it instead of the platform charging the borrower and crediting the lender all of it, so the lender's charge
+    rises by ``(1 − share) × value`` and the borrower's falls by as much (exact, zero-sum; rounded only when shown).
+    """
+    teams = list(teams)
+    team_ids = {t.pk for t in teams}
+    settling = set(CohortSettlement.objects.filter(share_percent__isnull=False).values_list("cohort_id", flat=True))
+    if not settling:  # the usual case: one small query, no ledger read
+        return {}, {}
+    rows = [
+        r
+        for r in ledger_rows_in(teams=teams, start=start, end=end, use_months=bucket == "month")
+        if r["cohort_id"] in settling
+    ]
+    if not rows:
+        return {}, {}
+    shares = settlement_shares({r["cohort_id"] for r in rows}, {r["day"].replace(day=1) for r in rows})
+    per_period: dict[date, Money] = {}
+    total: Money = {}
+    for row in rows:
+        share = shares.get((row["cohort_id"], row["day"].replace(day=1)))
+        if share is None:
+            continue
+        change = (1 - share) * row["amount"]
+        sign = (row["lender_id"] in team_ids) - (row["borrower_id"] in team_ids)
+        if not sign or not change:
+            continue
+        period = per_period.setdefault(bucket_start(row["day"], bucket), {})
+        period[row["currency"]] = period.get(row["currency"], Decimal(0)) + sign * change
+        total[row["currency"]] = total.get(row["currency"], Decimal(0)) + sign * change
+    return per_period, total
 
 
 def usage_us(*, teams: Iterable[Team], start: date, end: date, rollups: bool = False) -> int:

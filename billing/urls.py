@@ -9,4 +9,6 @@ urlpatterns = [
     path("", views.cost, name="cost"),
     path("export.csv", views.cost_csv, name="cost_csv"),
     path("mine/", views.usage_mine, name="usage_mine"),
+    path("ledger/", views.ledger, name="ledger"),
+    path("ledger/export.csv", views.ledger_csv, name="ledger_csv"),
 ]

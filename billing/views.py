@@ -6,6 +6,7 @@ One URL serves the page or, for HTMX, its report fragment; the CSV export takes 
 from __future__ import annotations
 
 from datetime import date, timedelta
+from urllib.parse import urlencode
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -13,8 +14,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from billing import charts, my_usage, reporting, selectors
-from billing.forms import ALL_TEAMS, DEFAULT_DAYS, CostFilterForm, CostQuery
+from billing import charts, my_usage, reporting, selectors, statements
+from billing.forms import ALL_TEAMS, DEFAULT_DAYS, CostFilterForm, CostQuery, LedgerFilterForm
 from billing.pricing import local_day
 from billing.services.common import billing_tz, default_currency
 from kernel.htmx import htmx_login_required, wants_fragment
@@ -112,6 +113,13 @@ def cost(request: HttpRequest) -> HttpResponse:
                 resource_class=query.resource_class,
             ),
             ranges=_quick_ranges(form, today=local_day(now, billing_tz())),
+            # who lent to whom in the range (every team's ledger is on the statements page)
+            borrowing=None
+            if query.every_team
+            else statements.ledger_lines(teams=query.scope, start=query.start, end=query.end),
+            ledger_query=urlencode(
+                {"team": query.teams[0].slug if len(query.teams) == 1 else "", "month": f"{query.start:%Y-%m}"}
+            ),
             csv_query=form.data.urlencode(),
             jobs_csv_query=_with(form.data, rows="jobs"),
         )
@@ -182,3 +190,56 @@ def usage_mine(request: HttpRequest) -> HttpResponse:
         "is_lead": my_usage.leads_or_staff(request.user),
     }
     return render(request, "billing/usage_mine.html", context, status=400 if error else 200)
+
+
+def _ledger_query(request: HttpRequest):
+    """The statements' filter form over the viewer's teams; a team the viewer may not see is a 404."""
+    teams = list(selectors.teams_visible_to(request.user).order_by("name"))
+    slug = request.GET.get("team", "")
+    if slug and slug != ALL_TEAMS and slug not in {t.slug for t in teams}:
+        raise Http404("No such team among the teams you may see.")
+    today = local_day(timezone.now(), billing_tz())
+    form = LedgerFilterForm(request.GET.copy(), teams=teams, today=today, staff=request.user.is_staff)
+    return form, form.query(), teams
+
+
+@require_GET
+@htmx_login_required
+@vary_on_headers("HX-Request")
+def ledger(request: HttpRequest) -> HttpResponse:
+    """The borrowing statement of a team for a month (lent to whom, borrowed from whom, reclaims, settlement), or
+    for staff the cohort ledger of every team."""
+    form, query, teams = _ledger_query(request)
+    context: dict = {"form": form, "teams": teams}
+    if query is not None:
+        scope, team, month = query
+        first, last = statements.month_range(month)
+        context.update(first=first, last=last, month=month, csv_query=form.data.urlencode())
+        if team is not None:
+            context["statement"] = statements.borrowing_statement(team=team, start=first, end=last)
+        else:
+            context["lines"] = statements.ledger_lines(teams=scope, start=first, end=last)
+    if wants_fragment(request):
+        return render(request, "billing/partials/ledger_report.html", {**context, "fragment": True})
+    return render(request, "billing/ledger.html", context)
+
+
+@require_GET
+@htmx_login_required
+def ledger_csv(request: HttpRequest) -> HttpResponse:
+    """A team's monthly statement as CSV (lines lent and borrowed, reclaims, totals matching the cost report); for
+    every team (staff), the month's ledger: one row per lender → borrower pair."""
+    form, query, _teams = _ledger_query(request)
+    if query is None:
+        errors = [f"{k}: {' '.join(v)}" for k, v in form.errors.items()] or ["no team to report on"]
+        return HttpResponse("Invalid filters: " + "; ".join(errors), status=400, content_type="text/plain")
+    scope, team, month = query
+    first, last = statements.month_range(month)
+    if team is not None:
+        text = reporting.statement_csv(statements.borrowing_statement(team=team, start=first, end=last))
+    else:
+        text = reporting.ledger_csv(statements.ledger_lines(teams=scope, start=first, end=last), month=month)
+    response = HttpResponse(text, content_type="text/csv; charset=utf-8")
+    name = team.slug if team is not None else "all"
+    response["Content-Disposition"] = f'attachment; filename="ledger-{name}-{month:%Y-%m}.csv"'
+    return response

@@ -28,6 +28,7 @@ from queues import services as job_services
 from queues.health_jobs import validation_queue_ensure
 from queues.models import Cohort, Job, Membership, PriorityClass, QuotaLine, Team, TeamQuota
 from queues.selectors import OPERATOR_GROUP, OPERATOR_PERMISSIONS
+from queues.waiting.rollup import wait_attribution_sync
 
 DEMO_CLUSTER = "sim-1"
 DEMO_PASSWORD = "demo-password"  # published: scripts/demo prints it
@@ -533,6 +534,8 @@ def demo_seed(
         # the last hour as the simulated DCGM saw it: idle sessions are visible (and negotiated) from the start
         simulated_dcgm_record(cluster=cluster, start=live_start, end=now, step=timedelta(minutes=1))
         demo_health_seed(cluster=cluster, now=now)
+    progress("rolling the jobs' wait reasons up (where the waiting went)", 1.0)
+    wait_attribution_sync(now=now)
     return DemoReport(
         created_users=created, history_jobs=history_jobs, ticks=ticks, devices=import_report.devices.created
     )

@@ -373,6 +373,8 @@ CELERY_BEAT_MAX_LOOP_INTERVAL = HEARTBEAT_SECONDS
 BROKER_CHECK_TIMEOUT_SECONDS = env.float("BROKER_CHECK_TIMEOUT_SECONDS", default=2.0)
 
 SIMULATOR_TICK_SECONDS = env.float("SIMULATOR_TICK_SECONDS", default=5.0)
+#: How often the beat rolls the jobs' new wait reasons up (docs/waiting.md).
+WAIT_ATTRIBUTION_SECONDS = env.float("WAIT_ATTRIBUTION_SECONDS", default=300.0)
 # Reservations: a window's opening is pushed to its cluster this long before its start, so its borrowers are reclaimed
 # (and checkpointed) before the first minute; the beat task that drives the windows' edges runs this often.
 RESERVATION_LEAD_SECONDS = env.float("RESERVATION_LEAD_SECONDS", default=120.0)
@@ -542,6 +544,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "billing.budgets_check",
         "schedule": 900.0,
         "options": {"expires": 900},
+    },
+    # Wait attribution (docs/waiting.md): the incremental rollup of the jobs' wait reasons.
+    "wait-attribution-sync": {
+        "task": "queues.wait_attribution_sync",
+        "schedule": WAIT_ATTRIBUTION_SECONDS,
+        "options": {"expires": WAIT_ATTRIBUTION_SECONDS},
     },
     "reservation-edges": {
         "task": "queues.reservation_edges",

@@ -23,6 +23,7 @@ urlpatterns = [
     path("health/", include("pools.health.urls")),
     path("cost/", include("billing.urls")),
     path("notifications/", include("notify.urls")),
+    path("api/billing/", include("billing.api")),
     path("api/", include("queues.api.urls")),
     path("", include("queues.urls")),
 ]

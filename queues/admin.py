@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
@@ -137,16 +139,26 @@ class CohortQuotaLineInline(admin.TabularInline):
 
 
 class CohortForm(forms.ModelForm):
-    """A cohort; its parent may not lead back to it."""
+    """A cohort; its parent may not lead back to it; fairness that remembers within bounds."""
 
     class Meta:
         model = Cohort
-        fields = ("name", "parent", "fair_weight", "shortfall_policy", "spare_team")
+        fields = ("name", "parent", "fair_weight", "usage_half_life", "usage_window", "shortfall_policy", "spare_team")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["usage_window"].required = False  # empty: the default week
 
     def clean(self):
-        """Refuse a cycle among cohorts, naming the path; a shortfall policy only on a root cohort, with a spare team
-        of its tree for "spare team first"."""
+        """Refuse a cycle among cohorts, naming the path; a half-life and window from an hour to 90 days; a shortfall
+        policy only on a root cohort, with a spare team of its tree for "spare team first"."""
         data = super().clean()
+        if not data.get("usage_window"):
+            data["usage_window"] = Cohort._meta.get_field("usage_window").get_default()
+        for name in ("usage_half_life", "usage_window"):
+            value = data.get(name)
+            if value is not None and not USAGE_PERIOD_MIN <= value <= USAGE_PERIOD_MAX:
+                self.add_error(name, "Choose from 1 hour to 90 days (e.g. 3 00:00:00 for three days).")
         check = cohort_parent_check(
             cohort=self.instance if self.instance.pk else None,
             name=data.get("name") or self.instance.name,
@@ -166,12 +178,16 @@ class CohortForm(forms.ModelForm):
         return data
 
 
+#: Bounds of a cohort's usage half-life and window (fairness that remembers).
+USAGE_PERIOD_MIN, USAGE_PERIOD_MAX = timedelta(hours=1), timedelta(days=90)
+
+
 @admin.register(Cohort)
 class CohortAdmin(WhatIfAdminMixin, PolicyAdmin):
     """Borrowing cohorts (nested), listed as a tree with the quota summed under each; saving previews first."""
 
     form = CohortForm
-    list_display = ("name", "parent", "fair_weight", "shortfall_policy")
+    list_display = ("name", "parent", "fair_weight", "usage_half_life", "shortfall_policy")
     list_select_related = ("parent",)
     search_fields = ("name",)
     inlines = [CohortQuotaLineInline]

@@ -36,6 +36,7 @@ from queues.guarantees.selectors import ClusterGuarantees, applied_lines, cluste
 from queues.models import Cohort, Job, PriorityClass, QuotaLine, Team, TeamQuota
 from queues.pod_sets import companion_shapes
 from queues.protection import engine_protection
+from queues.recent_usage import cohort_policies, with_recent_usage
 from queues.reservations.holds import cluster_holds
 
 #: Job states that hold quota in the engine's eyes (a preempting job holds it until its pods are gone).
@@ -606,9 +607,9 @@ def applied_policy_rows(rows: PolicyRows) -> tuple[PolicyRows, ClusterGuarantees
     return replace(rows, lines=applied_lines(rows.lines, guarantees)), guarantees
 
 
-def policy_state(rows: PolicyRows) -> tuple[m.ClusterState, dict[int, set[str]]]:
+def policy_state(rows: PolicyRows, *, usage_policy: bool = False) -> tuple[m.ClusterState, dict[int, set[str]]]:
     """The engine's policy (no nodes, no workloads) built from policy rows, and the resources each team's
-    ClusterQueue declares (by team id)."""
+    ClusterQueue declares (by team id). ``usage_policy``: the cohorts' fairness that remembers is part of it."""
     quotas = rows.quotas
     by_quota: dict[int, list[QuotaLine]] = defaultdict(list)
     by_cohort: dict[int, list[QuotaLine]] = defaultdict(list)
@@ -619,15 +620,18 @@ def policy_state(rows: PolicyRows) -> tuple[m.ClusterState, dict[int, set[str]]]
             by_cohort[line.cohort_id].append(line)
     cluster_queues = tuple(_cluster_queue(q, by_quota[q.pk]) for q in quotas)
     declared = {q.team_id: {ln.resource_name for ln in by_quota[q.pk]} for q in quotas}
+    policies = cohort_policies(rows.cohorts) if usage_policy else {}
     cohorts = tuple(
         m.Cohort(
             name=c.name,
             parent=c.parent.name if c.parent_id else None,
             resource_groups=_resource_groups(by_cohort.get(c.pk, [])),
             fair_weight=float(c.fair_weight),
+            usage_decay=policies.get(c.pk),
         )
         for c in rows.cohorts
     )
+
     teams = {q.team_id: q.team for q in quotas}
     local_queues = tuple(
         m.LocalQueue(namespace=t.namespace, name=t.local_queue_name, cluster_queue=q.cluster_queue_name)
@@ -670,15 +674,26 @@ def cluster_engine_input(
     cluster: Cluster,
     jobs: Iterable[Job] | None = None,
     with_nodes: bool = True,
+    usage_as_of: datetime | None = None,
+    usage_policy: bool | None = None,
+    recent: bool = True,
     with_reservations: bool = True,
     now: datetime | None = None,
 ) -> EngineInput:
     """Everything the engine needs about one cluster: configuration (the quotas as applied: queues.guarantees),
     nodes (unless not ``with_nodes``), jobs, and the holds of its reservations that hold capacity at ``now``
     (default: the wall clock) or later (unless not ``with_reservations``: the policy as configured, for a what-if of
-    a policy change)."""
+    a policy change).
+
+    Fairness that remembers (cohorts with ``usage_half_life``) comes with each team's recent usage as of
+    ``usage_as_of`` (default now). ``usage_policy`` (default: on for simulated clusters only) says whether the
+    engine applies it: on Kubernetes, Kueue decides, and its admission fair sharing does not order teams of a
+    cohort (docs/engine.md, *Fairness that remembers*), so the diagnosis explains without it; previews turn it on.
+    """
+    if usage_policy is None:
+        usage_policy = cluster.backend == Cluster.Backend.SIMULATED
     rows, guarantees = applied_policy_rows(live_policy_rows(cluster))
-    policy, declared = policy_state(rows)
+    policy, declared = policy_state(rows, usage_policy=usage_policy)
     if with_reservations:
         now = now or timezone.now()
         policy = replace(policy, reservations=cluster_holds(cluster=cluster, start=now - HOLDS_SINCE, now=now))
@@ -697,4 +712,6 @@ def cluster_engine_input(
     jobs_by_key = {wl.key: job for job, wl in built}
     workloads = [wl for _, wl in built]
     state = replace(policy, nodes=nodes, workloads=tuple(workloads))
+    if usage_policy and recent:
+        state = with_recent_usage(state, cluster=cluster, as_of=usage_as_of or timezone.now())
     return EngineInput(state=state, jobs_by_key=jobs_by_key, nodes_by_name=nodes_by_name, guarantees=guarantees)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from celery import shared_task
+from django.utils import timezone
 
 from kernel.tasks import DB_RETRY
 from pools.models import Cluster
@@ -12,6 +13,8 @@ from queues.policy.preview_replay import policy_preview_run
 from queues.policy.preview_replay import policy_previews_sweep as sweep
 from queues.reservations.previews import reservation_preview_run, reservation_previews_sweep
 from queues.reservations.services import reservation_edges_apply
+from queues.waiting.rollup import wait_attribution_sync as attribution_sync
+from queues.waiting.study_replay import wait_study_run
 
 
 @shared_task(name="queues.policy_preview", ignore_result=True, acks_late=True, **DB_RETRY)
@@ -32,6 +35,18 @@ def policy_previews_sweep() -> None:
 def idle_scan() -> None:
     """Beat entry: advance the idle-GPU negotiations (warn, withdraw, checkpoint, release); idempotent."""
     idle_negotiations_scan()
+
+
+@shared_task(name="queues.wait_attribution_sync", ignore_result=True, **DB_RETRY)
+def wait_attribution_sync() -> None:
+    """Beat entry: roll the jobs' new wait reasons up into the wait attribution (incremental, idempotent)."""
+    attribution_sync(now=timezone.now())
+
+
+@shared_task(name="queues.wait_study", ignore_result=True, acks_late=True, **DB_RETRY)
+def wait_study(study_id: int) -> None:
+    """Replay a queued "what would have helped" study (a redelivered message finds it no longer queued)."""
+    wait_study_run(study_id=study_id)
 
 
 @shared_task(name="queues.diagnosis_refresh", ignore_result=True, **DB_RETRY)

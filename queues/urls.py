@@ -1,9 +1,10 @@
-"""URLs of the researcher pages."""
+"""URLs of the researcher pages, and of the team leads' waiting page."""
 
 from django.urls import path
 
 from queues import token_views, views
 from queues.reservations import views as reservation_views
+from queues.waiting import views as waiting_views
 
 app_name = "queues"
 urlpatterns = [
@@ -19,6 +20,11 @@ urlpatterns = [
     path("team/", views.team_switch, name="team_switch"),
     path("tokens/", token_views.api_tokens, name="api_tokens"),
     path("tokens/<int:pk>/revoke/", token_views.api_token_revoke_view, name="api_token_revoke"),
+    path("waiting/", waiting_views.waiting, name="waiting"),
+    path("waiting/export.csv", waiting_views.waiting_csv, name="waiting_csv"),
+    path("waiting/jobs/", waiting_views.waiting_jobs, name="waiting_jobs"),
+    path("waiting/study/", waiting_views.waiting_study, name="waiting_study"),
+    path("waiting/study/status/", waiting_views.waiting_study_status, name="waiting_study_status"),
     path("reservations/", reservation_views.reservation_list, name="reservations"),
     path("reservations/<int:pk>/", reservation_views.reservation_detail, name="reservation_detail"),
     path("reservations/<int:pk>/approve/", reservation_views.reservation_approve_view, name="reservation_approve"),

@@ -22,6 +22,7 @@ from billing.services.rollup import (
     usage_rollup_pending,
     usage_rollup_range,
 )
+from billing.services.settlement import settlement_errors, settlement_set
 
 __all__ = [
     "MeteringReport",
@@ -40,6 +41,8 @@ __all__ = [
     "rate_errors",
     "rate_set",
     "reservation_unused_notices",
+    "settlement_errors",
+    "settlement_set",
     "team_demote",
     "team_demotion_lift",
     "usage_rollup",

@@ -21,6 +21,8 @@ from django.db.models.functions import Coalesce
 from billing.models import (
     CapacityDaily,
     CapacityTeamMonthly,
+    LedgerDaily,
+    ReclaimRecord,
     RollupDay,
     UsageDaily,
     UsageRecord,
@@ -29,6 +31,7 @@ from billing.models import (
 )
 from billing.pricing import US_PER_HOUR, RateBook, Unit, cost_of, day_bounds, duration_us, local_day, unit_for
 from billing.services.common import METERING_LOCK, billing_tz, default_currency, require_aware, take_lock
+from billing.services.ledger import ledger_month_rollup, ledger_rows, reclaim_rows
 from billing.services.metering import rate_books
 from billing.services.quotas import quota_history_sync, quota_spans
 from pools.gpu_usage import GpuUtilSample
@@ -69,11 +72,15 @@ def usage_rollup(*, day: date, now: datetime) -> RollupReport:
     UsageDaily.objects.filter(day=day).delete()
     UsageTeamDaily.objects.filter(day=day).delete()
     CapacityDaily.objects.filter(day=day).delete()
+    LedgerDaily.objects.filter(day=day).delete()
+    ReclaimRecord.objects.filter(day=day).delete()
     usage = _usage_rows(day=day, lo=lo, hi=hi)
     UsageDaily.objects.bulk_create(usage)
     UsageTeamDaily.objects.bulk_create(_team_rows(usage))
-    capacity = _capacity_rows(day=day, lo=lo, until=until)
+    capacity, ledger = _capacity_rows(day=day, lo=lo, until=until)
     CapacityDaily.objects.bulk_create(capacity)
+    LedgerDaily.objects.bulk_create(ledger)
+    ReclaimRecord.objects.bulk_create(reclaim_rows(day=day, lo=lo, hi=hi))
     month_rollup(month=day.replace(day=1))
     complete = now >= hi
     RollupDay.objects.bulk_create(
@@ -97,7 +104,8 @@ CAPACITY_SUMMED = ("reserved_us", "idle_us", "lent_us", "unbacked_us", "idle_cos
 
 @transaction.atomic
 def month_rollup(*, month: date) -> tuple[int, int]:
-    """Rewrite one month's team rollups from its daily rows (exact ``Decimal`` sums); (usage rows, capacity rows).
+    """Rewrite one month's team rollups (and its borrowing ledger) from its daily rows (exact ``Decimal`` sums);
+    (usage rows, capacity rows).
 
     ``usage_rollup`` calls it for the month of each day it rolls, so the monthly rows always equal the sums of
     the daily ones; a report over whole months reads these instead of ~30 daily rows each.
@@ -124,6 +132,7 @@ def month_rollup(*, month: date) -> tuple[int, int]:
     CapacityTeamMonthly.objects.filter(month=first).delete()
     UsageTeamMonthly.objects.bulk_create(usage.values())
     CapacityTeamMonthly.objects.bulk_create(capacity.values())
+    ledger_month_rollup(first=first, after=after)
     return len(usage), len(capacity)
 
 
@@ -424,12 +433,13 @@ def _resource_units(keys) -> dict[tuple[int, str], Unit]:
     return units
 
 
-def _capacity_rows(*, day: date, lo: datetime, until: datetime) -> list[CapacityDaily]:
-    """Reserved, idle and lent device time of every team with nominal quota, hour by hour over the day."""
+def _capacity_rows(*, day: date, lo: datetime, until: datetime) -> tuple[list[CapacityDaily], list[LedgerDaily]]:
+    """Reserved, idle and lent device time of every team with nominal quota, hour by hour over the day; and the
+    borrowing ledger of the day (who the lent time went to), from the same hours."""
     hours = _hours(lo, until)
     lines = _quota_lines(hours, lo=lo, hi=max(until, lo + timedelta(microseconds=1)))
     if not lines:
-        return []
+        return [], []
     owned: defaultdict[tuple, list[int]] = defaultdict(lambda: [0] * len(hours))  # (team, flavor, resource) → µs/h
     borrowed: defaultdict[tuple, list[int]] = defaultdict(lambda: [0] * len(hours))  # (team, flavor, resource) → µs/h
     records = UsageRecord.objects.filter(day=day, start__lt=until, end__gt=lo, duration_us__gt=0).values_list(
@@ -443,20 +453,24 @@ def _capacity_rows(*, day: date, lo: datetime, until: datetime) -> list[Capacity
     idle: dict[tuple, list[int]] = {
         key: [max(line.reserved[h] - owned[key][h], 0) for h in range(len(hours))] for key, line in lines.items()
     }
-    lent = _lent(lines=lines, idle=idle, borrowed=borrowed, n_hours=len(hours))
+    groups, borrowers = _cohort_groups(lines=lines, borrowed=borrowed)
+    lent = _lent(lines=lines, idle=idle, groups=groups, borrowers=borrowers, n_hours=len(hours))
     books: dict[int | None, RateBook] = rate_books()
     units = _resource_units({(line.flavor_id, line.resource_name) for line in lines.values()})
     counted_us = duration_us(lo, until) if until > lo else 0
     rows = []
+    credit: dict[tuple, list[Decimal]] = {}
+    currencies: dict[tuple, str] = {}
     for key, line in lines.items():
         unit = units[(line.flavor_id, line.resource_name)]
         book = books[line.flavor_id]
-        idle_cost = lent_credit = Decimal(0)
-        currency = book.price(unit, lo).currency
+        idle_cost = Decimal(0)
+        currency = currencies[key] = book.price(unit, lo).currency
+        credit[key] = []
         for h, (hs, _he) in enumerate(hours):
             price = book.price(unit, hs)
             idle_cost += cost_of(idle[key][h], price.unit_price)
-            lent_credit += cost_of(lent[key][h], price.unit_price)
+            credit[key].append(cost_of(lent[key][h], price.unit_price))
         reserved = sum(line.reserved)
         nominal = (Decimal(reserved) / counted_us).quantize(Decimal("0.001")) if counted_us else Decimal(0)
         rows.append(
@@ -473,20 +487,18 @@ def _capacity_rows(*, day: date, lo: datetime, until: datetime) -> list[Capacity
                 unbacked_us=sum(line.unbacked),
                 currency=currency,
                 idle_cost=idle_cost,
-                lent_credit=lent_credit,
+                lent_credit=sum(credit[key], Decimal(0)),
                 counted_until=until,
             )
         )
-    return rows
+    ledger = ledger_rows(
+        day=day, keys_by_group=groups, lent=lent, credit=credit, currency=currencies, borrowers=borrowers
+    )
+    return rows, ledger
 
 
-def _lent(*, lines, idle, borrowed, n_hours: int) -> dict[tuple, list[int]]:
-    """Idle time of each team that other teams of its cohort consumed by borrowing, hour by hour.
-
-    Per (root cohort, flavor, resource, hour): each team's idle time is lent in proportion to what the
-    *other* teams borrowed over all the idle time of the cohort, never more than its own idle time nor its
-    lending limit.
-    """
+def _cohort_groups(*, lines, borrowed) -> tuple[dict[tuple, list[tuple]], dict[tuple, list[tuple[int, list[int]]]]]:
+    """Per (root cohort, flavor, resource): the quota lines of its teams, and every team's borrowed µs per hour."""
     by_group: dict[tuple, list[tuple]] = defaultdict(list)
     for key, line in lines.items():
         if line.cohort_id is not None:
@@ -494,20 +506,30 @@ def _lent(*, lines, idle, borrowed, n_hours: int) -> dict[tuple, list[int]]:
     # Every team of the cohort can borrow, including teams with no quota of their own on this flavor.
     team_cohort = {team_id: root for team_id, root in _root_cohorts().items() if root is not None}
     borrowed_in_group: dict[tuple, list[tuple[int, list[int]]]] = defaultdict(list)
-    for (team_id, flavor_id, resource_name), series in borrowed.items():
+    for (team_id, flavor_id, resource_name), series in sorted(borrowed.items()):
         cohort_id = team_cohort.get(team_id)
         if cohort_id is not None:
             borrowed_in_group[(cohort_id, flavor_id, resource_name)].append((team_id, series))
+    return by_group, borrowed_in_group
+
+
+def _lent(*, lines, idle, groups, borrowers, n_hours: int) -> dict[tuple, list[int]]:
+    """Idle time of each team that other teams of its cohort consumed by borrowing, hour by hour.
+
+    Per (root cohort, flavor, resource, hour): each team's idle time is lent in proportion to what the
+    *other* teams borrowed over all the idle time of the cohort, never more than its own idle time nor its
+    lending limit.
+    """
     lent = {key: [0] * n_hours for key in lines}
-    for group, keys in by_group.items():
-        borrowers = borrowed_in_group.get(group, [])
+    for group, keys in groups.items():
+        group_borrowers = borrowers.get(group, [])
         for h in range(n_hours):
             pool = sum(idle[k][h] for k in keys)
             if not pool:
                 continue
-            total_borrowed = sum(series[h] for _, series in borrowers)
+            total_borrowed = sum(series[h] for _, series in group_borrowers)
             for k in keys:
-                others = total_borrowed - sum(series[h] for team_id, series in borrowers if team_id == k[0])
+                others = total_borrowed - sum(series[h] for team_id, series in group_borrowers if team_id == k[0])
                 share = min(idle[k][h], idle[k][h] * others // pool) if others > 0 else 0
                 lent[k][h] = min(share, lines[k].lend_cap[h])
     return lent

@@ -18,8 +18,11 @@ nothing is written): the push and the sync already report reachability.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
@@ -38,7 +41,7 @@ from queues.engine.kueue_config import (
 )
 from queues.engine.model import FairSharing
 from queues.engine_input import cluster_fair_sharing
-from queues.models import QuotaLine
+from queues.models import Cohort, QuotaLine, TeamQuota
 
 State = Cluster.KueueConfig
 
@@ -154,9 +157,69 @@ def _outcome(cluster: Cluster, api: KubeApi) -> KueueConfigCheck:
         kueue_config_mismatch(cluster=cluster, kueue=kueue),
         missing_integrations(cluster, enabled),
         missing_device_class_mappings(cluster, mappings),
+        admission_fair_sharing_mismatch(cluster, config),
     )
     problems = [p for p in checks if p]
     return KueueConfigCheck(State.MISMATCH if problems else State.MATCHES, " ".join(problems))
+
+
+_GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|m|s|ms|us|µs|ns)")
+_GO_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def go_duration_seconds(text: object) -> float | None:
+    """A Go duration ("168h", "1h30m", "5m") in seconds; None when it is not one."""
+    if not isinstance(text, str) or not text or _GO_DURATION.sub("", text) != "":
+        return None
+    return sum(float(n) * _GO_UNITS[unit] for n, unit in _GO_DURATION.findall(text))
+
+
+def _go_duration(seconds: float) -> str:
+    return f"{seconds / 3600:g}h" if seconds % 3600 == 0 else f"{seconds:g}s"
+
+
+def admission_fair_sharing_mismatch(cluster: Cluster, config: Mapping[str, Any]) -> str:
+    """Whether Kueue's ``admissionFairSharing`` suits the cohorts with fairness that remembers whose teams have
+    quota on this cluster ("" when it does, or when none has the policy).
+
+    The push gives those teams' ClusterQueues ``admissionScope: UsageBasedAdmissionFairSharing``; Kueue acts on it
+    only when its Configuration has ``admissionFairSharing``, and decays usage with its own ``usageHalfLifeTime``.
+    """
+    half_lives = sorted(
+        {
+            c.usage_half_life.total_seconds()
+            for c in Cohort.objects.filter(usage_half_life__isnull=False)
+            if c.usage_half_life and _has_teams_on(c, cluster)
+        }
+    )
+    if not half_lives:
+        return ""
+    wanted = " or ".join(_go_duration(h) for h in half_lives)
+    afs = config.get("admissionFairSharing")
+    if not isinstance(afs, Mapping):
+        return (
+            "Kueue's configuration has no admissionFairSharing: the admissionScope pushed on the ClusterQueues of "
+            "cohorts with fairness that remembers does nothing there; add admissionFairSharing: {usageHalfLifeTime: "
+            f"{wanted}, usageSamplingInterval: 5m}} (Kueue still orders teams of a cohort by their current share "
+            "only; the portal applies their recent usage in simulation, ETAs and previews)."
+        )
+    configured = go_duration_seconds(afs.get("usageHalfLifeTime"))
+    if configured is None or configured not in half_lives:
+        return (
+            f"Kueue's admissionFairSharing.usageHalfLifeTime is {afs.get('usageHalfLifeTime')!r}, the cohorts' "
+            f"usage half-life {wanted}: Kueue's LocalQueue usage decays at another rate than the portal's."
+        )
+    return ""
+
+
+def _has_teams_on(cohort: Cohort, cluster: Cluster) -> bool:
+    """Whether a team with quota on ``cluster`` is in ``cohort``'s tree (the cohort or one below it)."""
+    below = {cohort.pk}
+    frontier = [cohort.pk]
+    while frontier:
+        frontier = list(Cohort.objects.filter(parent_id__in=frontier).values_list("pk", flat=True))
+        below.update(frontier)
+    return TeamQuota.objects.filter(cluster=cluster, cohort_id__in=below).exists()
 
 
 def _offered_classes(cluster: Cluster) -> list[ResourceClass]:

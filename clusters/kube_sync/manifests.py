@@ -155,7 +155,26 @@ def _resource_groups(
     return out
 
 
-def _cluster_queue(quota: TeamQuota, lines: list[QuotaLine], held: QuotaOverrides | None = None) -> dict:
+#: The ClusterQueue's admission scope under a cohort with fairness that remembers (Kueue's admission fair sharing,
+#: beta since v0.15, the first release the portal's v1beta2 API reaches). Kueue orders by it only the LocalQueues
+#: of one ClusterQueue; the portal's ordering of teams of a cohort has no Kueue field (docs/kubernetes.md).
+USAGE_BASED_SCOPE = {"admissionMode": "UsageBasedAdmissionFairSharing"}
+
+
+def _remembers(cohort: Cohort | None, cohorts: dict[int, Cohort]) -> bool:
+    """Whether a cohort on the path up from ``cohort`` has fairness that remembers (``usage_half_life``)."""
+    seen: set[int] = set()
+    while cohort is not None and cohort.pk not in seen:
+        seen.add(cohort.pk)
+        if cohort.usage_half_life:
+            return True
+        cohort = cohorts.get(cohort.parent_id) if cohort.parent_id else None
+    return False
+
+
+def _cluster_queue(
+    quota: TeamQuota, lines: list[QuotaLine], held: QuotaOverrides | None = None, *, usage_based: bool = False
+) -> dict:
     reclaim = quota.reclaim_within_cohort
     if held and quota.cluster_queue_name in held.reclaim_any:
         reclaim = "Any"  # a reservation's holder reclaims its reserved units whatever the borrowers' priority
@@ -179,6 +198,8 @@ def _cluster_queue(quota: TeamQuota, lines: list[QuotaLine], held: QuotaOverride
         if quota.borrow_within_cohort_max_priority is not None:
             bwc["maxPriorityThreshold"] = quota.borrow_within_cohort_max_priority
         spec["preemption"]["borrowWithinCohort"] = bwc
+    if usage_based:
+        spec["admissionScope"] = dict(USAGE_BASED_SCOPE)
     return {
         "apiVersion": KUEUE_API,
         "kind": "ClusterQueue",
@@ -297,7 +318,15 @@ def desired_config(cluster: Cluster, *, now: datetime | None = None) -> list[dic
                 "spec": spec,
             }
         )
-    out += [_cluster_queue(q, by_quota[q.pk], held) for q in quotas]
+    out += [
+        _cluster_queue(
+            q,
+            by_quota[q.pk],
+            held,
+            usage_based=_remembers(cohorts.get(q.cohort_id) if q.cohort_id else None, cohorts),
+        )
+        for q in quotas
+    ]
     for quota in quotas:
         lq_spec: dict[str, Any] = {"clusterQueue": quota.cluster_queue_name}
         out.append(

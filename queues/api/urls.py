@@ -4,7 +4,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import SimpleRouter
 
-from queues.api import reservations, views
+from queues.api import reservations, views, waiting
 
 router = SimpleRouter(use_regex_path=False)
 router.register("jobs", views.JobViewSet, basename="job")
@@ -17,5 +17,7 @@ app_name = "api"
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("feasibility/", views.FeasibilityView.as_view(), name="feasibility"),
+    path("waiting/", waiting.WaitingView.as_view(), name="waiting"),
+    path("waiting/jobs/", waiting.WaitingJobsView.as_view(), name="waiting_jobs"),
     *router.urls,
 ]

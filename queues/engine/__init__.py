@@ -71,6 +71,7 @@ from .model import (
     Toleration,
     Topology,
     TopologyRequest,
+    UsageDecay,
     Workload,
     WorkloadPriorityClass,
 )
@@ -115,6 +116,7 @@ __all__ = [
     "Toleration",
     "Topology",
     "TopologyRequest",
+    "UsageDecay",
     "WaitReason",
     "WhatIf",
     "WindowDiagnoses",

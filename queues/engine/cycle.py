@@ -96,6 +96,10 @@ def run_cycle(
 ) -> CycleOutcome:
     """One Kueue scheduling cycle: nominate every head, order, admit or preempt, re-checking fit."""
     engine.now = now
+    memory = engine.memory
+    if memory is not None:
+        memory.advance(now)
+        memory.mark()
     outcome = CycleOutcome()
     reduced: list[WorkloadInfo] = []
     entries = _nominate(engine, heads if heads is not None else find_heads(engine), outcome, reduced)
@@ -108,6 +112,16 @@ def run_cycle(
 
     def classic(e: CycleEntry) -> tuple:
         return (e.assignment.borrow, -e.wl.priority, id(e.wl) not in pinned, e.wl.ts, e.wl.key)
+
+    if memory is not None:
+        # Fairness that remembers: among entries that borrow, the queue that borrowed less recently first.
+        remembered = classic
+
+        def classic(e: CycleEntry) -> tuple:
+            borrow = e.assignment.borrow
+            keys = e.cq.root.remembered_keys
+            value = keys.get(e.cq.name, 0.0) if borrow and keys is not None else 0.0
+            return (borrow, value, *remembered(e)[1:])
 
     if engine.fair is None:
         entries.sort(key=classic)
@@ -208,6 +222,8 @@ def run_cycle(
             wl.pod_sets = wl.full_pod_sets  # a reduction tried but not admitted: the next cycle searches again
     for name in sorted(admitted_cqs):
         on_admission(engine, name)
+    if memory is not None:
+        memory.mark()
     return outcome
 
 
@@ -433,6 +449,8 @@ def _admit(
         pods.extend((n, ps.per_pod) for n in ns)
     borrowing = assignment.borrow > 0
     QuotaTree.add_usage(cq.node, assignment.usage)
+    if engine.memory is not None:
+        engine.memory.admitted(cq.name, assignment.usage)
     engine.pool.add(pods)
     engine.dirty.add(cq.name)
     wl.usage = dict(assignment.usage)

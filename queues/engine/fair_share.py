@@ -110,7 +110,11 @@ def lendable(node: QuotaNode) -> dict[str, int]:
 
 
 def share(node: QuotaNode, extra: Mapping[FlavorResource, int] | None = None) -> Share:
-    """The node's dominant resource share now (plus ``extra`` usage on the node itself, if given)."""
+    """The node's dominant resource share now (plus ``extra`` usage on the node itself, if given).
+
+    Under fairness that remembers (``usage_decay``), a node that borrows now also counts its remembered
+    borrowing (recent usage above its quota) per resource.
+    """
     if node.parent is None:
         return Share(node.fair_weight)
     borrowing: dict[str, int] = {}
@@ -127,6 +131,15 @@ def share(node: QuotaNode, extra: Mapping[FlavorResource, int] | None = None) ->
         return Share(node.fair_weight)
     lend = lendable(node.parent)
     ratio, dominant = 0.0, ""
+    remembered = node.remembered
+    if remembered:
+        for resource in sorted(set(borrowing) | set(remembered)):
+            available = lend.get(resource, 0)
+            if available > 0:
+                value = (borrowing.get(resource, 0) + remembered.get(resource, 0.0)) * 1000.0 / available
+                if value > ratio:
+                    ratio, dominant = value, resource
+        return Share(node.fair_weight, ratio, dominant, tuple(borrowed))
     for resource in sorted(borrowing):
         available = lend.get(resource, 0)
         if available > 0:
@@ -134,3 +147,21 @@ def share(node: QuotaNode, extra: Mapping[FlavorResource, int] | None = None) ->
             if value > ratio:
                 ratio, dominant = value, resource
     return Share(node.fair_weight, ratio, dominant, tuple(borrowed))
+
+
+def remembered_share(node: QuotaNode) -> float:
+    """The node's remembered borrowing as a share (per mille of what its parent could lend, dominant resource,
+    divided by its weight; ``inf`` for weight 0): how fairness that remembers orders borrowers without fair
+    sharing, and reclaim's candidates. 0 without the policy or without a parent."""
+    remembered = node.remembered
+    if not remembered or node.parent is None:
+        return 0.0
+    lend = lendable(node.parent)
+    ratio = 0.0
+    for resource, amount in remembered.items():
+        available = lend.get(resource, 0)
+        if available > 0:
+            ratio = max(ratio, amount * 1000.0 / available)
+    if ratio == 0:
+        return 0.0
+    return math.inf if node.fair_weight == 0 else ratio / node.fair_weight

@@ -219,13 +219,35 @@ class ResourceGroup:
 
 
 @dataclass(frozen=True, slots=True)
+class UsageDecay:
+    """Fairness that remembers (the portal's cohort policy; Kueue's admission fair sharing and KAI's time-aware
+    fairness do the like): the ClusterQueues under the Cohort borrow, and are reclaimed from, in the order of
+    their share *plus* the part of their recent usage above their nominal quota.
+
+    Recent usage is an exponentially decayed average (Kueue's ``consumedResources``): after ``half_life`` seconds a
+    unit of usage counts half. ``window`` (seconds) is how far back the portal reads history to start it and how
+    the wait reasons name the period. ``sampling_interval`` sizes the entry penalty an admission adds at once (as
+    Kueue's ``usageSamplingInterval`` does). See ``usage_decay``.
+    """
+
+    half_life: float
+    window: float = 7 * 86400.0
+    sampling_interval: float = 300.0
+
+
+@dataclass(frozen=True, slots=True)
 class Cohort:
-    """A Kueue Cohort object: optional parent, extra shared quota and a fair-sharing weight."""
+    """A Kueue Cohort object: optional parent, extra shared quota and a fair-sharing weight.
+
+    ``usage_decay`` (the portal's policy, not a Kueue field): fairness that remembers for the queues below it; the
+    highest Cohort on a queue's path that has one applies (as Kueue's KEP-4136 does for admission scopes).
+    """
 
     name: str
     parent: str | None = None
     resource_groups: tuple[ResourceGroup, ...] = ()
     fair_weight: float = 1.0
+    usage_decay: UsageDecay | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +302,11 @@ class ClusterQueue:
     admission_checks: tuple[AdmissionCheckRule, ...] = ()
     stop_policy: StopPolicy = "None"
     fair_weight: float = 1.0
+    #: Recent usage per resource (decayed average, canonical units) as of ``consumed_at``: Kueue's
+    #: ``status.fairSharing.admissionFairSharingStatus.consumedResources`` and ``lastUpdate``. Read only under a
+    #: Cohort with ``usage_decay``; ``consumed_at`` None = as of the engine's start.
+    consumed: Mapping[str, float] = field(default_factory=dict)
+    consumed_at: float | None = None
     terminating: bool = False
 
 

@@ -40,6 +40,8 @@ class QuotaNode:
         "parent",
         "potential",
         "released",
+        "remembered",
+        "remembered_keys",
         "subtree",
         "usage",
         "usage_version",
@@ -73,6 +75,10 @@ class QuotaNode:
         # On a root: all usage ever released in its tree, per (flavor, resource). No ClusterQueue's available
         # quota can grow by more than what is released (see ``queueing.may_fit``).
         self.released: dict[FlavorResource, int] = {}
+        #: Fairness that remembers (``usage_decay``): recent usage above the node's quota per resource; None = none.
+        self.remembered: dict[str, float] | None = None
+        #: On a root whose tree has the policy: each ClusterQueue's remembered share (reclaim's candidate order).
+        self.remembered_keys: dict[str, float] | None = None
 
     def path_to_root(self) -> list[QuotaNode]:
         """Ancestors from the parent up to the root."""

@@ -41,6 +41,7 @@ from .records import (
     WorkloadInfo,
 )
 from .scheduler import Engine
+from .usage_decay import duration_words
 
 
 def _decision(wl: WorkloadInfo) -> AdmissionDecision:
@@ -240,7 +241,8 @@ def explain_wl(engine: Engine, wl: WorkloadInfo, *, index: ReasonIndex | None = 
     note = wl.note or {}
     if note.get("kind") in ("no_longer_fits", "overlap"):
         # The last cycle's outcome stands until the workload is evaluated again.
-        return Explanation(key, admissible=False, reason=_taken_in_cycle(engine, wl, cq, note))
+        reason = recent_usage_note(engine, cq, _taken_in_cycle(engine, wl, cq, note))
+        return Explanation(key, admissible=False, reason=reason)
     mode = assignment.mode
     if mode == PS_FIT:
         earmarked = _earmarked(engine, wl, cq, index)
@@ -272,9 +274,47 @@ def explain_wl(engine: Engine, wl: WorkloadInfo, *, index: ReasonIndex | None = 
         )
         return Explanation(key, admissible=False, reason=reason, preemption_targets=tuple(names))
     reason = _quota(engine, wl, cq, assignment) or placement_reason(engine, wl, cq, assignment)
+    reason = recent_usage_note(engine, cq, reason)
     if engine.has_protection and cq.preempts:
         reason = _with_protection(engine, reason, _protected_victims(engine, wl, cq))
     return Explanation(key, admissible=False, reason=name_pod_sets(engine, wl, cq, reason, index.pod_set_fits))
+
+
+#: Codes whose wait the team's recent usage can lengthen under fairness that remembers: capacity others got first.
+RECENT_USAGE_CODES = frozenset(
+    {"quota_exhausted", "class_exhausted", "higher_priority_ahead", "topology_fragmented", "health_blocked"}
+)
+
+
+def recent_usage_note(engine: Engine, cq: ClusterQueueInfo, reason: WaitReason) -> WaitReason:
+    """Under fairness that remembers, say when the team's recent usage puts it behind others: "Your team used
+    3.1× its share over the last 7 days…" (``details["recentUsage"]``). Unchanged otherwise."""
+    memory = engine.memory
+    if memory is None or reason.code not in RECENT_USAGE_CODES:
+        return reason
+    found = memory.ratio(cq.name)
+    if found is None or found[0] <= 1.0:
+        return reason
+    ratio, resource = found
+    policy = memory.policy[cq.name]
+    window = duration_words(policy.window)
+    used = (
+        f"used {ratio:.1f}× its share"
+        if ratio != float("inf")
+        else f"used {msg.noun(resource, round(memory.recent(cq.name)[resource]))} on average with no quota of its own"
+    )
+    sentence = (
+        f" Your team {used} over the last {window} (usage counts half after {duration_words(policy.half_life)}), "
+        "so teams that used less get idle capacity first and your borrowed jobs are reclaimed first."
+    )
+    details = dict(reason.details)
+    details["recentUsage"] = {
+        "ratio": None if ratio == float("inf") else round(ratio, 2),
+        "resource": resource,
+        "windowSeconds": policy.window,
+        "halfLifeSeconds": policy.half_life,
+    }
+    return WaitReason(reason.code, reason.message + sentence, reason.kueue_message, reason.kueue_reason, details)
 
 
 def _protected_victims(engine: Engine, wl: WorkloadInfo, cq: ClusterQueueInfo) -> list[tuple[str, float, str]]:

@@ -57,6 +57,7 @@ from .records import (
     WorkloadInfo,
 )
 from .reservations import HoldOutcome, hold_quota, in_force
+from .usage_decay import UsageMemory
 
 __all__ = [
     "ADMITTED",
@@ -166,6 +167,8 @@ class Engine:
             preemptor = self.workloads.get(wl.eviction.preemptor or "") if wl.eviction is not None else None
             if preemptor is not None and preemptor.state == PENDING and preemptor.cq:
                 self.preemptors.setdefault(preemptor.cq, preemptor)
+        #: Fairness that remembers (Cohorts with ``usage_decay``); None where no Cohort has it.
+        self.memory = UsageMemory.build(state, self.quota, now)
 
     def _compile_cq(self, spec: ClusterQueue) -> ClusterQueueInfo:
         cq = ClusterQueueInfo(spec, self.quota.cqs[spec.name])
@@ -665,14 +668,24 @@ class Engine:
         ``policy``'s workloads are ignored. Workloads holding quota keep it (even where the new quota is smaller,
         as Kueue keeps running what it admitted); pending ones are queued again in their order (Kueue requeues the
         inadmissible workloads of a ClusterQueue or Cohort that changed). Finished and deleted ones are kept for
-        reports; a preemptor keeps its queue's head.
+        reports; a preemptor keeps its queue's head. The teams' recent usage (fairness that remembers) is kept
+        unless ``policy`` brings its own.
         """
         previous = self.workloads
         pinned = {name: wl.key for name, wl in self.preemptors.items()}
         held = self.held.key if self.held is not None else None
         pool_enabled = self.pool.enabled
         not_ready = set(self.not_ready) if self.pods_ready_config is not None else None
-        state = replace(policy, workloads=self.export_state().workloads)
+        exported = self.export_state()
+        # The teams' recent usage goes on where the new policy brings none (a recorded policy change mid-replay).
+        remembered = {cq.name: cq for cq in exported.cluster_queues if cq.consumed_at is not None}
+        queues = tuple(
+            replace(cq, consumed=remembered[cq.name].consumed, consumed_at=remembered[cq.name].consumed_at)
+            if cq.consumed_at is None and cq.name in remembered
+            else cq
+            for cq in policy.cluster_queues
+        )
+        state = replace(policy, workloads=exported.workloads, cluster_queues=queues)
         Engine.__init__(self, state, now)
         self.pool.enabled = self.pool.enabled or pool_enabled
         for key, old in previous.items():
@@ -740,4 +753,12 @@ class Engine:
             for w in sorted(self.live.values(), key=lambda w: w.key)
             if w.state not in (FINISHED, DELETED)
         )
-        return replace(self.spec_state, workloads=workloads)
+        memory = self.memory
+        if memory is None:
+            return replace(self.spec_state, workloads=workloads)
+        recent = memory.export()
+        queues = tuple(
+            replace(cq, consumed=recent[cq.name], consumed_at=memory.at) if cq.name in recent else cq
+            for cq in self.spec_state.cluster_queues
+        )
+        return replace(self.spec_state, workloads=workloads, cluster_queues=queues)

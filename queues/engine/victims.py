@@ -101,9 +101,12 @@ def classify(
 
 
 def candidate_order(cq: ClusterQueueInfo, cand: WorkloadInfo) -> tuple:
-    """Classical candidate order: other queues first, lower priority, most recently admitted, key."""
+    """Classical candidate order: other queues first — under fairness that remembers, the queue that borrowed most
+    recently first (``usage_decay``) — then lower priority, most recently admitted, key."""
+    remembered = cq.root.remembered_keys
     return (
         cand.cq == cq.name,
+        -remembered.get(cand.cq or "", 0.0) if remembered is not None else 0.0,
         cand.priority,
         -(cand.admitted_at or 0.0),
         cand.key,

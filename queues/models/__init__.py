@@ -2,7 +2,7 @@
 
 ``teams`` holds the teams, quotas, cohorts, priority classes, API tokens, policy pushes and quota shortfalls;
 ``jobs`` the jobs, their timeline, stored diagnoses and idle negotiation; ``reservations`` the teams' reservations
-of capacity. Everything is importable from ``queues.models``.
+of capacity; ``waiting`` the wait attribution's rollups. Everything is importable from ``queues.models``.
 """
 
 from queues.models.jobs import (
@@ -30,6 +30,7 @@ from queues.models.teams import (
     Team,
     TeamQuota,
 )
+from queues.models.waiting import WaitActionStudy, WaitCause, WaitCursor, WaitOpen, WaitTally, WaitWeekly
 
 __all__ = [
     "ApiToken",
@@ -54,5 +55,11 @@ __all__ = [
     "ReservationPreview",
     "Team",
     "TeamQuota",
+    "WaitActionStudy",
+    "WaitCause",
+    "WaitCursor",
+    "WaitOpen",
     "WaitReason",
+    "WaitTally",
+    "WaitWeekly",
 ]

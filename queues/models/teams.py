@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -89,6 +91,19 @@ class Cohort(models.Model):
     name = models.CharField(max_length=63, unique=True, validators=[dns_label])
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
     fair_weight = models.DecimalField(max_digits=8, decimal_places=3, default=1)
+    usage_half_life = models.DurationField(
+        null=True,
+        blank=True,
+        verbose_name="usage half-life",
+        help_text="Fairness that remembers: the teams of this cohort borrow (and are reclaimed from) in the order of "
+        "their recent usage, which counts less the older it is — half as much after this long (e.g. 3 days). "
+        "Empty: off (Kueue's order by current share only).",
+    )
+    usage_window = models.DurationField(
+        default=timedelta(days=7),
+        verbose_name="usage window",
+        help_text="How far back recent usage is read (with the half-life above), e.g. 7 days.",
+    )
     shortfall_policy = models.CharField(
         max_length=12,
         choices=ShortfallPolicy.choices,

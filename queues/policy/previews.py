@@ -34,6 +34,7 @@ from queues.policy.whatif import (
     policy_configuration,
     whatif_from_data,
 )
+from queues.recent_usage import without_recent_usage
 
 log = logging.getLogger(__name__)
 Status = PolicyPreview.Status
@@ -49,7 +50,7 @@ class PreviewSide:
 
 
 def _policy_only(config: m.ClusterState) -> m.ClusterState:
-    return replace(config, nodes=(), workloads=())
+    return replace(without_recent_usage(config), nodes=(), workloads=())
 
 
 def policy_digest(config: m.ClusterState) -> str:

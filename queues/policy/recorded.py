@@ -1,9 +1,9 @@
 """The cluster's Kueue policy as it was over a window, read back from the audit log (django-simple-history).
 
 ``recorded_policy`` gives the policy at the window's start and every recorded change inside it that altered what
-the engine reads (a queue's quota, cohort or preemption; a cohort's quota or parent; a flavor; the fair-sharing
-switch; priority values), each at its time with the audit entries behind it. The what-if replay applies them at
-those times (``queues.policy.whatif``): the current side is the history as it happened.
+the engine reads (a queue's quota, cohort or preemption; a cohort's quota, parent or usage half-life; a flavor; the
+fair-sharing switch; priority values), each at its time with the audit entries behind it. The what-if replay applies
+them at those times (``queues.policy.whatif``): the current side is the history as it happened.
 
 How an object's version at a time ``t`` is chosen:
 
@@ -198,7 +198,7 @@ def _rows_at(versions: _Versions, cluster: Cluster, t: datetime, start: datetime
 
 def policy_at(versions: _Versions, cluster: Cluster, t: datetime, start: datetime) -> m.ClusterState:
     """The engine's policy (no nodes) at ``t``."""
-    return policy_state(_rows_at(versions, cluster, t, start))[0]
+    return policy_state(_rows_at(versions, cluster, t, start), usage_policy=True)[0]
 
 
 def _entries(records: Iterable[tuple[str, Any]]) -> tuple[AuditEntry, ...]:
@@ -217,7 +217,7 @@ def recorded_policy(
     versions = _Versions(cluster=cluster)
     at_end = policy_at(versions, cluster, end, start)
     if now is None:
-        now = policy_state(live_policy_rows(cluster))[0]
+        now = policy_state(live_policy_rows(cluster), usage_policy=True)[0]
 
     def policy(t: datetime) -> m.ClusterState:
         version = policy_at(versions, cluster, t, start)

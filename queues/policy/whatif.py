@@ -42,6 +42,7 @@ from pools.models import Cluster
 from queues.engine import model as m
 from queues.engine.scheduler import Engine
 from queues.engine.simulation import Replay
+from queues.engine.usage_decay import duration_words
 from queues.engine_input import (
     WindowNode,
     cluster_engine_input,
@@ -53,6 +54,7 @@ from queues.engine_input import (
 from queues.models import Job, TeamQuota
 from queues.policy.overlay import lay_over
 from queues.policy.recorded import PolicyStep, recorded_policy
+from queues.recent_usage import with_recent_usage
 from queues.reservations.holds import cluster_holds
 
 DEFAULT_DAYS = 14
@@ -92,6 +94,9 @@ class TeamOutcome:
     preemptions: int
     #: Times a workload lost its pods because its node left the cluster (it then queued again).
     node_losses: int = 0
+    #: Device-hours the team's jobs waited in the window: each job's devices × its wait (to its first admission, or
+    #: to the window's end) — what the wait attribution's studies compare.
+    waited_device_hours: float = 0.0
 
     @property
     def utilisation(self) -> float | None:
@@ -355,8 +360,14 @@ def _nominal(engine: Engine, name: str) -> int:
 
 
 def policy_configuration(*, cluster: Cluster, nodes: bool = True) -> m.ClusterState:
-    """The cluster's policy and (unless not ``nodes``) nodes as the database holds them now: one side of a what-if."""
-    return cluster_engine_input(cluster=cluster, jobs=[], with_nodes=nodes, with_reservations=False).state
+    """The cluster's policy and (unless not ``nodes``) nodes as the database holds them now: one side of a what-if.
+
+    Fairness that remembers is part of the policy on every cluster (a preview shows what it would do); the teams'
+    recent usage is read by the replay, as of its window's start.
+    """
+    return cluster_engine_input(
+        cluster=cluster, jobs=[], with_nodes=nodes, usage_policy=True, recent=False, with_reservations=False
+    ).state
 
 
 def _declared(config: m.ClusterState) -> dict[str, set[str]]:
@@ -374,6 +385,7 @@ def replay_policy(
     teams: Mapping[str, str],
     on_progress: Callable[[float], None] | None = None,
     nodes: Sequence[WindowNode] | None = None,
+    relax_topology: bool = False,
     changes: Sequence[tuple[float, m.ClusterState]] = (),
     job_waits: dict[str, float | None] | None = None,
 ) -> ReplayOutcome:
@@ -381,8 +393,10 @@ def replay_policy(
 
     ``nodes`` (when given) replace the configuration's: each is there from its ``joins_at`` (or the start) until
     its ``leaves_at`` (or the end). ``changes``: the policy (no nodes) from each given time on; the engine is
-    rebuilt on it there (``Engine.reconfigure``), keeping the nodes and every workload. ``job_waits``, when given, is
-    filled with each replayed (not carried-in) workload's wait: submission to first admission (None: not admitted).
+    rebuilt on it there (``Engine.reconfigure``), keeping the nodes, every workload and the teams' recent usage.
+    ``relax_topology``: the jobs' topology rules are dropped (a what-if of perfectly defragmented placements: every
+    job finds its devices together). ``job_waits``, when given, is filled with each replayed (not carried-in)
+    workload's wait: submission to first admission (None: not admitted).
     """
     declared = _declared(config)
     if nodes is not None:
@@ -403,13 +417,17 @@ def replay_policy(
     for when, policy in changes:
         replay.at(when, partial(_reconfigure, replay, policy), "recorded policy change")
     carried: set[str] = set()
+    devices: dict[str, int] = {}
     for rec in jobs:
         job = rec.job
+        pod_sets = job_engine_pod_sets(job, declared=declared.get(job.team.namespace, set()))
+        if relax_topology:
+            pod_sets = tuple(replace(ps, topology=None) for ps in pod_sets)
         wl = m.Workload(
             namespace=job.team.namespace,
             name=workload_name(job),
             queue_name=job.team.local_queue_name,
-            pod_sets=job_engine_pod_sets(job, declared=declared.get(job.team.namespace, set())),
+            pod_sets=pod_sets,
             priority=job.priority,
             priority_class=job.priority_class.name if job.priority_class_id else None,
             created_at=rec.submit_at,
@@ -420,10 +438,14 @@ def replay_policy(
         )
         if rec.carried_in:
             carried.add(wl.key)
+        devices[wl.key] = sum(
+            ps.count * amount for ps in pod_sets for r, amount in ps.requests.items() if is_device_resource(r)
+        )
         replay.submit_at(wl, rec.submit_at)
     result = replay.run(until=end)
     engine = replay.engine
     waits: dict[str, list[float]] = defaultdict(list)
+    waited: dict[str, float] = defaultdict(float)
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     node_losses: dict[str, int] = defaultdict(int)
     for key, wl in engine.workloads.items():
@@ -443,6 +465,7 @@ def replay_policy(
         else:
             c[2] += 1
             waits[wl.cq].append(end - rec.submitted_at)
+        waited[wl.cq] += waits[wl.cq][-1] * devices.get(key, 0) / 3600
     teams_out = []
     for name in sorted(set(engine.cqs) | set(replay.used_seconds) | set(counts)):
         jobs_n, admitted, waiting = counts[name]
@@ -460,6 +483,7 @@ def replay_policy(
                 borrowed_device_hours=replay.borrowed_seconds[name] / 3600,
                 preemptions=result.queues[name].preempted if name in result.queues else 0,
                 node_losses=node_losses[name],
+                waited_device_hours=waited[name],
             )
         )
     return ReplayOutcome(tuple(teams_out), tuple(replay.unsettled))
@@ -519,6 +543,7 @@ def whatif_compare(
     outcomes = {}
     for side, (config, changes) in sides.items():
         report = None if on_progress is None else (lambda share, side=side: on_progress(side, share))
+        config = with_recent_usage(config, cluster=cluster, as_of=start)
         outcomes[side] = replay_policy(config=config, changes=changes, on_progress=report, **args)
     return WhatIf(
         cluster=cluster.name,
@@ -688,6 +713,18 @@ def config_changes(current: m.ClusterState, proposed: m.ClusterState) -> list[st
                 for attr in ("preemption", "queueing_strategy", "flavor_fungibility", "stop_policy", "fair_weight"):
                     if getattr(b, attr) != getattr(a, attr):
                         out.append(f"{kind} {name}: {attr.replace('_', ' ')} changed")
-            elif b.fair_weight != a.fair_weight:
-                out.append(f"{kind} {name}: fair weight {b.fair_weight:g} → {a.fair_weight:g}")
+            else:
+                if b.fair_weight != a.fair_weight:
+                    out.append(f"{kind} {name}: fair weight {b.fair_weight:g} → {a.fair_weight:g}")
+                if b.usage_decay != a.usage_decay:
+                    out.append(
+                        f"{kind} {name}: fairness that remembers {_decay(b.usage_decay)} → {_decay(a.usage_decay)}"
+                    )
     return out
+
+
+def _decay(policy: m.UsageDecay | None) -> str:
+    """A cohort's usage-decay policy in words ("off", "half-life 3.5 days over 7 days")."""
+    if policy is None:
+        return "off"
+    return f"half-life {duration_words(policy.half_life)} over {duration_words(policy.window)}"

@@ -126,6 +126,8 @@ API_NO_POST = who(405, anonymous=401)
 API_JOB = who(200, anonymous=401, outsider=404)
 #: Acting in team vision through the API: its members only (admins and operators read every team, act in none).
 API_IN_VISION = who(403, anonymous=401, member=200, lead=200)
+#: The API of the team leads' reports (waiting, borrowing statements): the team's leads and staff.
+API_LEADS = who(403, anonymous=401, lead=200, staff=200, admin=200)
 #: Costs: a team's leads and staff (staff see every team); another team's, or a plain member, get 404.
 COST = who(404, anonymous=LOGIN, lead=200, staff=200, admin=200)
 COST_HX = who(404, anonymous=HX_LOGIN, lead=200, staff=200, admin=200)
@@ -191,9 +193,22 @@ MATRIX: dict[str, Row] = {
     "cost/": Row(fixed("/cost/?team=vision"), COST, NO_POST, COST_HX),
     "cost/export.csv": Row(fixed("/cost/export.csv?team=vision"), COST, NO_POST, COST_HX),
     "cost/mine/": Row(fixed("/cost/mine/"), **GET_ONLY_PAGE),
+    "cost/ledger/": Row(fixed("/cost/ledger/?team=vision"), COST, NO_POST, COST_HX),
+    "cost/ledger/export.csv": Row(fixed("/cost/ledger/export.csv?team=vision"), COST, NO_POST, COST_HX),
+    # Borrowing statements through the API: the team's leads and staff (a plain member leads nothing: 403).
+    "api/billing/statement/": Row(fixed("/api/billing/statement/?team=vision"), API_LEADS, API_NO_POST, API_LEADS),
+    "api/billing/ledger/": Row(fixed("/api/billing/ledger/?team=vision"), API_LEADS, API_NO_POST, API_LEADS),
     "api/schema/": Row(fixed("/api/schema/"), ANY, NO_POST, ANY),
     "api/feasibility/": Row(
         fixed("/api/feasibility/"), API_NO_POST, API_IN_VISION, API_NO_POST, body=api_job_body, json=True
+    ),
+    "api/waiting/": Row(fixed("/api/waiting/?team=vision"), API_LEADS, API_NO_POST, API_LEADS),
+    # Without the week and cause it asks for: 400 to those who may read it.
+    "api/waiting/jobs/": Row(
+        fixed("/api/waiting/jobs/?team=vision"),
+        who(403, anonymous=401, lead=400, staff=400, admin=400),
+        API_NO_POST,
+        who(403, anonymous=401, lead=400, staff=400, admin=400),
     ),
     "api/jobs/": Row(
         fixed("/api/jobs/?team=vision"),
@@ -294,6 +309,24 @@ MATRIX: dict[str, Row] = {
         who(405, anonymous=LOGIN),
         who(404, anonymous=LOGIN, member=302),
         who(405, anonymous=LOGIN),
+    ),
+    # Where the waiting went: like the costs (a team's leads and staff).
+    "waiting/": Row(fixed("/waiting/?team=vision"), COST, NO_POST, COST_HX),
+    "waiting/export.csv": Row(fixed("/waiting/export.csv?team=vision"), COST, NO_POST, COST_HX),
+    "waiting/jobs/": Row(fixed("/waiting/jobs/?team=vision"), COST, NO_POST, COST_HX),
+    # The admins' what-if studies: staff only (others do not find it); the status stops polling (286) when idle.
+    "waiting/study/": Row(
+        fixed("/waiting/study/"),
+        NO_POST,
+        who(404, anonymous=LOGIN, staff=200, admin=200),
+        NO_POST,
+        body=lambda w: {"cluster": w.pool.cluster.pk, "days": "1"},
+    ),
+    "waiting/study/status/": Row(
+        fixed("/waiting/study/status/"),
+        who(404, anonymous=LOGIN, staff=286, admin=286),
+        NO_POST,
+        who(404, anonymous=HX_LOGIN, staff=286, admin=286),
     ),
     # Reservations: everyone signed in sees the list (their teams') and the calendars (every team's windows, the
     # purpose only to the team and who sees every team); team leads and platform admins request, on to the new one.
