@@ -24,10 +24,18 @@ from .reasons import explain_all, explain_wl
 from .records import WorkloadInfo
 from .reservations import cohort_roots
 from .scheduler import Engine
-from .wait_codes import BORROW_LIMIT, CAPACITY_RESERVED, CLASS_EXHAUSTED, HIGHER_PRIORITY_AHEAD, QUOTA_EXHAUSTED
+from .wait_codes import (
+    BORROW_LIMIT,
+    CAPACITY_RESERVED,
+    CLASS_EXHAUSTED,
+    HIGHER_PRIORITY_AHEAD,
+    QUOTA_EXHAUSTED,
+    QUOTA_LENT_OUT,
+)
 
-#: The codes a reservation holding quota can be the cause of (placement, health and errors are not).
-ATTRIBUTABLE = frozenset({QUOTA_EXHAUSTED, BORROW_LIMIT, HIGHER_PRIORITY_AHEAD, CLASS_EXHAUSTED})
+#: The codes a reservation holding quota can be the cause of (placement, health and errors are not); a quota
+#: "lent out" under a hold is restated only where the job would start without the hold, as for the others.
+ATTRIBUTABLE = frozenset({QUOTA_EXHAUSTED, QUOTA_LENT_OUT, BORROW_LIMIT, HIGHER_PRIORITY_AHEAD, CLASS_EXHAUSTED})
 
 
 def blocking_holds(engine: Engine, wl: WorkloadInfo) -> list[QuotaHold]:
