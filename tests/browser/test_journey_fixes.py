@@ -122,7 +122,10 @@ def test_the_top_bar_wraps_at_390_px_and_no_page_is_wider(page):
         page.goto(path)
         page.wait_for_load_state("networkidle")
         width = page.evaluate("() => document.documentElement.scrollWidth")
-        assert width <= 390, (path, width)  # wide tables scroll inside their panel; the page does not
+        wide = page.evaluate(
+            "() => [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 390).slice(0, 8).map(e => e.tagName + '#' + e.id + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right) + ' ' + (e.textContent || '').trim().slice(0, 60))"
+        )
+        assert width <= 390, (path, width, wide)  # wide tables scroll inside their panel; the page does not
         for name in ("Notifications", "API tokens", "Sign out"):
             box = page.get_by_role("banner").get_by_text(name, exact=True).bounding_box()
             assert box["x"] >= 0, (path, name, box)

@@ -179,7 +179,9 @@ def test_team_switcher(page, live_server):
     page.goto("/jobs/")
     expect(page.locator("#queues-job-list-table")).to_contain_text("speech-run")
     expect(page.locator("#queues-job-list-table")).not_to_contain_text("vision-run")
-    page.select_option("#queues-team-select", "vision")
+    page.select_option("#queues-team-select", "vision")  # choosing does not leave the page: Switch does
+    with page.expect_navigation():
+        page.locator("form.team-switch button[type=submit]").click()
     page.wait_for_url(re.compile(r"/jobs/$"))
     expect(page.locator("#queues-team-select")).to_have_value("vision")
     expect(page.locator("#queues-job-list-table")).to_contain_text("vision-run")

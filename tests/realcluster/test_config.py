@@ -61,14 +61,23 @@ def test_kueue_accepts_the_pushed_configuration(world, kubectl):
     assert set(rows.values_list("status", flat=True)) == {KubeConfigObject.Status.IN_SYNC}
 
 
-def test_kueue_refuses_what_its_webhook_rejects(world):
-    """A ClusterQueue Kueue's webhook refuses (a lending limit above the nominal quota: the portal's own forms
-    refuse it too, here the row is written behind their back) is an error row with Kueue's message."""
+def test_a_lending_limit_above_the_nominal_is_pushed_as_the_nominal_and_kueue_accepts_it(world, kubectl):
+    """Kueue's webhook refuses a lendingLimit above nominalQuota. A row written behind the forms' back (they refuse it
+    too) is pushed with the lending limit brought down to the quota in force (queues.guarantees), so the real Kueue
+    accepts the ClusterQueue instead of the push failing on it."""
     world.quota.cohort = Cohort.objects.create(name=f"{world.prefix}-org")
     world.quota.save()
     QuotaLine.objects.filter(team_quota=world.quota, resource_name="nvidia.com/gpu").update(lending_limit="32")
     report = world.push()
-    assert [e for e in report.errors if "ClusterQueue" in e], report.errors
+    assert report.errors == []
     row = KubeConfigObject.objects.get(cluster=world.cluster, kind="ClusterQueue", name=world.quota.cluster_queue_name)
-    assert row.status == KubeConfigObject.Status.ERROR
-    assert "lendingLimit" in row.message, row.message
+    assert row.status == KubeConfigObject.Status.IN_SYNC
+    cq = kubectl.get("ClusterQueue", world.quota.cluster_queue_name)
+    gpu = next(
+        r
+        for g in cq["spec"]["resourceGroups"]
+        for f in g["flavors"]
+        for r in f["resources"]
+        if r["name"] == "nvidia.com/gpu"
+    )
+    assert (gpu["nominalQuota"], gpu["lendingLimit"]) == ("16", "16")
