@@ -59,7 +59,7 @@ class LedgerAPIMixin(PortalAPIMixin):
 class StatementView(LedgerAPIMixin, APIView):
     """A team's borrowing statement for a month: lent to whom, borrowed from whom, reclaims, settlement, charge."""
 
-    @extend_schema(summary="A team's monthly borrowing statement", parameters=PARAMS)
+    @extend_schema(responses=OpenApiTypes.OBJECT, summary="A team's monthly borrowing statement", parameters=PARAMS)
     def get(self, request: Request) -> Response:
         _scope, team, month = self.query()
         if team is None:
@@ -113,7 +113,7 @@ class StatementView(LedgerAPIMixin, APIView):
 class LedgerView(LedgerAPIMixin, APIView):
     """The month's ledger lines (lender → borrower) involving the caller's teams, or every team's ('all', staff)."""
 
-    @extend_schema(summary="The month's borrowing ledger", parameters=PARAMS)
+    @extend_schema(responses=OpenApiTypes.OBJECT, summary="The month's borrowing ledger", parameters=PARAMS)
     def get(self, request: Request) -> Response:
         scope, _team, month = self.query()
         first, last = statements.month_range(month)

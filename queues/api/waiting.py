@@ -64,7 +64,11 @@ class WaitingAPIMixin(PortalAPIMixin):
 class WaitingView(WaitingAPIMixin, APIView):
     """GPU-hours of waiting per week and cause (plus per class and team), jobs still waiting counted up to now."""
 
-    @extend_schema(summary="Where the waiting went: GPU-hours per week and cause", parameters=FILTERS)
+    @extend_schema(
+        responses=OpenApiTypes.OBJECT,
+        summary="Where the waiting went: GPU-hours per week and cause",
+        parameters=FILTERS,
+    )
     def get(self, request: Request) -> Response:
         _form, query, teams = self.form(WaitFilterForm)
         report = wait_report(
@@ -110,6 +114,7 @@ class WaitingJobsView(WaitingAPIMixin, APIView):
     """The jobs behind one week and cause of the wait report, most GPU-hours first (at most 200)."""
 
     @extend_schema(
+        responses=OpenApiTypes.OBJECT,
         summary="The jobs behind one week and cause",
         parameters=[
             *FILTERS,
