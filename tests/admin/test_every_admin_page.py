@@ -17,17 +17,23 @@ from django.urls import reverse
 from portal.demo import DEMO_PASSWORD
 from queues.models import Cohort
 from tests.browsing import DB_LOCK
-from tests.demo_db import demo_each_test
+from tests.demo_db import demo_each_test, demo_load
 
 # Both tests read the demo: seeded once per session, loaded before each (tests/demo_db.py).
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _demo(demo_snapshot, django_db_blocker):
-    """The demo, loaded before each test."""
+    """Once the module is done, the database as it was before it."""
     with demo_each_test(demo_snapshot, django_db_blocker):
         yield
+
+
+@pytest.fixture(autouse=True)
+def _demo_loaded(_demo, transactional_db, demo_snapshot):
+    """Each test starts from the demo."""
+    demo_load(demo_snapshot)
 
 
 PROJECT_APPS = {"pools", "queues", "clusters", "billing", "portal"}

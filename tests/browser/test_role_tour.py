@@ -24,11 +24,11 @@ from playwright.sync_api import Page
 from portal.demo import DEMO_PASSWORD
 from queues.models import Job
 from tests.browsing import DB_LOCK
-from tests.demo_db import demo_each_test
+from tests.demo_db import demo_each_test, demo_load
 
 # Each role's tour starts from the same demo (tests/demo_db.py: DAYS days, ``ROLE_TOUR_DAYS=30`` for the full
 # demo), seeded once and loaded before each test.
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 #: At most this many pages visited per role: far more than the page kinds there are, so hitting it is a failure.
 MAX_PAGES = 120
 #: At most this many links checked per role: more than the demo shows, so hitting it is a failure.
@@ -225,9 +225,15 @@ def tour_of(page: Page, origin: str, job_states: dict[int, str]) -> Tour:
 
 @pytest.fixture(scope="module", autouse=True)
 def _demo(demo_snapshot, django_db_blocker):
-    """The demo, loaded before each role's tour (seeded once per session)."""
+    """Once the module is done, the database as it was before it (the demo is seeded once per session)."""
     with demo_each_test(demo_snapshot, django_db_blocker):
         yield
+
+
+@pytest.fixture(autouse=True)
+def _demo_loaded(_demo, transactional_db, demo_snapshot):
+    """Each test starts from the demo."""
+    demo_load(demo_snapshot)
 
 
 @pytest.mark.parametrize("role", list(ROLES))
