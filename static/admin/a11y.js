@@ -16,6 +16,21 @@
       });
     });
   }
-  window.addEventListener("load", nameAll);
-  document.addEventListener("formset:added", function () { window.setTimeout(nameAll, 0); });
+  // Django starts select2 from a jQuery ready handler, which jQuery 3 runs from a timer: it may come after the page's
+  // load event. Name the boxes whenever select2 adds some, whenever that is (and once the page has loaded).
+  var pending = false;
+  function soon() {
+    if (pending) { return; }
+    pending = true;
+    window.setTimeout(function () { pending = false; nameAll(); }, 0);
+  }
+  window.addEventListener("load", soon);
+  document.addEventListener("formset:added", soon);
+  document.addEventListener("DOMContentLoaded", function () {
+    new MutationObserver(function (records) {
+      for (var i = 0; i < records.length; i++) {
+        if (records[i].addedNodes.length) { soon(); return; }
+      }
+    }).observe(document.body, { childList: true, subtree: true });
+  });
 })();
