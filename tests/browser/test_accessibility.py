@@ -17,7 +17,10 @@ from playwright.sync_api import Page
 from billing.demo import billing_demo_seed
 from pools.models import Cluster, HealthPolicy, RepairTicket, ResourceClass, ResourceFlavor
 from portal.demo import DEMO_PASSWORD, demo_seed
-from queues.models import Cohort, Job, PriorityClass, Team, TeamQuota
+from queues.models import Cohort, Job, PriorityClass, Reservation, ReservationPolicy, Team, TeamQuota
+from queues.reservations.rules import reservation_policy
+from queues.reservations.services import reservation_request
+from queues.selectors import classes_for_team, team_cluster
 from tests.accessibility import axe_violations, violations_text
 from tests.browsing import DB_LOCK
 
@@ -33,18 +36,63 @@ def _sign_in(page: Page, username: str) -> None:
     page.wait_for_load_state("load")
 
 
+def _reservation() -> Reservation:
+    """A reservation of Computer Vision's lead, tomorrow 09:00–17:00, through the service (the demo has none); an
+    admin is left to decide it (automatic approval off), so its page shows the decision and the preview."""
+    policy = reservation_policy()
+    policy.auto_approve = False
+    policy.save()
+    team = Team.objects.get(slug="vision")
+    cluster = team_cluster(team)
+    starts = (timezone.localtime() + timedelta(days=1)).replace(hour=9, minute=0, second=0, microsecond=0)
+    return reservation_request(
+        team=team,
+        user=team.memberships.get(user__username="carol").user,
+        resource_class=classes_for_team(team, cluster).order_by("pk").first(),
+        count=1,
+        starts_at=starts,
+        ends_at=starts + timedelta(hours=8),
+        purpose="evaluation run (axe check)",
+    )
+
+
 def _pages(role: str) -> list[str]:
     """Every page kind the role reaches, with real ids from the demo."""
     jobs = {s: Job.objects.filter(state=s).order_by("pk").values_list("pk", flat=True).first() for s in Job.State}
+    reservation = _reservation()
+    calendar = f"/reservations/calendar/{reservation.resource_class.slug}/"
+    waiting = ["/waiting/", "/waiting/jobs/"]
     ticket = RepairTicket.objects.order_by("pk").first()
     last_month = (timezone.now().date().replace(day=1) - timedelta(days=1)).replace(day=1)
     common = ["/classes/", "/jobs/", "/pool/", "/notifications/", "/tokens/", f"/health/tickets/{ticket.pk}/"]
     job_pages = [f"/jobs/{pk}/" for pk in jobs.values() if pk]
     pages = {
-        "alice": [*common, *job_pages, "/submit/", "/cost/mine/", "/jobs/?state=pending&mine=1"],
-        "carol": ["/cost/", f"/cost/?start={last_month}&end={last_month.replace(day=28)}&bucket=day", "/submit/"],
-        "oscar": ["/jobs/?team=", "/health/", "/health/tickets/", "/health/capacity/", "/status/", *job_pages[:2]],
+        "alice": [*common, *job_pages, "/submit/", "/cost/mine/", "/jobs/?state=pending&mine=1", "/reservations/"],
+        "carol": [
+            "/cost/",
+            f"/cost/?start={last_month}&end={last_month.replace(day=28)}&bucket=day",
+            "/cost/ledger/",
+            "/submit/",
+            "/reservations/",
+            f"/reservations/{reservation.pk}/",
+            calendar,
+            *waiting,
+        ],
+        "oscar": [
+            "/jobs/?team=",
+            "/health/",
+            "/health/tickets/",
+            "/health/capacity/",
+            "/status/",
+            *job_pages[:2],
+            *waiting,
+        ],
         "admin": [
+            "/reservations/",
+            f"/reservations/{reservation.pk}/",
+            calendar,
+            *waiting,
+            "/admin/policy/guarantees/",
             "/health/",
             "/health/tickets/",
             "/health/capacity/",
@@ -65,6 +113,8 @@ def _pages(role: str) -> list[str]:
             "pools/resourceflavor": ResourceFlavor.objects.order_by("pk").first(),
             "pools/repairticket": ticket,
             "pools/healthpolicy": HealthPolicy.objects.order_by("pk").first(),
+            "queues/reservation": reservation,
+            "queues/reservationpolicy": ReservationPolicy.objects.order_by("pk").first(),
         }
         for path, obj in models.items():
             pages += [f"/admin/{path}/", f"/admin/{path}/{obj.pk}/change/", f"/admin/{path}/add/"]
