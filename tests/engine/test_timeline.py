@@ -18,7 +18,9 @@ from .timeline_builders import (
     flavor_quotas,
     history,
     local_queue,
+    pod_set,
     row,
+    state,
     workload,
 )
 
@@ -321,4 +323,58 @@ def test_configuration_patched_mid_run():
         "reason": "PodsReadyTimeout",
         "message": "Exceeded the PodsReady timeout ns/stuck",
         "at": 60.0,
+    }
+
+
+def gpu_node(name: str, gpus: int = 8) -> dict:
+    """A Ready node of the ``h100`` flavor with ``gpus`` allocatable GPUs."""
+    resources = {"nvidia.com/gpu": str(gpus), "cpu": "64", "memory": "512Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "gpu-class": "h100"}},
+        "spec": {},
+        "status": {
+            "capacity": dict(resources),
+            "allocatable": dict(resources),
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def gpu_workload(name: str, gpus: int) -> dict:
+    """A Workload of one pod asking ``gpus`` GPUs (it fits on one node or not at all)."""
+    return workload(name, "lq", pod_sets=[pod_set("main", 1, **{"nvidia.com/gpu": str(gpus)})])
+
+
+def test_a_node_that_leaves_evicts_its_pods_and_one_that_joins_admits_what_fits_only_there():
+    """Quota is ample (24 GPUs); nodes decide. ``a`` and ``b`` take n1 and n2 whole; n1 is deleted at 10s: ``a``
+    loses its pod (NodeLost), queues again and waits, since n2 is full; n3 joins at 20s and ``a`` starts on it."""
+    world = World(
+        flavor("h100", **{"gpu-class": "h100"}),
+        cluster_queue("cq", flavor_quotas("h100", **{"nvidia.com/gpu": "24"})),
+        local_queue("lq", "cq"),
+        gpu_node("n1"),
+        gpu_node("n2"),
+    )
+    world.at("0s", create=gpu_workload("a", 8))
+    world.at("1s", create=gpu_workload("b", 8))
+    world.at("10s", "n1-gone", delete="Node/n1")
+    world.at("20s", "n3-joins", create=gpu_node("n3"))
+    doc = world.run(until="30s")
+    a = history(doc, "a")
+    assert [d for _, d in a] == ["created", "admitted", "evicted", "admitted"], a
+    assert [t for t, _ in a] == [0.0, 0.0, 10.0, 20.0], a
+    evicted = next(d for d in doc["timeline"]["decisions"] if d["workload"] == "ns/a" and d["decision"] == "evicted")
+    assert "node n1 left the cluster" in evicted["detail"], evicted
+    assert (evicted["after"], row(doc, "a")["decidedAfter"]) == ("n1-gone", "n3-joins")
+    assert [d for _, d in history(doc, "b")] == ["created", "admitted"]
+    assert state(doc, "a", "b") == {"a": "admitted", "b": "admitted"}
+    assert (row(doc, "a")["podSets"][0]["nodes"], row(doc, "b")["podSets"][0]["nodes"]) == (["n3"], ["n2"])
+
+    between = world.run(until="15s")  # n1 gone, n3 not yet there: the devices, not the quota, are what it waits for
+    assert row(between, "a")["state"] == "pending"
+    assert row(between, "a")["reason"] == {
+        "code": "class_exhausted",
+        "message": "The 8 h100 GPUs on the nodes of flavor h100 are in use: 0 free, this job needs 8 (1 pod(s) × 8).",
     }
