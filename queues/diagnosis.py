@@ -10,8 +10,11 @@ the same codes (``queues.models.WaitReason``):
 * **kubernetes**: Kueue decides. The kubernetes backend translates Kueue's conditions combined with the
   portal's view of the pool (``queues.kueue_messages``: free capacity on health-excluded devices →
   ``health_blocked``; a cluster out of sight past its threshold → ``cluster_unreachable``) and stores every
-  change through ``job_set_wait_reason``; this service shows the stored reason, never a different one, and
-  says when the portal has lost sight of the cluster since (``cluster_staleness``).
+  change through ``job_set_wait_reason``; this service shows the stored reason, never a different one — except
+  where a reservation's hold is what keeps the job waiting (Kueue's message says only that quota is short, the
+  engine, which holds the reservations, that the job would start without them: ``capacity_reserved``, Kueue's
+  reason and words kept underneath) — and says when the portal has lost sight of the cluster since
+  (``cluster_staleness``).
 
 In both modes the engine is used to *explain*: ETA (the engine rolled forward over the running jobs' expected
 ends) and "would start now if…" suggestions, each verified by ``engine.explain`` on the modified workload —
@@ -65,6 +68,7 @@ from queues.diagnosis_store import (
 )
 from queues.diagnosis_suggestions import MAX_SUGGESTIONS, MAX_VARIANTS, SUGGESTION_BUDGET_SECONDS, suggestions_for
 from queues.engine.protection import protection_sentence
+from queues.engine.reservation_reasons import ATTRIBUTABLE as RESERVABLE_CODES
 from queues.engine_input import workload_key
 from queues.guarantees.reasons import CAPACITY_CODES, QUOTA_CODES, backing_index, with_repair_note
 from queues.guarantees.reasons import DETAIL as REPAIR_DETAIL
@@ -223,8 +227,9 @@ def _assemble(
             source = "recomputed"
     else:
         # The backend stored its translation of Kueue's conditions, already weighed against the portal's view
-        # of the pool (health-excluded devices, free capacity: queues.kueue_messages); shown as stored.
-        reason, source = stored, "kueue"
+        # of the pool (health-excluded devices, free capacity: queues.kueue_messages); shown as stored, unless a
+        # reservation holds what the job waits for.
+        reason, source = _reserved_in_kueue(stored, verdict), "kueue"
     diagnosis = Diagnosis(
         job=job,
         waiting=True,
@@ -247,6 +252,23 @@ def _assemble(
     elif diagnosis.code == WaitReason.QUOTA_LENT_OUT:  # the teams that hold the lent quota, by name
         diagnosis.details = sel.lent_out_details(cluster=job.cluster, details=diagnosis.details)
     return diagnosis
+
+
+def _reserved_in_kueue(stored: StoredReason, verdict: Verdict) -> StoredReason:
+    """Kueue's stored reason, or the engine's ``capacity_reserved`` where a reservation's hold is what keeps the job
+    waiting: Kueue reads the hold as quota that is short (its ClusterQueues carry the window's quotas), the engine
+    explains the job again without the holds (``queues.engine.reservation_reasons``). Kueue's reason and words stay
+    in ``details.underlying`` and ``kueue_message``."""
+    if verdict.code != WaitReason.CAPACITY_RESERVED or stored.code not in RESERVABLE_CODES:
+        return stored
+    details = {**stored.details, **verdict.details, "underlying": {"code": stored.code, "message": stored.message}}
+    return StoredReason(
+        code=verdict.code,
+        message=verdict.message,
+        kueue_message=stored.kueue_message or verdict.kueue_message,
+        details=details,
+        since=stored.since,
+    )
 
 
 def _with_eta(diagnosis: Diagnosis, eta: Eta | None) -> Diagnosis:

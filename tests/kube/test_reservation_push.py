@@ -14,9 +14,11 @@ from clusters.kube_sync.config import kube_config_adopt, kube_config_push
 from clusters.models import KubeConfigObject
 from clusters.push import policy_push_run
 from kernel.errors import Conflict
-from queues.models import Cohort, Membership, PolicyPush, QuotaLine, Reservation, TeamQuota
+from queues.diagnosis import job_diagnosis
+from queues.models import Cohort, Job, Membership, PolicyPush, QuotaLine, Reservation, TeamQuota
 from queues.reservations.services import reservation_edges_apply, reservation_request
 from tests.factories import MembershipFactory, TeamFactory, UserFactory
+from tests.kube.cluster import at
 
 pytestmark = pytest.mark.django_db
 
@@ -108,3 +110,49 @@ def test_the_window_edges_reach_kueue_through_the_audited_push(portal, teams, cl
     policy_push_run(push_id=closing.pk, now=row.ends_at)
     assert _gpu(emulator, "speech") == {"name": GPU, "nominalQuota": "4", "reclaimWithinCohort": "Never"}
     assert emulator.rejected == []
+
+
+QUOTA_SHORT = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h100, 8 more needed"
+
+
+def test_a_wait_kueue_reads_as_quota_names_the_reservation_that_holds_it(portal, teams, cluster, world, kube):
+    """Speech's window of 8 H100 is open: vision's quota in force is 8 of its 16 and it runs 8. Kueue says vision's
+    next job lacks quota; without the hold it would start, so the job page and the API name the reservation (with
+    Kueue's words and reason kept underneath), as the simulated cluster's tick does."""
+    ns = portal.team.namespace
+    row = reservation_request(
+        team=teams.speech,
+        user=teams.frank,
+        resource_class=portal.rc,
+        count=8,
+        starts_at=at(10),
+        ends_at=at(10) + timedelta(hours=8),
+        purpose="evaluation run",
+        now=at(0),
+    )
+    assert row.state == Reservation.State.APPROVED, row.reasons
+    running = world.submit("running", gpus=8, minute=1)
+    kube.create_workload(running.k8s_name, ns, when=at(1))
+    kube.admit(
+        running.k8s_name, ns, cluster_queue="vision", flavor="h100", nodes=["gpu-a1"], gpus_per_pod=8, when=at(1)
+    )
+    kube.run_pods(running.k8s_name, ns, ["gpu-a1"], when=at(2))
+    waiting = world.submit("waiting", gpus=8, minute=12)
+    kube.create_workload(waiting.k8s_name, ns, when=at(12))
+    kube.pending(waiting.k8s_name, ns, QUOTA_SHORT, when=at(12))
+    world.sync()
+    assert Job.objects.get(pk=running.pk).state == Job.State.RUNNING
+    waiting = Job.objects.get(pk=waiting.pk)
+    # the stored translation weighs Kueue's words against the team's configured quota (16): capacity held elsewhere
+    assert (waiting.state, waiting.wait_reason) == (Job.State.PENDING, "higher_priority_ahead"), waiting.wait_message
+
+    diagnosis = job_diagnosis(waiting, now=at(15), recompute=True)
+    assert diagnosis.code == "capacity_reserved", diagnosis.message
+    assert diagnosis.message.startswith("8 H100 GPUs are reserved for Speech until "), diagnosis.message
+    assert diagnosis.message.endswith("without that reservation this job would start now."), diagnosis.message
+    assert diagnosis.kueue_message == waiting.kueue_message  # Kueue's own words are still shown
+    assert diagnosis.details["underlying"]["code"] == "higher_priority_ahead"
+    assert [r["holder"] for r in diagnosis.details["reservations"]] == ["Speech"]
+
+    after = job_diagnosis(waiting, now=at(10) + timedelta(hours=8, minutes=5), recompute=True)  # the window is over
+    assert after.code == "higher_priority_ahead", after.message
