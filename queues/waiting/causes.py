@@ -62,8 +62,8 @@ CAUSE_COLOURS: dict[str, str] = {
     "unknown": "#d4d4d4",
 }
 
-#: Every wait code's cause. A code missing here is a test failure (``tests/queues/test_wait_causes.py``), so a
-#: new code cannot be added without saying where its waiting goes.
+#: Every wait code's cause. A code missing here is a test failure (``test_every_wait_code_has_a_cause`` in
+#: ``tests/queues/test_wait_attribution.py``), so a new code cannot be added without saying where its waiting goes.
 CAUSE_OF_CODE: dict[str, Cause] = {
     wc.QUOTA_EXHAUSTED: "quota",
     wc.QUOTA_LENT_OUT: "lent_out",

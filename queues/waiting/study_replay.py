@@ -17,11 +17,14 @@ class_full     one more node like the largest node of the class that waited most
 fragmentation  defragmented placements: every job finds its devices together (topology rules dropped; an upper
                bound of what compacting placements can give)
 health         repair turnaround: every device excluded for health back in service at once
+reservation    the window without its reservations (the holds that took capacity from the cohort)
 =============  ==================================================================================================
 
-Priority (working as configured), provisioning, reservations, queue configuration, hardware that never matches
+The replays hold the window's reservations as they held capacity then (``queues.reservations.holds``), the
+baseline included. Priority (working as configured), provisioning, queue configuration, hardware that never matches
 and unrecorded reasons are not replayed: the page says so, with the hours attributed to them. Saved hours are the
-baseline's waiting GPU-hours of all the cluster's jobs minus the action's (an action helps or hurts every team).
+baseline's waiting GPU-hours of all the cluster's jobs minus the action's (an action helps or hurts every team: the
+reserving team's own waits count too).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from queues.policy.whatif import (
     replay_policy,
 )
 from queues.recent_usage import with_recent_usage
+from queues.reservations.holds import cluster_holds
 from queues.waiting.causes import CAUSES, cause_label
 from queues.waiting.rollup import attribution_tz
 from queues.waiting.spans import week_start
@@ -63,7 +67,6 @@ US_PER_HOUR = 3_600_000_000
 NOT_REPLAYED = {
     "priority": "higher-priority work went first as the priorities are set: nothing to replay",
     "provisioning": "provisioning runs outside the portal: its turnaround cannot be replayed",
-    "reservation": "reservations are not replayed yet",
     "configuration": "fix the queue (stopped or misconfigured): all of these hours",
     "no_hardware": "the class asks for hardware that never matches: change the class or the jobs",
     "unknown": "no reason was recorded for this waiting",
@@ -190,6 +193,7 @@ def study_results(
     names = dict(TeamQuota.objects.filter(cluster=cluster).values_list("team_id", "team__name"))
     nodes = window_engine_nodes(cluster=cluster, start=start, end=end)
     config = with_recent_usage(policy_configuration(cluster=cluster, nodes=False), cluster=cluster, as_of=start)
+    config = replace(config, reservations=cluster_holds(cluster=cluster, start=start, end=end, now=end))
     window_hours = max((end - start).total_seconds() / 3600, 1e-9)
 
     def replay(label: str, cfg: m.ClusterState, window_nodes: list[WindowNode], relax: bool = False) -> float:
@@ -264,6 +268,16 @@ def study_results(
             elif cause == "health":
                 entry["action"] = "Repair turnaround: unhealthy devices back in service at once"
                 after = replay(entry["action"], config, [replace(w, node=_healed(w.node)) for w in nodes])
+            elif cause == "reservation":
+                if not config.reservations:
+                    entry["note"] = "no reservation of the window holds capacity any more (cancelled or refused since)"
+                    continue
+                holders = sorted({h.holder or h.cluster_queue for h in config.reservations})
+                count = len(config.reservations)
+                entry["action"] = (
+                    f"Without the window's {count} reservation{'' if count == 1 else 's'} (for {', '.join(holders)})"
+                )
+                after = replay(entry["action"], replace(config, reservations=()), nodes)
             else:
                 continue
         except WhatIfTooSlow as exc:
