@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pools.models import Allocation, Device, Node, ResourceClass
@@ -30,6 +32,9 @@ def test_demo_seed_is_idempotent_and_realistic():
     assert allowed == set(WorkloadKind.values)
     assert Job.objects.filter(kind__in=["session", "inference"], state="running").count() == 2
     assert not Job.objects.filter(kind__in=["jobset", "pytorchjob", "rayjob"], companion_pod_sets=[]).exists()
+    # A name says what the job is, not a counter: the pages show the id beside it (issue 32: "resnet-41 #41").
+    counted = [n for n in Job.objects.values_list("name", flat=True) if re.search(r"-\d+$", n)]
+    assert not counted, counted[:5]
     # Every pending job says why it waits; every finished job released its devices.
     assert not Job.objects.filter(state="pending", wait_reason="").exists()
     assert not Allocation.objects.filter(ended_at__isnull=True, job__state__in=Job.FINAL_STATES).exists()
