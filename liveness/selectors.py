@@ -136,6 +136,13 @@ def _beat_up_since(now: datetime) -> datetime | None:
     )
 
 
+def crontab_due_after(schedule: crontab, last: datetime) -> datetime:
+    """When a crontab entry is next due after ``last`` (whatever the clock says now: Celery's ``remaining_estimate``
+    is that time less the wall clock's now, not a span from ``last``)."""
+    start, delta, _now = schedule.remaining_delta(last)
+    return start + delta
+
+
 def _overdue(schedule, row: PeriodicTaskState | None, *, since: datetime | None, now: datetime) -> bool:
     """Whether the entry should have run and has not: two periods plus the late margin since its last start (or
     since beat started, for an entry never run); a crontab entry, its next due time plus the margin."""
@@ -144,7 +151,7 @@ def _overdue(schedule, row: PeriodicTaskState | None, *, since: datetime | None,
     if last is None:
         return False
     if isinstance(schedule, crontab):
-        return now > last + schedule.remaining_estimate(last) + margin
+        return now > crontab_due_after(schedule, last) + margin
     seconds = schedule if isinstance(schedule, int | float) else schedule.run_every.total_seconds()
     return now > last + timedelta(seconds=2 * seconds) + margin
 

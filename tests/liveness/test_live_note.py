@@ -13,6 +13,7 @@ from django.test import RequestFactory
 from django.utils import timezone
 
 from liveness import services
+from tests.liveness.test_selectors import clock_text
 
 ROOT = Path(__file__).resolve().parents[2]
 #: A template that polls but shows no live cluster data says so with this comment.
@@ -76,7 +77,7 @@ def test_the_note_says_the_live_data_is_paused_since_the_worker_was_last_seen(se
     services.heartbeat_record(kind="worker", hostname="h", pid=1, started_at=last, now=last)
     services.heartbeat_record(kind="beat", hostname="h", pid=2, started_at=now, now=now)
     html = _render(rendered_at=now, CAN_SEE_STATUS=True)
-    assert f"Live data paused since {timezone.localtime(last):%H:%M}: the background worker is not running." in html
+    assert f"Live data paused since {clock_text(last)}: the background worker is not running." in html
     assert "Job states are as of then." in html
     assert "refreshes every" not in html
     assert 'href="/status/"' in html

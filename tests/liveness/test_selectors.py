@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from celery.schedules import crontab
@@ -30,6 +30,13 @@ def knobs(settings, tmp_path):
     broker.write_bytes(b"")
     settings.CELERY_BROKER_URL = f"sqla+sqlite:///{broker}"
     return settings
+
+
+def clock_text(when) -> str:
+    """How the live note says a time: the hour, and the day too when it is not today (a test run just after
+    midnight sees 23:58 as yesterday)."""
+    local = timezone.localtime(when)
+    return f"{local:%H:%M}" if local.date() == timezone.localdate() else f"{local:%Y-%m-%d %H:%M}"
 
 
 def beat(kind: str, *, seen, pid: int = 1, started=None):
@@ -68,7 +75,7 @@ def test_the_newest_process_counts_after_a_restart(knobs):
 
 
 def test_an_interval_entry_is_overdue_after_two_periods_and_the_margin(knobs):
-    now = timezone.now()
+    now = datetime(2026, 12, 7, 15, 0, tzinfo=UTC)  # a fixed clock: the daily entry's next 00:30 is hours away
     beat("beat", seen=now, started=now - timedelta(hours=1))
     ran("simulated-clusters-tick", "clusters.simulated_clusters_tick", now - timedelta(seconds=69))
     ran("kube-sync-clusters", "clusters.kube_sync_clusters", now - timedelta(seconds=181))
@@ -91,6 +98,25 @@ def test_a_crontab_entry_is_overdue_past_its_next_due_time_and_the_margin(knobs)
     ran("daily", "billing.usage_rollup_day", now - timedelta(days=1, hours=2))
     by_name = {e.entry: e for e in periodic_status(now=now)}
     assert by_name["daily"].overdue is True
+
+
+@pytest.mark.parametrize(
+    ("clock", "overdue"),
+    [
+        ("23:50", False),  # beat up since 22:50, the daily entry due at 00:30: not yet
+        ("00:29", False),
+        ("00:31", False),  # within the margin (60 s)
+        ("00:32", True),
+    ],
+)
+def test_a_crontab_entry_never_run_is_due_at_its_next_time_after_beat_started_whatever_the_clock(knobs, clock, overdue):
+    """The next due time is counted from when beat started, not from the wall clock: at 23:50 an entry due at 00:30
+    is not overdue (it was reported overdue from 23:31 on: Celery's remaining_estimate is relative to now)."""
+    started = datetime(2026, 12, 7, 22, 50, tzinfo=UTC)
+    hour, minute = (int(part) for part in clock.split(":"))
+    now = datetime(2026, 12, 7 if hour >= 12 else 8, hour, minute, tzinfo=UTC)
+    beat("beat", seen=now, started=started)
+    assert {e.entry: e for e in periodic_status(now=now)}["daily"].overdue is overdue
 
 
 def test_an_entry_fails_until_a_later_success_and_sent_tasks_are_listed(knobs):
@@ -131,9 +157,17 @@ def test_live_data_is_paused_since_the_workers_last_heartbeat(knobs):
     live = live_data_status(now=now)
     assert (live.live, live.since) == (False, last)
     assert live.message == (
-        f"Live data paused since {timezone.localtime(last):%H:%M}: the background worker is not running. "
-        "Job states are as of then."
+        f"Live data paused since {clock_text(last)}: the background worker is not running. Job states are as of then."
     )
+
+
+def test_a_pause_since_another_day_says_the_day(knobs):
+    now = timezone.now()
+    last = now - timedelta(days=2)
+    beat("worker", seen=last)
+    beat("beat", seen=now)
+    message = live_data_status(now=now).message
+    assert message.startswith(f"Live data paused since {timezone.localtime(last):%Y-%m-%d %H:%M}: "), message
 
 
 def test_live_data_is_paused_while_beat_is_down(knobs):
