@@ -248,3 +248,32 @@ def test_every_page_for_the_role_opens_without_errors_or_dead_links(page, live_s
     reached = {re.sub(r" \(.*\)$", "", k) for k in tour.visited}
     missing = must_reach - reached
     assert not missing, f"the tour never reached {sorted(missing)}; it visited {sorted(tour.visited)}"
+
+
+#: A lead's and an operator's pages with the demo's figures, at a phone's width: wide tables scroll in their panel,
+#: the cost's and the statement's tiles keep their amounts inside them; the page itself is never wider.
+PHONE_PAGES = {
+    "erin": ("/cost/", "/cost/?bucket=day", "/cost/ledger/", "/waiting/", "/waiting/jobs/", "/reservations/"),
+    "oscar": ("/health/", "/health/tickets/", "/health/capacity/", "/status/", "/jobs/?team=", "/waiting/"),
+}
+
+
+@pytest.mark.parametrize("username", list(PHONE_PAGES))
+def test_the_pages_with_the_demos_figures_fit_a_phone(page, username):
+    page.set_viewport_size({"width": 390, "height": 800})
+    sign_in(page, username)
+    wide = {}
+    for path in PHONE_PAGES[username]:
+        page.goto(path)
+        settle(page)
+        width = page.evaluate("() => document.documentElement.scrollWidth")
+        if width > 390:
+            wide[path] = (
+                width,
+                page.evaluate(
+                    "() => [...document.querySelectorAll('body *')].filter(e => e.scrollWidth > e.clientWidth + 1"
+                    " && getComputedStyle(e).overflowX === 'visible').slice(0, 6).map(e => e.tagName + '#' + e.id"
+                    " + '.' + e.className + ' ' + e.scrollWidth + '>' + e.clientWidth)"
+                ),
+            )
+    assert not wide, wide
