@@ -115,8 +115,10 @@ def test_a_window_cancelled_half_way_is_charged_to_the_cancellation_and_one_canc
 
 def test_an_open_window_is_charged_up_to_now_only(world):
     now = timezone.now()
-    approved(world, count=2, start=now - timedelta(hours=1), end=now + timedelta(hours=5))
-    report = selectors.cost_report(teams=[world.speech], start=timezone.localdate(), end=timezone.localdate())
+    start = now - timedelta(hours=1)
+    approved(world, count=2, start=start, end=now + timedelta(hours=5))
+    # from the window's first day (just after midnight it began yesterday) to today
+    report = selectors.cost_report(teams=[world.speech], start=timezone.localdate(start), end=timezone.localdate())
     assert Decimal(2) - report.reservations.total.reserved_hours < Decimal("0.01")
 
 
