@@ -20,6 +20,7 @@ from queues import kueue_messages as km
 from queues import services as job_services
 from queues.guarantees.selectors import applied_lines, cluster_guarantees
 from queues.models import Job, QuotaLine, TeamQuota
+from queues.reservations.overrides import cluster_quota_overrides
 
 
 @dataclass
@@ -78,7 +79,8 @@ class EvalContext:
     @cached_property
     def quota_use(self) -> QuotaUse:
         """Quota and use per ClusterQueue of the cluster: the quota in force (a guarantee less its part of a shortfall
-        of healthy capacity, as pushed to Kueue: queues.guarantees), Kueue's own reservation figures where synced."""
+        of healthy capacity, and moved by the reservations in force, as pushed to Kueue: queues.guarantees,
+        queues.reservations), Kueue's own reservation figures where synced."""
         use = QuotaUse()
         quotas: dict[int | None, TeamQuota] = {
             q.pk: q for q in TeamQuota.objects.filter(cluster=self.cluster).select_related("team", "cohort")
@@ -98,6 +100,13 @@ class EvalContext:
                 )
             except ValueError:
                 continue
+        # A reservation's window in force moves quota between the cohort's queues (as pushed to Kueue at its edges):
+        # the reasons read the quota Kueue has, not the one configured (queues.reservations.overrides).
+        for (kind, name, flavor, resource), (nominal, _lending) in cluster_quota_overrides(
+            cluster=self.cluster, at=self.now
+        ).lines.items():
+            if kind == "ClusterQueue" and (name, flavor, resource) in use.nominal:
+                use.nominal[(name, flavor, resource)] = nominal
         live = KubeConfigObject.objects.filter(cluster=self.cluster, kind="ClusterQueue").values_list(
             "name", "live_status"
         )

@@ -115,20 +115,22 @@ def test_the_window_edges_reach_kueue_through_the_audited_push(portal, teams, cl
 QUOTA_SHORT = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h100, 8 more needed"
 
 
-def test_a_wait_kueue_reads_as_quota_names_the_reservation_that_holds_it(portal, teams, cluster, world, kube):
+def test_a_wait_kueue_reads_as_quota_names_the_reservation_that_holds_it(portal, teams, cluster, world, kube, emulator):
     """Speech's window of 8 H100 is open: vision's quota in force is 8 of its 16 and it runs 8. Kueue says vision's
-    next job lacks quota; without the hold it would start, so the job page and the API name the reservation (with
-    Kueue's words and reason kept underneath), as the simulated cluster's tick does."""
+    next job lacks quota; the stored reason reads the quota Kueue has (8, not the configured 16); without the hold
+    the job would start, so the job page and the API name the reservation (with Kueue's words and reason kept
+    underneath), as the simulated cluster's tick does."""
     ns = portal.team.namespace
+    now = timezone.now()  # the sync reads the reservations in force at the wall clock
     row = reservation_request(
         team=teams.speech,
         user=teams.frank,
         resource_class=portal.rc,
         count=8,
-        starts_at=at(10),
-        ends_at=at(10) + timedelta(hours=8),
+        starts_at=now - timedelta(minutes=5),
+        ends_at=now + timedelta(hours=8),
         purpose="evaluation run",
-        now=at(0),
+        now=now - timedelta(minutes=10),
     )
     assert row.state == Reservation.State.APPROVED, row.reasons
     running = world.submit("running", gpus=8, minute=1)
@@ -137,22 +139,28 @@ def test_a_wait_kueue_reads_as_quota_names_the_reservation_that_holds_it(portal,
         running.k8s_name, ns, cluster_queue="vision", flavor="h100", nodes=["gpu-a1"], gpus_per_pod=8, when=at(1)
     )
     kube.run_pods(running.k8s_name, ns, ["gpu-a1"], when=at(2))
+    cq = emulator.get_obj("ClusterQueue", "vision")  # Kueue's figures: vision holds 8
+    cq["status"] = {
+        "flavorsReservation": [{"name": "h100", "resources": [{"name": GPU, "total": "8", "borrowed": "0"}]}]
+    }
+    emulator.put(cq)
     waiting = world.submit("waiting", gpus=8, minute=12)
     kube.create_workload(waiting.k8s_name, ns, when=at(12))
     kube.pending(waiting.k8s_name, ns, QUOTA_SHORT, when=at(12))
     world.sync()
     assert Job.objects.get(pk=running.pk).state == Job.State.RUNNING
     waiting = Job.objects.get(pk=waiting.pk)
-    # the stored translation weighs Kueue's words against the team's configured quota (16): capacity held elsewhere
-    assert (waiting.state, waiting.wait_reason) == (Job.State.PENDING, "higher_priority_ahead"), waiting.wait_message
+    # the stored translation weighs Kueue's words against the quota Kueue has in the window (8 of the 16)
+    assert (waiting.state, waiting.wait_reason) == (Job.State.PENDING, "quota_exhausted"), waiting.wait_message
+    assert waiting.wait_message.startswith("Your team's quota of 8 GPUs on H100 is in use"), waiting.wait_message
 
-    diagnosis = job_diagnosis(waiting, now=at(15), recompute=True)
+    diagnosis = job_diagnosis(waiting, now=now, recompute=True)
     assert diagnosis.code == "capacity_reserved", diagnosis.message
     assert diagnosis.message.startswith("8 H100 GPUs are reserved for Speech until "), diagnosis.message
     assert diagnosis.message.endswith("without that reservation this job would start now."), diagnosis.message
     assert diagnosis.kueue_message == waiting.kueue_message  # Kueue's own words are still shown
-    assert diagnosis.details["underlying"]["code"] == "higher_priority_ahead"
+    assert diagnosis.details["underlying"]["code"] == "quota_exhausted"
     assert [r["holder"] for r in diagnosis.details["reservations"]] == ["Speech"]
 
-    after = job_diagnosis(waiting, now=at(10) + timedelta(hours=8, minutes=5), recompute=True)  # the window is over
-    assert after.code == "higher_priority_ahead", after.message
+    after = job_diagnosis(waiting, now=now + timedelta(hours=8, minutes=5), recompute=True)  # the window is over
+    assert after.code == "quota_exhausted", after.message
