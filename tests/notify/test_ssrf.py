@@ -8,6 +8,7 @@ is emptied (the folder's conftest allows loopback for the other tests' receivers
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -181,7 +182,8 @@ def test_the_reply_body_is_never_shown_only_its_status_class(world, client, ada,
     assert delivery.last_error == "webhook answered 4xx"
     page = client.get(URL).content
     assert SECRET not in page
-    assert b"418" not in page
+    # not the status itself (as a word of its own: a port, a token or an id of the page may hold the digits 418)
+    assert not re.search(rb"(?<![0-9A-Za-z])418(?![0-9A-Za-z])", page), re.findall(rb".{40}418.{40}", page)
 
 
 def test_open_and_closed_ports_cannot_be_told_apart(world, ada, listen):
