@@ -18,6 +18,7 @@ from pools.models import USABLE_HEALTH, Allocation, Cluster, Device, Node, Resou
 from pools.selectors import SHARING_KIND
 from queues import kueue_messages as km
 from queues import services as job_services
+from queues.engine.reservations import CLUSTER_QUEUE
 from queues.guarantees.selectors import applied_lines, cluster_guarantees
 from queues.models import Job, QuotaLine, TeamQuota
 from queues.reservations.overrides import cluster_quota_overrides
@@ -105,7 +106,7 @@ class EvalContext:
         for (kind, name, flavor, resource), (nominal, _lending) in cluster_quota_overrides(
             cluster=self.cluster, at=self.now
         ).lines.items():
-            if kind == "ClusterQueue" and (name, flavor, resource) in use.nominal:
+            if kind == CLUSTER_QUEUE and (name, flavor, resource) in use.nominal:
                 use.nominal[(name, flavor, resource)] = nominal
         live = KubeConfigObject.objects.filter(cluster=self.cluster, kind="ClusterQueue").values_list(
             "name", "live_status"
